@@ -1,0 +1,17 @@
+//! Vev's core vocabulary: values, datoms, schema, transaction data and the transaction error
+//! family. Pure data and pure functions: no I/O, no `unsafe`.
+
+pub mod datom;
+pub mod error;
+pub mod ids;
+pub mod schema;
+pub mod txdata;
+pub mod value;
+
+pub use datom::{Component, Datom, IndexOrder};
+pub use error::{EntityName, TxError};
+pub use ids::{BasisT, EntityId};
+pub use schema::{Attribute, Cardinality, Schema, TupleSpec, Unique, ValueType};
+pub use txdata::{parse_tx, tx_from_edn, AttrRef, EntityRef, SpannedOp, TempId, TxMap, TxOp, TxValue};
+pub use value::Value;
+pub use vev_edn::{Edn, Keyword, Symbol};

@@ -1,0 +1,276 @@
+//! Typed values: what the `v` of a datom can hold.
+//!
+//! Every variant corresponds to one `:db/valueType`. Values have a total order (variant rank
+//! first, then the natural order of the payload) so that they can be index keys; doubles and
+//! floats compare with `total_cmp`, so NaN has a place too. Cheap to clone: every payload larger
+//! than a word sits behind an `Arc`.
+
+use std::cmp::Ordering;
+use std::fmt;
+use std::hash::{Hash, Hasher};
+use std::sync::Arc;
+
+use vev_edn::{BigDecimal, BigInt, Edn, Keyword, Symbol};
+
+use crate::ids::EntityId;
+use crate::schema::ValueType;
+
+/// The value position of a datom.
+#[derive(Clone, Debug)]
+pub enum Value {
+    /// Only inside composite tuples, for a missing component.
+    Nil,
+    Ref(EntityId),
+    Keyword(Keyword),
+    String(Arc<str>),
+    Boolean(bool),
+    Long(i64),
+    BigInt(Arc<BigInt>),
+    Double(f64),
+    Float(f32),
+    BigDec(Arc<BigDecimal>),
+    /// Milliseconds since the Unix epoch.
+    Instant(i64),
+    Uuid([u8; 16]),
+    Uri(Arc<str>),
+    Bytes(Arc<[u8]>),
+    Symbol(Symbol),
+    Tuple(Arc<[Value]>),
+}
+
+impl Value {
+    fn rank(&self) -> u8 {
+        match self {
+            Value::Nil => 0,
+            Value::Ref(_) => 1,
+            Value::Keyword(_) => 2,
+            Value::String(_) => 3,
+            Value::Boolean(_) => 4,
+            Value::Long(_) => 5,
+            Value::BigInt(_) => 6,
+            Value::Double(_) => 7,
+            Value::Float(_) => 8,
+            Value::BigDec(_) => 9,
+            Value::Instant(_) => 10,
+            Value::Uuid(_) => 11,
+            Value::Uri(_) => 12,
+            Value::Bytes(_) => 13,
+            Value::Symbol(_) => 14,
+            Value::Tuple(_) => 15,
+        }
+    }
+
+    /// The value type this value has, `None` for `Nil`.
+    pub fn value_type(&self) -> Option<ValueType> {
+        Some(match self {
+            Value::Nil => return None,
+            Value::Ref(_) => ValueType::Ref,
+            Value::Keyword(_) => ValueType::Keyword,
+            Value::String(_) => ValueType::String,
+            Value::Boolean(_) => ValueType::Boolean,
+            Value::Long(_) => ValueType::Long,
+            Value::BigInt(_) => ValueType::BigInt,
+            Value::Double(_) => ValueType::Double,
+            Value::Float(_) => ValueType::Float,
+            Value::BigDec(_) => ValueType::BigDec,
+            Value::Instant(_) => ValueType::Instant,
+            Value::Uuid(_) => ValueType::Uuid,
+            Value::Uri(_) => ValueType::Uri,
+            Value::Bytes(_) => ValueType::Bytes,
+            Value::Symbol(_) => ValueType::Symbol,
+            Value::Tuple(_) => ValueType::Tuple,
+        })
+    }
+
+    pub fn string(s: &str) -> Value {
+        Value::String(Arc::from(s))
+    }
+
+    pub fn keyword(full: &str) -> Value {
+        Value::Keyword(Keyword::new(full))
+    }
+
+    pub fn as_ref(&self) -> Option<EntityId> {
+        match self {
+            Value::Ref(e) => Some(*e),
+            _ => None,
+        }
+    }
+
+    pub fn as_long(&self) -> Option<i64> {
+        match self {
+            Value::Long(n) => Some(*n),
+            _ => None,
+        }
+    }
+
+    pub fn as_str(&self) -> Option<&str> {
+        match self {
+            Value::String(s) | Value::Uri(s) => Some(s),
+            _ => None,
+        }
+    }
+
+    pub fn as_keyword(&self) -> Option<&Keyword> {
+        match self {
+            Value::Keyword(k) => Some(k),
+            _ => None,
+        }
+    }
+
+    pub fn as_bool(&self) -> Option<bool> {
+        match self {
+            Value::Boolean(b) => Some(*b),
+            _ => None,
+        }
+    }
+
+    /// The EDN form of this value. Refs become integers; uris and bytes become tagged
+    /// literals (`#uri "..."`, `#bytes "hex"`) so that they read back with their type.
+    pub fn to_edn(&self) -> Edn {
+        match self {
+            Value::Nil => Edn::Nil,
+            Value::Ref(e) => Edn::Integer(*e as i64),
+            Value::Keyword(k) => Edn::Keyword(k.clone()),
+            Value::String(s) => Edn::String(s.to_string()),
+            Value::Boolean(b) => Edn::Bool(*b),
+            Value::Long(n) => Edn::Integer(*n),
+            Value::BigInt(n) => Edn::BigInt((**n).clone()),
+            Value::Double(d) => Edn::Float(*d),
+            Value::Float(f) => Edn::Float(*f as f64),
+            Value::BigDec(d) => Edn::BigDec((**d).clone()),
+            Value::Instant(ms) => Edn::Inst(*ms),
+            Value::Uuid(u) => Edn::Uuid(u128::from_be_bytes(*u)),
+            Value::Uri(s) => Edn::Tagged(Symbol::new("uri"), Box::new(Edn::String(s.to_string()))),
+            Value::Bytes(b) => {
+                Edn::Tagged(Symbol::new("bytes"), Box::new(Edn::String(hex_encode(b))))
+            }
+            Value::Symbol(s) => Edn::Symbol(s.clone()),
+            Value::Tuple(items) => Edn::Vector(items.iter().map(Value::to_edn).collect()),
+        }
+    }
+}
+
+pub fn hex_encode(bytes: &[u8]) -> String {
+    const DIGITS: &[u8; 16] = b"0123456789abcdef";
+    let mut out = String::with_capacity(bytes.len() * 2);
+    for b in bytes {
+        out.push(DIGITS[(b >> 4) as usize] as char);
+        out.push(DIGITS[(b & 15) as usize] as char);
+    }
+    out
+}
+
+pub fn hex_decode(text: &str) -> Option<Vec<u8>> {
+    if text.len() % 2 != 0 {
+        return None;
+    }
+    let digit = |c: u8| (c as char).to_digit(16).map(|d| d as u8);
+    text.as_bytes()
+        .chunks(2)
+        .map(|pair| Some(digit(pair[0])? << 4 | digit(pair[1])?))
+        .collect()
+}
+
+impl PartialEq for Value {
+    fn eq(&self, other: &Self) -> bool {
+        self.cmp(other) == Ordering::Equal
+    }
+}
+
+impl Eq for Value {}
+
+impl PartialOrd for Value {
+    fn partial_cmp(&self, other: &Self) -> Option<Ordering> {
+        Some(self.cmp(other))
+    }
+}
+
+impl Ord for Value {
+    fn cmp(&self, other: &Self) -> Ordering {
+        use Value::*;
+        match (self, other) {
+            (Nil, Nil) => Ordering::Equal,
+            (Ref(a), Ref(b)) => a.cmp(b),
+            (Keyword(a), Keyword(b)) => a.cmp(b),
+            (String(a), String(b)) | (Uri(a), Uri(b)) => a.cmp(b),
+            (Boolean(a), Boolean(b)) => a.cmp(b),
+            (Long(a), Long(b)) => a.cmp(b),
+            (BigInt(a), BigInt(b)) => a.cmp(b),
+            (Double(a), Double(b)) => a.total_cmp(b),
+            (Float(a), Float(b)) => a.total_cmp(b),
+            (BigDec(a), BigDec(b)) => a.cmp(b).then_with(|| a.to_string().cmp(&b.to_string())),
+            (Instant(a), Instant(b)) => a.cmp(b),
+            (Uuid(a), Uuid(b)) => a.cmp(b),
+            (Bytes(a), Bytes(b)) => a.cmp(b),
+            (Symbol(a), Symbol(b)) => a.cmp(b),
+            (Tuple(a), Tuple(b)) => a.cmp(b),
+            _ => self.rank().cmp(&other.rank()),
+        }
+    }
+}
+
+impl Hash for Value {
+    fn hash<H: Hasher>(&self, state: &mut H) {
+        self.rank().hash(state);
+        match self {
+            Value::Nil => {}
+            Value::Ref(e) => e.hash(state),
+            Value::Keyword(k) => k.hash(state),
+            Value::String(s) | Value::Uri(s) => s.hash(state),
+            Value::Boolean(b) => b.hash(state),
+            Value::Long(n) => n.hash(state),
+            Value::BigInt(n) => n.hash(state),
+            Value::Double(d) => d.to_bits().hash(state),
+            Value::Float(f) => f.to_bits().hash(state),
+            Value::BigDec(d) => d.to_string().hash(state),
+            Value::Instant(ms) => ms.hash(state),
+            Value::Uuid(u) => u.hash(state),
+            Value::Bytes(b) => b.hash(state),
+            Value::Symbol(s) => s.hash(state),
+            Value::Tuple(items) => items.hash(state),
+        }
+    }
+}
+
+impl fmt::Display for Value {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}", self.to_edn())
+    }
+}
+
+impl From<&str> for Value {
+    fn from(s: &str) -> Value {
+        Value::string(s)
+    }
+}
+
+impl From<String> for Value {
+    fn from(s: String) -> Value {
+        Value::String(Arc::from(s))
+    }
+}
+
+impl From<i64> for Value {
+    fn from(n: i64) -> Value {
+        Value::Long(n)
+    }
+}
+
+impl From<bool> for Value {
+    fn from(b: bool) -> Value {
+        Value::Boolean(b)
+    }
+}
+
+impl From<f64> for Value {
+    fn from(d: f64) -> Value {
+        Value::Double(d)
+    }
+}
+
+impl From<Keyword> for Value {
+    fn from(k: Keyword) -> Value {
+        Value::Keyword(k)
+    }
+}

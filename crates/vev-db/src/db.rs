@@ -1,0 +1,392 @@
+//! `Db`: an immutable database value and its time-travel views.
+//!
+//! A `Db` is a shared `State` (the current covering indexes, the retired-datom indexes that
+//! hold history, the log and the schema) plus a `View` that filters it (as-of, since,
+//! history). Cloning a `Db` is two reference-count increments, and a `Db` never changes: the
+//! transactor builds the next `State` by path-copying only what a transaction touches.
+//!
+//! History is kept the way Datomic keeps it: the current indexes hold only datoms that are
+//! true now; when a datom is retracted, its assertion and the retraction move to the retired
+//! indexes. A fact `(e a v)` is true as of `t` when its latest operation with tx ≤ t, across
+//! both, is an assertion. Every index order ends with tx, so the operations on one fact are
+//! adjacent and the as-of view is a single merging pass over two ranges.
+
+use std::cmp::Ordering;
+use std::sync::Arc;
+
+use vev_core::ids::{self, BasisT, EntityId};
+use vev_core::schema::{sys, Schema};
+use vev_core::{Attribute, Component, Datom, IndexOrder, Keyword, Value};
+
+use crate::tree::{Change, Iter, Tree};
+
+/// The four covering indexes of one set of datoms.
+#[derive(Clone)]
+pub(crate) struct Indexes {
+    pub eavt: Tree,
+    pub aevt: Tree,
+    pub avet: Tree,
+    pub vaet: Tree,
+}
+
+impl Indexes {
+    pub fn new() -> Indexes {
+        Indexes {
+            eavt: Tree::new(IndexOrder::Eavt),
+            aevt: Tree::new(IndexOrder::Aevt),
+            avet: Tree::new(IndexOrder::Avet),
+            vaet: Tree::new(IndexOrder::Vaet),
+        }
+    }
+
+    pub fn tree(&self, order: IndexOrder) -> &Tree {
+        match order {
+            IndexOrder::Eavt | IndexOrder::Log => &self.eavt,
+            IndexOrder::Aevt => &self.aevt,
+            IndexOrder::Avet => &self.avet,
+            IndexOrder::Vaet => &self.vaet,
+        }
+    }
+
+    /// Apply inserts and removals; `is_ref` says which attributes go to VAET.
+    pub fn apply(&self, changes: Vec<Change>, is_ref: impl Fn(EntityId) -> bool) -> Indexes {
+        let vaet: Vec<Change> = changes.iter().filter(|c| is_ref(c.datom.a)).cloned().collect();
+        Indexes {
+            eavt: apply_sorted(&self.eavt, changes.clone()),
+            aevt: apply_sorted(&self.aevt, changes.clone()),
+            avet: apply_sorted(&self.avet, changes),
+            vaet: apply_sorted(&self.vaet, vaet),
+        }
+    }
+}
+
+pub(crate) fn apply_sorted(tree: &Tree, mut changes: Vec<Change>) -> Tree {
+    let order = tree.order();
+    changes.sort_by(|x, y| order.cmp(&x.datom, &y.datom));
+    changes.dedup_by(|x, y| order.cmp(&x.datom, &y.datom) == Ordering::Equal);
+    tree.apply(&changes)
+}
+
+/// Everything a database value holds. Shared between the `Db` views of one basis.
+#[derive(Clone)]
+pub(crate) struct State {
+    pub current: Indexes,
+    pub retired: Indexes,
+    pub log: Tree,
+    pub schema: Arc<Schema>,
+    pub basis_t: BasisT,
+    /// The next counter of the user partition.
+    pub next_user: u64,
+    /// The `:db/txInstant` of the latest transaction, in milliseconds.
+    pub last_instant: i64,
+}
+
+/// Which datoms of the state a `Db` shows.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub struct View {
+    pub as_of: Option<BasisT>,
+    pub since: Option<BasisT>,
+    pub history: bool,
+}
+
+impl View {
+    fn is_current(&self) -> bool {
+        self.as_of.is_none() && self.since.is_none() && !self.history
+    }
+}
+
+/// An immutable database value. Cheap to clone, `Send + Sync`.
+#[derive(Clone)]
+pub struct Db {
+    pub(crate) state: Arc<State>,
+    pub(crate) view: View,
+}
+
+/// A point in time for `as_of` and `since`: a basis-t, a transaction id, or an instant.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum TimePoint {
+    T(BasisT),
+    Tx(EntityId),
+    /// Milliseconds since the Unix epoch.
+    Instant(i64),
+}
+
+impl From<BasisT> for TimePoint {
+    fn from(t: BasisT) -> TimePoint {
+        TimePoint::T(t)
+    }
+}
+
+impl Db {
+    /// An empty database: the system schema, at basis-t 0.
+    pub fn empty() -> Db {
+        crate::bootstrap::empty_db()
+    }
+
+    pub(crate) fn from_state(state: State) -> Db {
+        Db { state: Arc::new(state), view: View::default() }
+    }
+
+    pub fn basis_t(&self) -> BasisT {
+        self.state.basis_t
+    }
+
+    /// The view this value applies.
+    pub fn view(&self) -> View {
+        self.view
+    }
+
+    pub fn schema(&self) -> &Schema {
+        &self.state.schema
+    }
+
+    pub fn attribute(&self, ident: &Keyword) -> Option<&Arc<Attribute>> {
+        self.state.schema.attribute_by_ident(ident)
+    }
+
+    pub fn entid(&self, ident: &Keyword) -> Option<EntityId> {
+        self.state.schema.entid(ident)
+    }
+
+    pub fn ident(&self, e: EntityId) -> Option<&Keyword> {
+        self.state.schema.ident(e)
+    }
+
+    /// The `:db/txInstant` of the latest transaction.
+    pub fn last_instant(&self) -> i64 {
+        self.state.last_instant
+    }
+
+    /// Resolve a time point to a basis-t.
+    pub fn t_of(&self, point: TimePoint) -> BasisT {
+        match point {
+            TimePoint::T(t) => t,
+            TimePoint::Tx(tx) => ids::t_of(tx),
+            TimePoint::Instant(ms) => self.t_at_instant(ms),
+        }
+    }
+
+    /// The latest basis-t whose transaction instant is at or before `ms`.
+    fn t_at_instant(&self, ms: i64) -> BasisT {
+        let tx_instant = Component::Entity(sys::TX_INSTANT);
+        let mut best = 0;
+        self.state
+            .current
+            .avet
+            .iter_from(|d| IndexOrder::Avet.cmp_prefix(d, std::slice::from_ref(&tx_instant)) == Ordering::Less)
+            .for_each_ref(|d| {
+                if d.a != sys::TX_INSTANT || !matches!(d.v, Value::Instant(x) if x <= ms) {
+                    return false;
+                }
+                best = best.max(ids::t_of(d.e));
+                true
+            });
+        best
+    }
+
+    /// The database as of a point in time: only what was true then.
+    pub fn as_of(&self, point: impl Into<TimePoint>) -> Db {
+        let t = self.t_of(point.into());
+        let as_of = Some(self.view.as_of.map_or(t, |old| old.min(t)));
+        Db { state: self.state.clone(), view: View { as_of, ..self.view } }
+    }
+
+    /// The database since a point in time: only datoms added after it.
+    pub fn since(&self, point: impl Into<TimePoint>) -> Db {
+        let t = self.t_of(point.into());
+        let since = Some(self.view.since.map_or(t, |old| old.max(t)));
+        Db { state: self.state.clone(), view: View { since, ..self.view } }
+    }
+
+    /// Every assertion and retraction ever made (filtered by as-of and since, if set).
+    pub fn history(&self) -> Db {
+        Db { state: self.state.clone(), view: View { history: true, ..self.view } }
+    }
+
+    /// The same state without any view filter.
+    pub fn current(&self) -> Db {
+        Db { state: self.state.clone(), view: View::default() }
+    }
+
+    /// The datoms of an index whose leading components equal `prefix` (index order
+    /// positions: `[e a v tx]` for EAVT, `[a v e tx]` for AVET, ...).
+    pub fn datoms(&self, order: IndexOrder, prefix: &[Component]) -> Datoms {
+        let prefix_owned: Vec<Component> = prefix.to_vec();
+        let stop = prefix_owned.clone();
+        let inner = self.scan(order, move |d| order.cmp_prefix(d, &prefix_owned) == Ordering::Less);
+        Datoms {
+            inner: Box::new(inner.take_while(move |d| order.cmp_prefix(d, &stop) == Ordering::Equal)),
+        }
+    }
+
+    /// The datoms of an index from `start` on, to the end of the index.
+    pub fn seek_datoms(&self, order: IndexOrder, start: &[Component]) -> Datoms {
+        let start: Vec<Component> = start.to_vec();
+        Datoms { inner: Box::new(self.scan(order, move |d| order.cmp_prefix(d, &start) == Ordering::Less)) }
+    }
+
+    /// AVET datoms of attribute `a` with `start <= v < end` (`None` for open ends).
+    pub fn index_range(&self, a: EntityId, start: Option<Value>, end: Option<Value>) -> Datoms {
+        let order = IndexOrder::Avet;
+        let scan = self.scan(order, move |d| {
+            d.a < a || (d.a == a && start.as_ref().is_some_and(|s| d.v < *s))
+        });
+        Datoms {
+            inner: Box::new(scan.take_while(move |d| {
+                d.a == a && end.as_ref().is_none_or(|e| d.v < *e)
+            })),
+        }
+    }
+
+    /// The number of datoms `datoms(order, prefix)` yields; logarithmic on the current view.
+    pub fn count(&self, order: IndexOrder, prefix: &[Component]) -> usize {
+        if self.view.is_current() {
+            let tree = self.state.current.tree(order);
+            let hi = tree.rank(|d| order.cmp_prefix(d, prefix) != Ordering::Greater);
+            let lo = tree.rank(|d| order.cmp_prefix(d, prefix) == Ordering::Less);
+            return hi - lo;
+        }
+        self.datoms(order, prefix).count()
+    }
+
+    /// All datoms of one entity and attribute in this view (EAVT order).
+    pub fn values(&self, e: EntityId, a: EntityId) -> Vec<Value> {
+        self.datoms(IndexOrder::Eavt, &[Component::Entity(e), Component::Entity(a)])
+            .map(|d| d.v)
+            .collect()
+    }
+
+    /// An ordered scan of this view from the first datom not `below`.
+    fn scan(&self, order: IndexOrder, below: impl Fn(&Datom) -> bool + Clone + Send + 'static) -> ViewScan {
+        let current = self.state.current.tree(order).iter_from(below.clone());
+        let view = self.view;
+        if view.is_current() {
+            return ViewScan::Current(current);
+        }
+        if view.as_of.is_none() && !view.history {
+            return ViewScan::Since(current, view.since.unwrap_or(0));
+        }
+        let retired = self.state.retired.tree(order).iter_from(below);
+        ViewScan::Merged(Box::new(Merged {
+            order,
+            view,
+            current: current.peekable(),
+            retired: retired.peekable(),
+            pending: std::collections::VecDeque::new(),
+        }))
+    }
+}
+
+/// The datoms of an index scan. An owning iterator: it keeps the index nodes it needs alive.
+pub struct Datoms {
+    inner: Box<dyn Iterator<Item = Datom> + Send>,
+}
+
+impl Iterator for Datoms {
+    type Item = Datom;
+
+    fn next(&mut self) -> Option<Datom> {
+        self.inner.next()
+    }
+}
+
+enum ViewScan {
+    Current(Iter),
+    Since(Iter, BasisT),
+    Merged(Box<Merged>),
+}
+
+impl Iterator for ViewScan {
+    type Item = Datom;
+
+    fn next(&mut self) -> Option<Datom> {
+        match self {
+            ViewScan::Current(it) => it.next(),
+            ViewScan::Since(it, t) => it.find(|d| ids::t_of(d.tx) > *t),
+            ViewScan::Merged(m) => m.next(),
+        }
+    }
+}
+
+/// Merges the current and retired indexes in one order, grouping the operations on each fact.
+struct Merged {
+    order: IndexOrder,
+    view: View,
+    current: std::iter::Peekable<Iter>,
+    retired: std::iter::Peekable<Iter>,
+    pending: std::collections::VecDeque<Datom>,
+}
+
+impl Merged {
+    fn next_raw(&mut self) -> Option<Datom> {
+        let take_current = match (self.current.peek(), self.retired.peek()) {
+            (Some(c), Some(r)) => self.order.cmp(c, r) != Ordering::Greater,
+            (Some(_), None) => true,
+            (None, Some(_)) => false,
+            (None, None) => return None,
+        };
+        if take_current {
+            self.current.next()
+        } else {
+            self.retired.next()
+        }
+    }
+
+    fn peek_raw(&mut self) -> Option<&Datom> {
+        let take_current = match (self.current.peek(), self.retired.peek()) {
+            (Some(c), Some(r)) => self.order.cmp(c, r) != Ordering::Greater,
+            (Some(_), None) => true,
+            _ => false,
+        };
+        if take_current {
+            self.current.peek()
+        } else {
+            self.retired.peek()
+        }
+    }
+
+    /// All operations on the next fact, oldest first.
+    fn next_group(&mut self) -> Option<Vec<Datom>> {
+        let first = self.next_raw()?;
+        let mut group = vec![first];
+        while let Some(d) = self.peek_raw() {
+            let g = &group[0];
+            if d.e == g.e && d.a == g.a && d.v == g.v {
+                let d = self.next_raw()?;
+                group.push(d);
+            } else {
+                break;
+            }
+        }
+        Some(group)
+    }
+}
+
+impl Iterator for Merged {
+    type Item = Datom;
+
+    fn next(&mut self) -> Option<Datom> {
+        loop {
+            if let Some(d) = self.pending.pop_front() {
+                return Some(d);
+            }
+            let group = self.next_group()?;
+            let as_of = self.view.as_of.unwrap_or(u64::MAX);
+            let since = self.view.since;
+            let visible = |d: &Datom| {
+                let t = ids::t_of(d.tx);
+                t <= as_of && since.is_none_or(|s| t > s)
+            };
+            if self.view.history {
+                self.pending.extend(group.into_iter().filter(visible));
+                continue;
+            }
+            let last = group.into_iter().filter(|d| ids::t_of(d.tx) <= as_of).last();
+            if let Some(d) = last {
+                if d.added && visible(&d) {
+                    return Some(d);
+                }
+            }
+        }
+    }
+}

@@ -1,0 +1,81 @@
+//! Entities: an entity's attributes as a map, with forward and reverse navigation.
+
+use std::collections::BTreeMap;
+
+use vev_core::{Component, EntityId, IndexOrder, Keyword, Value};
+
+use crate::db::Db;
+
+/// A lazy view of one entity in one database value.
+#[derive(Clone)]
+pub struct Entity {
+    db: Db,
+    id: EntityId,
+}
+
+impl Entity {
+    pub(crate) fn new(db: Db, id: EntityId) -> Entity {
+        Entity { db, id }
+    }
+
+    pub fn id(&self) -> EntityId {
+        self.id
+    }
+
+    pub fn db(&self) -> &Db {
+        &self.db
+    }
+
+    /// The values of attribute `attr` (empty when it has none or is unknown).
+    pub fn get_all(&self, attr: &Keyword) -> Vec<Value> {
+        match self.db.entid(attr) {
+            Some(a) => self.db.values(self.id, a),
+            None => Vec::new(),
+        }
+    }
+
+    /// The value of a cardinality-one attribute (the first value of a cardinality-many one).
+    pub fn get(&self, attr: &Keyword) -> Option<Value> {
+        self.get_all(attr).into_iter().next()
+    }
+
+    /// The entity a ref attribute points at.
+    pub fn get_ref(&self, attr: &Keyword) -> Option<Entity> {
+        self.get(attr)?.as_ref().map(|e| Entity::new(self.db.clone(), e))
+    }
+
+    /// The entities that point at this one through ref attribute `attr` (`:person/_friend`
+    /// navigation).
+    pub fn reverse(&self, attr: &Keyword) -> Vec<EntityId> {
+        let Some(a) = self.db.entid(attr) else { return Vec::new() };
+        self.db
+            .datoms(IndexOrder::Vaet, &[Component::Value(Value::Ref(self.id)), Component::Entity(a)])
+            .map(|d| d.e)
+            .collect()
+    }
+
+    /// Every attribute of the entity with its values, by ident.
+    pub fn attrs(&self) -> BTreeMap<Keyword, Vec<Value>> {
+        let mut out: BTreeMap<Keyword, Vec<Value>> = BTreeMap::new();
+        for d in self.db.datoms(IndexOrder::Eavt, &[Component::Entity(self.id)]) {
+            let key = match self.db.ident(d.a) {
+                Some(k) => k.clone(),
+                None => Keyword::new(&d.a.to_string()),
+            };
+            out.entry(key).or_default().push(d.v);
+        }
+        out
+    }
+
+    /// True when the entity has no datoms in this view.
+    pub fn is_empty(&self) -> bool {
+        self.db.datoms(IndexOrder::Eavt, &[Component::Entity(self.id)]).next().is_none()
+    }
+}
+
+impl Db {
+    /// The entity with this id (it may have no attributes).
+    pub fn entity(&self, e: EntityId) -> Entity {
+        Entity::new(self.clone(), e)
+    }
+}

@@ -1,0 +1,21 @@
+//! Immutable database values for Vev: persistent covering indexes (EAVT, AEVT, AVET, VAET)
+//! with history, the transactor that makes the next value from transaction data, and the
+//! time-travel and index-access views. Pure: no I/O, no `unsafe`.
+
+mod bootstrap;
+mod db;
+mod entity;
+mod log;
+pub mod tree;
+mod tx;
+
+pub use db::{Datoms, Db, TimePoint, View};
+pub use entity::Entity;
+pub use log::TxLogEntry;
+pub use tx::{transact, NoFunctions, TxContext, TxFunctions, TxReport};
+
+/// Interpret an EDN form as a value of attribute `attr`'s type (not for ref attributes,
+/// whose values are entity references). `None` when the form does not have that type.
+pub fn coerce_value(attr: &vev_core::Attribute, form: &vev_core::Edn) -> Option<vev_core::Value> {
+    tx::coerce(attr, form)
+}

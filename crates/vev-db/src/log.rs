@@ -1,0 +1,36 @@
+//! The transaction log: each transaction's datoms, by basis-t.
+
+use vev_core::ids::{t_of, tx_id, BasisT, EntityId};
+use vev_core::{Component, Datom, IndexOrder};
+
+use crate::db::Db;
+
+/// One transaction in the log.
+#[derive(Clone, Debug, PartialEq)]
+pub struct TxLogEntry {
+    pub t: BasisT,
+    pub tx: EntityId,
+    pub datoms: Vec<Datom>,
+}
+
+impl Db {
+    /// The transactions with `start <= t < end` (`None` for open ends), oldest first.
+    pub fn tx_range(&self, start: Option<BasisT>, end: Option<BasisT>) -> Vec<TxLogEntry> {
+        let lo = tx_id(start.unwrap_or(0));
+        let hi = end.map(tx_id);
+        let mut out: Vec<TxLogEntry> = Vec::new();
+        let log = &self.state.log;
+        let it = log.iter_from(|d| IndexOrder::Log.cmp_prefix(d, &[Component::Entity(lo)]).is_lt());
+        it.for_each_ref(|d| {
+            if hi.is_some_and(|hi| d.tx >= hi) {
+                return false;
+            }
+            match out.last_mut() {
+                Some(entry) if entry.tx == d.tx => entry.datoms.push(d.clone()),
+                _ => out.push(TxLogEntry { t: t_of(d.tx), tx: d.tx, datoms: vec![d.clone()] }),
+            }
+            true
+        });
+        out
+    }
+}

@@ -1,0 +1,434 @@
+//! Stage 1: flatten transaction data into terms with resolved attributes and typed values.
+
+use std::sync::Arc;
+
+use vev_core::error::EntityName;
+use vev_core::schema::{Attribute, TupleSpec, ValueType};
+use vev_core::value::hex_decode;
+use vev_core::{
+    AttrRef, Component, Edn, EntityRef, IndexOrder, TempId, TxError, TxMap, TxOp, TxValue, Value,
+};
+
+use super::{is_allocated, Term, TxFunctions, E, V};
+use crate::db::Db;
+
+/// Transaction functions may call each other; this bounds the depth.
+const CALL_DEPTH_MAX: usize = 32;
+
+struct Expander<'a> {
+    db: &'a Db,
+    functions: &'a dyn TxFunctions,
+    terms: Vec<Term>,
+    next_internal: u64,
+}
+
+pub(crate) fn expand(db: &Db, ops: &[TxOp], functions: &dyn TxFunctions) -> Result<Vec<Term>, TxError> {
+    let mut x = Expander { db, functions, terms: Vec::with_capacity(ops.len() * 4), next_internal: 0 };
+    for op in ops {
+        x.op(op, 0)?;
+    }
+    Ok(x.terms)
+}
+
+impl Expander<'_> {
+    fn op(&mut self, op: &TxOp, depth: usize) -> Result<(), TxError> {
+        match op {
+            TxOp::Add { e, a, v } => {
+                let a = self.attr(a)?;
+                let e = self.entity(e)?;
+                for v in self.values(&a, v, &e)? {
+                    self.terms.push(Term::Add { e: e.clone(), a: a.clone(), v });
+                }
+            }
+            TxOp::Retract { e, a, v } => {
+                let a = self.attr(a)?;
+                let e = self.entity(e)?;
+                match v {
+                    None => self.terms.push(Term::Retract { e, a, v: None }),
+                    Some(v) => {
+                        for v in self.values(&a, v, &e)? {
+                            self.terms.push(Term::Retract { e: e.clone(), a: a.clone(), v: Some(v) });
+                        }
+                    }
+                }
+            }
+            TxOp::RetractEntity { e } => {
+                let e = self.entity(e)?;
+                self.terms.push(Term::RetractEntity { e });
+            }
+            TxOp::Cas { e, a, old, new } => {
+                let a = self.attr(a)?;
+                let e = self.entity(e)?;
+                let old = old.as_ref().map(|v| self.single(&a, v, &e)).transpose()?;
+                let new = self.single(&a, new, &e)?;
+                self.terms.push(Term::Cas { e, a, old, new });
+            }
+            TxOp::Map(m) => {
+                self.map(m, None)?;
+            }
+            TxOp::Call { name, args } => self.call(name, args, depth)?,
+        }
+        Ok(())
+    }
+
+    fn call(&mut self, name: &vev_core::Keyword, args: &[Edn], depth: usize) -> Result<(), TxError> {
+        if depth >= CALL_DEPTH_MAX {
+            return Err(TxError::FunctionFailed {
+                name: name.clone(),
+                message: format!("transaction functions nested deeper than {CALL_DEPTH_MAX}"),
+            });
+        }
+        match self.functions.call(name, self.db, args) {
+            None => Err(TxError::UnknownFunction { name: Edn::Keyword(name.clone()) }),
+            Some(Err(message)) => Err(TxError::FunctionFailed { name: name.clone(), message }),
+            Some(Ok(ops)) => {
+                for op in &ops {
+                    self.op(op, depth + 1)?;
+                }
+                Ok(())
+            }
+        }
+    }
+
+    /// A map form; `parent` is set for nested maps (the entity that refers to this one).
+    fn map(&mut self, m: &TxMap, nested_under: Option<&Attribute>) -> Result<E, TxError> {
+        let e = match &m.id {
+            Some(r) => self.entity(r)?,
+            None => {
+                self.next_internal += 1;
+                E::Temp(TempId::Internal(self.next_internal))
+            }
+        };
+        if let Some(parent_attr) = nested_under {
+            self.check_nested(m, parent_attr)?;
+        }
+        for (k, v) in &m.attrs {
+            if k.is_reverse() {
+                let a = self.attr(&AttrRef::Ident(k.reversed()))?;
+                if !a.is_ref() {
+                    return Err(TxError::malformed(
+                        &m.to_edn(),
+                        format!("reverse key {k} names attribute {}, which is not a ref", a.ident),
+                    ));
+                }
+                for other in self.values_reverse(&a, v)? {
+                    let V::Val(Value::Ref(id)) = &other else {
+                        if let V::Temp(t) = other {
+                            self.push_add(E::Temp(t), &a, e.clone());
+                        }
+                        continue;
+                    };
+                    self.push_add(E::Id(*id), &a, e.clone());
+                }
+                continue;
+            }
+            let a = self.attr(&AttrRef::Ident(k.clone()))?;
+            for v in self.values(&a, v, &e)? {
+                self.terms.push(Term::Add { e: e.clone(), a: a.clone(), v });
+            }
+        }
+        Ok(e)
+    }
+
+    fn push_add(&mut self, from: E, a: &Arc<Attribute>, to: E) {
+        let v = match to {
+            E::Id(id) => V::Val(Value::Ref(id)),
+            E::Temp(t) => V::Temp(t),
+        };
+        self.terms.push(Term::Add { e: from, a: a.clone(), v });
+    }
+
+    /// Datomic's rule: a nested map is a component, or names its entity, or carries a unique
+    /// attribute through which it can upsert.
+    fn check_nested(&self, m: &TxMap, parent: &Attribute) -> Result<(), TxError> {
+        if parent.is_component || m.id.is_some() {
+            return Ok(());
+        }
+        let has_unique = m.attrs.iter().any(|(k, _)| {
+            self.db.attribute(k).is_some_and(|a| a.unique.is_some())
+        });
+        if has_unique {
+            return Ok(());
+        }
+        Err(TxError::malformed(
+            &m.to_edn(),
+            format!(
+                "nested entity map under non-component attribute {} needs a :db/id or a unique attribute",
+                parent.ident
+            ),
+        ))
+    }
+
+    fn attr(&self, a: &AttrRef) -> Result<Arc<Attribute>, TxError> {
+        let schema = self.db.schema();
+        let found = match a {
+            AttrRef::Ident(k) => schema.attribute_by_ident(k),
+            AttrRef::Id(id) => schema.attribute(*id),
+        };
+        found.cloned().ok_or_else(|| TxError::UnknownAttribute { ident: a.to_edn() })
+    }
+
+    /// Resolve an entity in entity position.
+    pub(super) fn entity(&self, r: &EntityRef) -> Result<E, TxError> {
+        resolve_entity(self.db, r)
+    }
+
+    /// A value that must be single (cas).
+    fn single(&mut self, a: &Arc<Attribute>, v: &TxValue, e: &E) -> Result<V, TxError> {
+        let mut vs = self.values_inner(a, v, e, false)?;
+        match (vs.len(), vs.pop()) {
+            (1, Some(v)) => Ok(v),
+            _ => Err(TxError::malformed(&v.to_edn(), "expected a single value")),
+        }
+    }
+
+    fn values(&mut self, a: &Arc<Attribute>, v: &TxValue, e: &E) -> Result<Vec<V>, TxError> {
+        if a.is_composite() {
+            return Err(TxError::CompositeTupleWrite { attribute: a.ident.clone() });
+        }
+        self.values_inner(a, v, e, a.is_many())
+    }
+
+    fn values_reverse(&mut self, a: &Arc<Attribute>, v: &TxValue) -> Result<Vec<V>, TxError> {
+        let many = match v {
+            TxValue::Many(_) => true,
+            TxValue::Edn(Edn::Vector(items) | Edn::List(items)) => !self.is_lookup_ref(items),
+            TxValue::Edn(Edn::Set(_)) => true,
+            _ => false,
+        };
+        let items: Vec<TxValue> = if many { split(v) } else { vec![v.clone()] };
+        let mut out = Vec::with_capacity(items.len());
+        for item in &items {
+            match item {
+                TxValue::Map(m) => out.push(e_to_v(self.map(m, Some(a))?)),
+                TxValue::Edn(Edn::Map(_)) => {
+                    let op = TxOp::from_edn(&item.to_edn())?;
+                    let TxOp::Map(m) = op else { unreachable!("a map form is a map op") };
+                    out.push(e_to_v(self.map(&m, Some(a))?));
+                }
+                _ => out.push(self.ref_value(item)?),
+            }
+        }
+        Ok(out)
+    }
+
+    fn values_inner(&mut self, a: &Arc<Attribute>, v: &TxValue, e: &E, many: bool) -> Result<Vec<V>, TxError> {
+        let is_coll = match v {
+            TxValue::Many(_) => true,
+            TxValue::Edn(Edn::Set(_)) => many,
+            TxValue::Edn(Edn::Vector(items) | Edn::List(items)) if many => match a.value_type {
+                ValueType::Ref => !self.is_lookup_ref(items),
+                ValueType::Tuple => items.iter().all(|x| matches!(x, Edn::Vector(_))),
+                _ => true,
+            },
+            _ => false,
+        };
+        let items = if is_coll { split(v) } else { vec![v.clone()] };
+        let mut out = Vec::with_capacity(items.len());
+        for item in &items {
+            out.push(self.one_value(a, item, e)?);
+        }
+        Ok(out)
+    }
+
+    fn is_lookup_ref(&self, items: &[Edn]) -> bool {
+        matches!(items, [Edn::Keyword(k), _] if self.db.attribute(k).is_some_and(|a| a.unique.is_some()))
+    }
+
+    fn one_value(&mut self, a: &Arc<Attribute>, v: &TxValue, e: &E) -> Result<V, TxError> {
+        if a.is_ref() {
+            return match v {
+                TxValue::Map(m) => Ok(e_to_v(self.map(m, Some(a))?)),
+                TxValue::Edn(Edn::Map(_)) => {
+                    let TxOp::Map(m) = TxOp::from_edn(&v.to_edn())? else {
+                        unreachable!("a map form is a map op")
+                    };
+                    Ok(e_to_v(self.map(&m, Some(a))?))
+                }
+                TxValue::Value(Value::Ref(_)) | TxValue::Entity(_) | TxValue::Edn(_) => {
+                    self.ref_value(v).map_err(|err| wrong_type_for(err, a, v, e))
+                }
+                TxValue::Value(other) => Err(wrong_type(a, &other.to_edn(), e)),
+                TxValue::Many(_) => Err(wrong_type(a, &v.to_edn(), e)),
+            };
+        }
+        match v {
+            TxValue::Edn(x) => coerce(a, x).ok_or_else(|| wrong_type(a, x, e)).map(V::Val),
+            TxValue::Value(x) if x.value_type() == Some(a.value_type) => Ok(V::Val(x.clone())),
+            TxValue::Entity(EntityRef::TempId(t)) => Err(TxError::TempidNotRef {
+                tempid: t.to_string(),
+                attribute: a.ident.clone(),
+            }),
+            other => Err(wrong_type(a, &other.to_edn(), e)),
+        }
+    }
+
+    /// A value of a ref attribute: an entity reference.
+    fn ref_value(&self, v: &TxValue) -> Result<V, TxError> {
+        let r = match v {
+            TxValue::Entity(r) => r.clone(),
+            TxValue::Value(Value::Ref(id)) => EntityRef::Id(*id),
+            TxValue::Edn(x) => EntityRef::from_edn(x)?,
+            other => return Err(TxError::malformed(&other.to_edn(), "expected an entity reference")),
+        };
+        Ok(e_to_v(resolve_entity(self.db, &r)?))
+    }
+}
+
+fn e_to_v(e: E) -> V {
+    match e {
+        E::Id(id) => V::Val(Value::Ref(id)),
+        E::Temp(t) => V::Temp(t),
+    }
+}
+
+fn split(v: &TxValue) -> Vec<TxValue> {
+    match v {
+        TxValue::Many(items) => items.clone(),
+        TxValue::Edn(Edn::Vector(items) | Edn::List(items)) => {
+            items.iter().cloned().map(TxValue::Edn).collect()
+        }
+        TxValue::Edn(Edn::Set(items)) => items.iter().cloned().map(TxValue::Edn).collect(),
+        other => vec![other.clone()],
+    }
+}
+
+fn entity_name(e: &E) -> EntityName {
+    match e {
+        E::Id(id) => EntityName::Id(*id),
+        E::Temp(t) => EntityName::TempId(t.to_string()),
+    }
+}
+
+pub(super) fn wrong_type(a: &Attribute, v: &Edn, e: &E) -> TxError {
+    TxError::WrongValueType {
+        attribute: a.ident.clone(),
+        expected: a.value_type,
+        value: v.clone(),
+        found: v.type_name(),
+        entity: entity_name(e),
+    }
+}
+
+/// Errors from resolving a ref value keep their own code, except a plain wrong shape.
+fn wrong_type_for(err: TxError, a: &Attribute, v: &TxValue, e: &E) -> TxError {
+    match err {
+        TxError::MalformedForm { .. } => wrong_type(a, &v.to_edn(), e),
+        other => other,
+    }
+}
+
+/// Resolve an entity reference against db-before (tempids stay symbolic).
+pub(crate) fn resolve_entity(db: &Db, r: &EntityRef) -> Result<E, TxError> {
+    match r {
+        EntityRef::Id(id) => {
+            let tx_next = vev_core::ids::tx_id(db.basis_t() + 1);
+            if is_allocated(db, *id, tx_next) {
+                Ok(E::Id(*id))
+            } else {
+                Err(TxError::InvalidEntityId { id: *id as i64 })
+            }
+        }
+        EntityRef::Ident(k) => {
+            db.entid(k).map(E::Id).ok_or_else(|| TxError::UnknownIdent { ident: k.clone() })
+        }
+        EntityRef::TempId(t) => Ok(E::Temp(t.clone())),
+        EntityRef::LookupRef(a, v) => lookup_ref(db, a, v).map(E::Id),
+    }
+}
+
+fn lookup_ref(db: &Db, a: &vev_core::Keyword, v: &TxValue) -> Result<u64, TxError> {
+    let form = Edn::Vector(vec![Edn::Keyword(a.clone()), v.to_edn()]);
+    let Some(attr) = db.attribute(a) else {
+        return Err(TxError::InvalidLookupRef { form, reason: format!("{a} is not an attribute") });
+    };
+    if attr.unique.is_none() {
+        return Err(TxError::InvalidLookupRef {
+            form,
+            reason: format!("attribute {a} is not :db/unique"),
+        });
+    }
+    let value = match v {
+        TxValue::Value(x) => Some(x.clone()),
+        TxValue::Edn(x) if attr.is_ref() => match resolve_entity(db, &EntityRef::from_edn(x)?)? {
+            E::Id(id) => Some(Value::Ref(id)),
+            E::Temp(_) => None,
+        },
+        TxValue::Edn(x) => coerce(attr, x),
+        _ => None,
+    };
+    let Some(value) = value else {
+        return Err(TxError::InvalidLookupRef {
+            form,
+            reason: format!("the value does not have {a}'s type :db.type/{}", attr.value_type.name()),
+        });
+    };
+    lookup_unique(db, attr.id, &value)
+        .ok_or_else(|| TxError::UnresolvedLookupRef { attribute: a.clone(), value: v.to_edn() })
+}
+
+/// The entity holding `value` for unique attribute `a` in db's current view.
+pub(crate) fn lookup_unique(db: &Db, a: u64, value: &Value) -> Option<u64> {
+    db.datoms(IndexOrder::Avet, &[Component::Entity(a), Component::Value(value.clone())])
+        .next()
+        .map(|d| d.e)
+}
+
+/// Interpret an EDN form as a value of a non-ref attribute's type.
+pub(crate) fn coerce(a: &Attribute, x: &Edn) -> Option<Value> {
+    match a.value_type {
+        ValueType::Tuple => coerce_tuple(a.tuple.as_ref()?, x),
+        t => coerce_scalar(t, x),
+    }
+}
+
+pub(crate) fn coerce_scalar(t: ValueType, x: &Edn) -> Option<Value> {
+    Some(match (t, x) {
+        (ValueType::Keyword, Edn::Keyword(k)) => Value::Keyword(k.clone()),
+        (ValueType::String, Edn::String(s)) => Value::String(Arc::from(s.as_str())),
+        (ValueType::Boolean, Edn::Bool(b)) => Value::Boolean(*b),
+        (ValueType::Long, Edn::Integer(n)) => Value::Long(*n),
+        (ValueType::BigInt, Edn::BigInt(n)) => Value::BigInt(Arc::new(n.clone())),
+        (ValueType::BigInt, Edn::Integer(n)) => Value::BigInt(Arc::new((*n).into())),
+        (ValueType::Double, Edn::Float(d)) => Value::Double(*d),
+        (ValueType::Float, Edn::Float(d)) => Value::Float(*d as f32),
+        (ValueType::BigDec, Edn::BigDec(d)) => Value::BigDec(Arc::new(d.clone())),
+        (ValueType::Instant, Edn::Inst(ms)) => Value::Instant(*ms),
+        (ValueType::Uuid, Edn::Uuid(u)) => Value::Uuid(u.to_be_bytes()),
+        (ValueType::Uri, Edn::String(s)) => Value::Uri(Arc::from(s.as_str())),
+        (ValueType::Uri, Edn::Tagged(tag, inner)) if tag.as_str() == "uri" => {
+            Value::Uri(Arc::from(inner.as_str()?))
+        }
+        (ValueType::Bytes, Edn::Tagged(tag, inner)) if tag.as_str() == "bytes" => {
+            Value::Bytes(Arc::from(hex_decode(inner.as_str()?)?))
+        }
+        (ValueType::Symbol, Edn::Symbol(s)) => Value::Symbol(s.clone()),
+        _ => return None,
+    })
+}
+
+fn coerce_tuple(spec: &TupleSpec, x: &Edn) -> Option<Value> {
+    let items = match x {
+        Edn::Vector(items) | Edn::List(items) => items,
+        _ => return None,
+    };
+    if !(2..=8).contains(&items.len()) {
+        return None;
+    }
+    let out: Option<Vec<Value>> = match spec {
+        TupleSpec::Homogeneous(t) => items.iter().map(|i| element(*t, i)).collect(),
+        TupleSpec::Heterogeneous(ts) if ts.len() == items.len() => {
+            ts.iter().zip(items).map(|(t, i)| element(*t, i)).collect()
+        }
+        _ => None,
+    };
+    out.map(|v| Value::Tuple(Arc::from(v)))
+}
+
+fn element(t: ValueType, x: &Edn) -> Option<Value> {
+    match (t, x) {
+        (_, Edn::Nil) => Some(Value::Nil),
+        (ValueType::Ref, Edn::Integer(n)) if *n > 0 => Some(Value::Ref(*n as u64)),
+        _ => coerce_scalar(t, x),
+    }
+}

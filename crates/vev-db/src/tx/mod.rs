@@ -1,0 +1,198 @@
+//! The transactor: from transaction data to the next database value.
+//!
+//! A transaction runs in five stages, each of which exists because the next one needs its
+//! output to be simpler:
+//!
+//! 1. **Expand** (`expand.rs`): map forms, nested maps, reverse keys, collections of values
+//!    and registered transaction functions become flat terms (`add`, `retract`,
+//!    `retractEntity`, `cas`) whose attributes are resolved and whose values are typed by the
+//!    attribute's value type. Idents and lookup refs resolve against db-before, as Datomic's
+//!    do; tempids stay symbolic.
+//! 2. **Resolve tempids** (`resolve.rs`): tempids that assert a `:db.unique/identity` value
+//!    already held in db-before upsert to that entity (conflicting upserts are an error);
+//!    tempids that share a new identity value unify; the rest get fresh ids in order of
+//!    first appearance; `"datomic.tx"` becomes the transaction entity.
+//! 3. **Generate datoms** (`generate.rs`): every term is checked against db-before, never
+//!    against the transaction's own earlier effects: cardinality-one replacement retracts the
+//!    old value, redundant assertions and retractions of absent facts are dropped, `cas`
+//!    compares against db-before, two values for one cardinality-one attribute conflict,
+//!    unique values are checked, composite tuples are recomputed for the entities touched.
+//! 4. **Schema** (`schema.rs`): datoms on attribute entities are validated with Datomic's
+//!    alteration rules and produce the next `Schema`.
+//! 5. **Apply**: the datoms go to the current indexes, retracted facts move to the retired
+//!    (history) indexes, the whole transaction goes to the log. Each index gets one sorted
+//!    batch, so the cost is proportional to the datoms touched.
+
+mod expand;
+mod generate;
+mod resolve;
+mod schema;
+
+pub(crate) use expand::coerce;
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use vev_core::ids::{self, tx_id, EntityId};
+use vev_core::schema::sys;
+use vev_core::{Attribute, Datom, Edn, Keyword, TempId, TxError, TxOp, Value};
+
+use crate::db::{apply_sorted, Db, State};
+use crate::tree::Change;
+
+/// Registered transaction functions, looked up by the ident at the head of a list form.
+pub trait TxFunctions {
+    /// Call function `name` with db-before and the form's arguments. `None` when no function
+    /// of that name is registered.
+    fn call(&self, name: &Keyword, db: &Db, args: &[Edn]) -> Option<Result<Vec<TxOp>, String>>;
+}
+
+/// No registered functions.
+pub struct NoFunctions;
+
+impl TxFunctions for NoFunctions {
+    fn call(&self, _: &Keyword, _: &Db, _: &[Edn]) -> Option<Result<Vec<TxOp>, String>> {
+        None
+    }
+}
+
+/// Settings of one transaction.
+pub struct TxContext<'a> {
+    pub functions: &'a dyn TxFunctions,
+    /// The wall clock, in milliseconds since the Unix epoch; the instant of the transaction is
+    /// the later of this and the previous transaction's instant.
+    pub now_ms: i64,
+}
+
+/// What a successful transaction returns.
+#[derive(Clone)]
+pub struct TxReport {
+    pub db_before: Db,
+    pub db_after: Db,
+    /// The datoms the transaction added and retracted, its `:db/txInstant` first.
+    pub tx_data: Vec<Datom>,
+    pub tempids: HashMap<TempId, EntityId>,
+}
+
+impl TxReport {
+    /// The entity a string tempid resolved to.
+    pub fn tempid(&self, name: &str) -> Option<EntityId> {
+        let key = if name == "datomic.tx" { TempId::Tx } else { TempId::Str(Arc::from(name)) };
+        self.tempids.get(&key).copied()
+    }
+
+    /// The transaction entity.
+    pub fn tx(&self) -> EntityId {
+        tx_id(self.db_after.basis_t())
+    }
+}
+
+/// An entity in a term: resolved, or a tempid still to resolve.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub(crate) enum E {
+    Id(EntityId),
+    Temp(TempId),
+}
+
+/// A value in a term: typed, or a tempid (for ref attributes).
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub(crate) enum V {
+    Val(Value),
+    Temp(TempId),
+}
+
+#[derive(Clone, Debug)]
+pub(crate) enum Term {
+    Add { e: E, a: Arc<Attribute>, v: V },
+    Retract { e: E, a: Arc<Attribute>, v: Option<V> },
+    RetractEntity { e: E },
+    Cas { e: E, a: Arc<Attribute>, old: Option<V>, new: V },
+}
+
+/// Apply `ops` to `db` (its current state, whatever its view) and return the report.
+pub fn transact(db: &Db, ops: &[TxOp], ctx: &TxContext<'_>) -> Result<TxReport, TxError> {
+    let before = db.current();
+    let t = before.basis_t() + 1;
+    let tx = tx_id(t);
+    let terms = expand::expand(&before, ops, ctx.functions)?;
+    let resolved = resolve::resolve(&before, terms, tx)?;
+    let generated = generate::generate(&before, &resolved.terms, tx)?;
+    let mut state = (*before.state).clone();
+    state.next_user = resolved.next_user;
+    let instant = tx_instant(&before, &generated.datoms, tx, ctx.now_ms)?;
+    let mut tx_data = generated.datoms;
+    if !tx_data.iter().any(|d| d.e == tx && d.a == sys::TX_INSTANT) {
+        tx_data.insert(0, Datom::new(tx, sys::TX_INSTANT, Value::Instant(instant), tx, true));
+    } else if let Some(pos) = tx_data.iter().position(|d| d.e == tx && d.a == sys::TX_INSTANT) {
+        let d = tx_data.remove(pos);
+        tx_data.insert(0, d);
+    }
+    let new_schema = schema::next_schema(&before, &tx_data)?;
+    if let Some(s) = new_schema {
+        state.schema = Arc::new(s);
+    }
+    apply(&mut state, &before, &tx_data, &generated.retracted_tx);
+    state.basis_t = t;
+    state.last_instant = instant;
+    let db_after = Db::from_state(state);
+    Ok(TxReport { db_before: before, db_after, tx_data, tempids: resolved.tempids })
+}
+
+/// The transaction's instant: the one asserted on the transaction entity, or the clock.
+fn tx_instant(before: &Db, datoms: &[Datom], tx: EntityId, now_ms: i64) -> Result<i64, TxError> {
+    let previous = before.last_instant();
+    let given = datoms.iter().find(|d| d.e == tx && d.a == sys::TX_INSTANT && d.added);
+    match given.map(|d| &d.v) {
+        Some(Value::Instant(ms)) if *ms < previous => Err(TxError::InstantBackwards {
+            instant: Edn::Inst(*ms),
+            previous: Edn::Inst(previous),
+        }),
+        Some(Value::Instant(ms)) => Ok(*ms),
+        _ => Ok(now_ms.max(previous)),
+    }
+}
+
+/// Put the transaction's datoms into the indexes, the history and the log.
+/// `retracted_tx` gives, for each retraction, the tx of the assertion it retracts.
+fn apply(state: &mut State, before: &Db, tx_data: &[Datom], retracted_tx: &[EntityId]) {
+    let schema = state.schema.clone();
+    let mut current = Vec::with_capacity(tx_data.len());
+    let mut retired = Vec::new();
+    let mut r = 0;
+    for d in tx_data {
+        if d.added {
+            current.push(Change { datom: d.clone(), insert: true });
+            continue;
+        }
+        let asserted_tx = retracted_tx[r];
+        r += 1;
+        let assertion = Datom::new(d.e, d.a, d.v.clone(), asserted_tx, true);
+        current.push(Change { datom: assertion.clone(), insert: false });
+        let keep_history = before.schema().attribute(d.a).is_none_or(|a| !a.no_history);
+        if keep_history {
+            retired.push(Change { datom: assertion, insert: true });
+            retired.push(Change { datom: d.clone(), insert: true });
+        }
+    }
+    let is_ref = |a: EntityId| schema.attribute(a).is_some_and(|x| x.is_ref());
+    let log: Vec<Change> =
+        tx_data.iter().map(|d| Change { datom: d.clone(), insert: true }).collect();
+    state.current = state.current.apply(current, is_ref);
+    if !retired.is_empty() {
+        state.retired = state.retired.apply(retired, is_ref);
+    }
+    state.log = apply_sorted(&state.log, log);
+}
+
+/// True when `e` is an id this database has allocated (or the transaction being built).
+pub(crate) fn is_allocated(db: &Db, e: EntityId, tx: EntityId) -> bool {
+    match ids::partition(e) {
+        ids::PART_DB => db.ident(e).is_some(),
+        ids::PART_TX => e <= tx,
+        ids::PART_USER => {
+            let n = e & ((1 << ids::PARTITION_SHIFT) - 1);
+            n > 0 && n < db.state.next_user
+        }
+        _ => false,
+    }
+}

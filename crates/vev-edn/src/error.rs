@@ -1,0 +1,138 @@
+//! Parse errors and source positions.
+//!
+//! Every error carries a [`Span`] so a front end (the CLI, the pg server) can point at the
+//! offending character, a [`ParseErrorKind`] to match on, and a stable [`ParseError::code`]
+//! that never changes between releases even if the wording of the message does.
+
+use std::fmt;
+
+/// A position in the source text.
+///
+/// `offset` is a byte offset into the `&str` that was parsed; `line` and `column` are 1-based,
+/// and `column` counts `char`s (not bytes) from the start of the line.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct Pos {
+    pub offset: usize,
+    pub line: u32,
+    pub column: u32,
+}
+
+impl Pos {
+    /// The position of the first character of a text.
+    pub const START: Pos = Pos { offset: 0, line: 1, column: 1 };
+}
+
+impl fmt::Display for Pos {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "line {}, column {}", self.line, self.column)
+    }
+}
+
+/// A half-open range of source text: `start` is the first character, `end` is one past the last.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct Span {
+    pub start: Pos,
+    pub end: Pos,
+}
+
+impl Span {
+    /// A zero-width span at `pos`, used for errors at the end of the input.
+    pub fn at(pos: Pos) -> Span {
+        Span { start: pos, end: pos }
+    }
+}
+
+/// What went wrong while reading EDN. Each kind has a stable code, see [`ParseErrorKind::code`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum ParseErrorKind {
+    UnexpectedEof,
+    UnexpectedChar,
+    InvalidNumber,
+    InvalidEscape,
+    InvalidChar,
+    UnmatchedDelimiter,
+    DuplicateKey,
+    DuplicateElement,
+    InvalidTagValue,
+    TooDeep,
+    TrailingInput,
+    EmptyInput,
+    OddMap,
+    InvalidSymbol,
+    InvalidKeyword,
+}
+
+impl ParseErrorKind {
+    /// The stable, machine-readable code of this kind, e.g. `"edn/unexpected-eof"`.
+    pub fn code(self) -> &'static str {
+        match self {
+            ParseErrorKind::UnexpectedEof => "edn/unexpected-eof",
+            ParseErrorKind::UnexpectedChar => "edn/unexpected-char",
+            ParseErrorKind::InvalidNumber => "edn/invalid-number",
+            ParseErrorKind::InvalidEscape => "edn/invalid-escape",
+            ParseErrorKind::InvalidChar => "edn/invalid-char",
+            ParseErrorKind::UnmatchedDelimiter => "edn/unmatched-delimiter",
+            ParseErrorKind::DuplicateKey => "edn/duplicate-key",
+            ParseErrorKind::DuplicateElement => "edn/duplicate-element",
+            ParseErrorKind::InvalidTagValue => "edn/invalid-tag-value",
+            ParseErrorKind::TooDeep => "edn/too-deep",
+            ParseErrorKind::TrailingInput => "edn/trailing-input",
+            ParseErrorKind::EmptyInput => "edn/empty-input",
+            ParseErrorKind::OddMap => "edn/odd-map",
+            ParseErrorKind::InvalidSymbol => "edn/invalid-symbol",
+            ParseErrorKind::InvalidKeyword => "edn/invalid-keyword",
+        }
+    }
+}
+
+/// An error from [`parse`](crate::parse), [`parse_all`](crate::parse_all) or
+/// [`parse_spanned`](crate::parse_spanned).
+///
+/// `message` is lowercase and quotes the offending text; `Display` appends the line and column
+/// of `span.start`.
+#[derive(thiserror::Error, Debug, Clone, PartialEq)]
+#[error("{message} at line {}, column {}", .span.start.line, .span.start.column)]
+#[non_exhaustive]
+pub struct ParseError {
+    pub kind: ParseErrorKind,
+    pub span: Span,
+    pub message: String,
+}
+
+impl ParseError {
+    pub(crate) fn new(kind: ParseErrorKind, span: Span, message: impl Into<String>) -> ParseError {
+        ParseError { kind, span, message: message.into() }
+    }
+
+    /// The stable code of this error, e.g. `"edn/duplicate-key"`.
+    pub fn code(&self) -> &'static str {
+        self.kind.code()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn display_appends_line_and_column() {
+        let start = Pos { offset: 4, line: 2, column: 3 };
+        let err = ParseError::new(ParseErrorKind::OddMap, Span::at(start), "odd map");
+        assert_eq!(err.to_string(), "odd map at line 2, column 3");
+        assert_eq!(err.code(), "edn/odd-map");
+    }
+
+    #[test]
+    fn codes_are_distinct_and_prefixed() {
+        use ParseErrorKind::*;
+        let kinds = [
+            UnexpectedEof, UnexpectedChar, InvalidNumber, InvalidEscape, InvalidChar,
+            UnmatchedDelimiter, DuplicateKey, DuplicateElement, InvalidTagValue, TooDeep,
+            TrailingInput, EmptyInput, OddMap, InvalidSymbol, InvalidKeyword,
+        ];
+        let codes: std::collections::BTreeSet<_> = kinds.iter().map(|k| k.code()).collect();
+        assert_eq!(codes.len(), kinds.len());
+        assert!(codes.iter().all(|c| c.starts_with("edn/")));
+    }
+}

@@ -1,0 +1,23 @@
+//! The facade's error: one enum over the operation families, each with a stable code.
+
+use vev_core::TxError;
+use vev_edn::ParseError;
+
+#[derive(thiserror::Error, Debug, Clone, PartialEq)]
+#[non_exhaustive]
+pub enum Error {
+    #[error(transparent)]
+    Tx(#[from] TxError),
+    #[error(transparent)]
+    Edn(#[from] ParseError),
+}
+
+impl Error {
+    /// The stable code, e.g. `tx/unique-conflict` or `edn/unexpected-eof`.
+    pub fn code(&self) -> &'static str {
+        match self {
+            Error::Tx(e) => e.code(),
+            Error::Edn(e) => e.code(),
+        }
+    }
+}

@@ -1,0 +1,33 @@
+//! Vev: an embedded database of immutable facts with Datomic's data model.
+//!
+//! ```
+//! use vev::Connection;
+//!
+//! let conn = Connection::open_in_memory();
+//! conn.transact_edn(r#"[{:db/ident :person/name :db/valueType :db.type/string
+//!                        :db/cardinality :db.cardinality/one :db/unique :db.unique/identity}
+//!                       {:db/ident :person/age :db/valueType :db.type/long
+//!                        :db/cardinality :db.cardinality/one}]"#).unwrap();
+//! let report = conn.transact_edn(r#"[{:db/id "ivan" :person/name "Ivan" :person/age 30}]"#).unwrap();
+//! let ivan = report.tempid("ivan").unwrap();
+//! // Upsert through the identity attribute: same entity, new age.
+//! conn.transact_edn(r#"[{:person/name "Ivan" :person/age 31}]"#).unwrap();
+//! let db = conn.db();
+//! assert_eq!(db.entity(ivan).get(&vev::Keyword::new("person/age")), Some(vev::Value::Long(31)));
+//! // The past stays: as of the first data transaction Ivan was 30.
+//! let then = db.as_of(report.db_after.basis_t());
+//! assert_eq!(then.entity(ivan).get(&vev::Keyword::new("person/age")), Some(vev::Value::Long(30)));
+//! ```
+
+mod connection;
+mod error;
+
+pub use connection::{Connection, TxFn};
+pub use error::Error;
+pub use vev_core::{
+    ids, parse_tx, schema, tx_from_edn, AttrRef, Attribute, BasisT, Cardinality, Component, Datom,
+    Edn, EntityId, EntityName, EntityRef, IndexOrder, Keyword, Schema, Symbol, TempId, TupleSpec,
+    TxError, TxMap, TxOp, TxValue, Unique, Value, ValueType,
+};
+pub use vev_db::{coerce_value, Datoms, Db, Entity, TimePoint, TxContext, TxFunctions, TxLogEntry, TxReport, View};
+pub use vev_edn as edn;
