@@ -180,12 +180,10 @@ impl Schema {
         self.idents.iter().map(|(k, e)| (k, *e))
     }
 
+    /// Give entity `e` an ident. As in Datomic, an ident it had before keeps resolving to it
+    /// until another entity takes that ident.
     pub fn set_ident(&mut self, e: EntityId, ident: Keyword) {
-        if let Some(old) = self.ident_of.insert(e, ident.clone()) {
-            if self.idents.get(&old) == Some(&e) {
-                self.idents.remove(&old);
-            }
-        }
+        self.ident_of.insert(e, ident.clone());
         self.idents.insert(ident.clone(), e);
         if let Some(attr) = self.attrs.get_mut(&e) {
             Arc::make_mut(attr).ident = ident;

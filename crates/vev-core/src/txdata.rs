@@ -307,10 +307,8 @@ fn list_from_edn(items: &[Edn], form: &Edn) -> Result<TxOp, TxError> {
     }
 }
 
-fn value_from_edn(v: &Edn, form: &Edn) -> Result<TxValue, TxError> {
-    if matches!(v, Edn::Nil) {
-        return Err(TxError::malformed(form, "nil is not a value; retract the attribute instead"));
-    }
+/// Values stay EDN until the attribute's type is known (`nil` then fails its type check).
+fn value_from_edn(v: &Edn, _form: &Edn) -> Result<TxValue, TxError> {
     Ok(TxValue::Edn(v.clone()))
 }
 

@@ -143,7 +143,7 @@ pub fn value(run: &Run, db: &Db, a: EntityId, x: &Edn) -> Result<Value, String> 
     if attr.value_type == ValueType::Ref {
         return resolve(run, db, x).map(Value::Ref);
     }
-    vev::coerce_value(attr, x).ok_or_else(|| format!("{x} is not a value of {}", attr.ident))
+    vev::coerce_value(db, attr, x).ok_or_else(|| format!("{x} is not a value of {}", attr.ident))
 }
 
 fn value_set(run: &Run, db: &Db, a: EntityId, x: &Edn, many: bool) -> Result<BTreeSet<Value>, String> {
@@ -262,8 +262,12 @@ fn check_tx_data(run: &Run, db: &Db, k: &Edn, want: &Edn) -> Result<(), String> 
         .collect();
     let mut expected = Vec::new();
     for w in want.as_seq().ok_or("expected a list of datoms")? {
-        let (e, a, v, _, added) = expected_datom(run, db, w)?;
-        expected.push((e, a, v, added.unwrap_or(true)));
+        let items = w.as_seq().filter(|i| i.len() == 4).ok_or_else(|| format!("tx-data datoms are [e a v added], not {w}"))?;
+        let e = resolve(run, db, &items[0])?;
+        let a = resolve(run, db, &items[1])?;
+        let v = value(run, db, a, &items[2])?;
+        let added = items[3].as_bool().ok_or("added is a boolean")?;
+        expected.push((e, a, v, added));
     }
     got.sort();
     expected.sort();

@@ -94,6 +94,10 @@ impl Run {
             let name = match t {
                 TempId::Str(s) => Edn::String(s.to_string()),
                 TempId::Num(n) => Edn::Integer(*n),
+                TempId::Tx => {
+                    self.tempids.insert(Edn::string("datomic.tx"), *id);
+                    continue;
+                }
                 _ => continue,
             };
             if let Some(prev) = self.tempids.insert(name.clone(), *id) {

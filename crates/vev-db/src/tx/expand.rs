@@ -42,6 +42,9 @@ impl Expander<'_> {
             }
             TxOp::Retract { e, a, v } => {
                 let a = self.attr(a)?;
+                if a.is_composite() {
+                    return Err(TxError::CompositeTupleWrite { attribute: a.ident.clone() });
+                }
                 let e = self.entity(e)?;
                 match v {
                     None => self.terms.push(Term::Retract { e, a, v: None }),
@@ -58,6 +61,9 @@ impl Expander<'_> {
             }
             TxOp::Cas { e, a, old, new } => {
                 let a = self.attr(a)?;
+                if a.is_composite() {
+                    return Err(TxError::CompositeTupleWrite { attribute: a.ident.clone() });
+                }
                 let e = self.entity(e)?;
                 let old = old.as_ref().map(|v| self.single(&a, v, &e)).transpose()?;
                 let new = self.single(&a, new, &e)?;
@@ -90,8 +96,20 @@ impl Expander<'_> {
         }
     }
 
-    /// A map form; `parent` is set for nested maps (the entity that refers to this one).
+    /// A map form; `nested_under` is set for nested maps (the attribute that refers to it).
     fn map(&mut self, m: &TxMap, nested_under: Option<&Attribute>) -> Result<E, TxError> {
+        self.map_inner(m, nested_under).map_err(|err| match err {
+            // Name a schema entity by the ident the map gives it.
+            TxError::InvalidAttribute { attribute: Edn::String(_), reason } => {
+                let ident = m.attrs.iter().find(|(k, _)| k.as_str() == "db/ident");
+                let attribute = ident.map_or(Edn::Nil, |(_, v)| v.to_edn());
+                TxError::InvalidAttribute { attribute, reason }
+            }
+            other => other,
+        })
+    }
+
+    fn map_inner(&mut self, m: &TxMap, nested_under: Option<&Attribute>) -> Result<E, TxError> {
         let e = match &m.id {
             Some(r) => self.entity(r)?,
             None => {
@@ -106,10 +124,13 @@ impl Expander<'_> {
             if k.is_reverse() {
                 let a = self.attr(&AttrRef::Ident(k.reversed()))?;
                 if !a.is_ref() {
-                    return Err(TxError::malformed(
-                        &m.to_edn(),
-                        format!("reverse key {k} names attribute {}, which is not a ref", a.ident),
-                    ));
+                    return Err(TxError::WrongValueType {
+                        attribute: a.ident.clone(),
+                        expected: a.value_type,
+                        value: v.to_edn(),
+                        found: "a reverse reference",
+                        entity: entity_name(&e),
+                    });
                 }
                 for other in self.values_reverse(&a, v)? {
                     let V::Val(Value::Ref(id)) = &other else {
@@ -138,14 +159,14 @@ impl Expander<'_> {
         self.terms.push(Term::Add { e: from, a: a.clone(), v });
     }
 
-    /// Datomic's rule: a nested map is a component, or names its entity, or carries a unique
-    /// attribute through which it can upsert.
+    /// Datomic's rule: a nested map is a component, or names its entity, or carries a
+    /// `:db.unique/identity` attribute through which it can upsert.
     fn check_nested(&self, m: &TxMap, parent: &Attribute) -> Result<(), TxError> {
         if parent.is_component || m.id.is_some() {
             return Ok(());
         }
         let has_unique = m.attrs.iter().any(|(k, _)| {
-            self.db.attribute(k).is_some_and(|a| a.unique.is_some())
+            self.db.attribute(k).is_some_and(|a| a.unique == Some(vev_core::Unique::Identity))
         });
         if has_unique {
             return Ok(());
@@ -183,10 +204,7 @@ impl Expander<'_> {
     }
 
     fn values(&mut self, a: &Arc<Attribute>, v: &TxValue, e: &E) -> Result<Vec<V>, TxError> {
-        if a.is_composite() {
-            return Err(TxError::CompositeTupleWrite { attribute: a.ident.clone() });
-        }
-        self.values_inner(a, v, e, a.is_many())
+        self.values_inner(a, v, e, a.is_many()).map_err(|err| schema_error(err, a, e))
     }
 
     fn values_reverse(&mut self, a: &Arc<Attribute>, v: &TxValue) -> Result<Vec<V>, TxError> {
@@ -253,7 +271,7 @@ impl Expander<'_> {
             };
         }
         match v {
-            TxValue::Edn(x) => coerce(a, x).ok_or_else(|| wrong_type(a, x, e)).map(V::Val),
+            TxValue::Edn(x) => coerce(self.db, a, x).ok_or_else(|| wrong_type(a, x, e)).map(V::Val),
             TxValue::Value(x) if x.value_type() == Some(a.value_type) => Ok(V::Val(x.clone())),
             TxValue::Entity(EntityRef::TempId(t)) => Err(TxError::TempidNotRef {
                 tempid: t.to_string(),
@@ -272,6 +290,24 @@ impl Expander<'_> {
             other => return Err(TxError::malformed(&other.to_edn(), "expected an entity reference")),
         };
         Ok(e_to_v(resolve_entity(self.db, &r)?))
+    }
+}
+
+/// A bad value of a schema attribute (`:db/valueType :db.type/integer`) is an invalid
+/// attribute definition rather than a plain type error.
+fn schema_error(err: TxError, a: &Attribute, e: &E) -> TxError {
+    if a.id >= vev_core::schema::sys::END || a.id == vev_core::schema::sys::TX_INSTANT {
+        return err;
+    }
+    match err {
+        TxError::UnknownIdent { .. } | TxError::WrongValueType { .. } => TxError::InvalidAttribute {
+            attribute: match e {
+                E::Id(id) => Edn::Integer(*id as i64),
+                E::Temp(t) => t.to_edn(),
+            },
+            reason: format!("bad value for {}: {err}", a.ident),
+        },
+        other => other,
     }
 }
 
@@ -354,7 +390,7 @@ fn lookup_ref(db: &Db, a: &vev_core::Keyword, v: &TxValue) -> Result<u64, TxErro
             E::Id(id) => Some(Value::Ref(id)),
             E::Temp(_) => None,
         },
-        TxValue::Edn(x) => coerce(attr, x),
+        TxValue::Edn(x) => coerce(db, attr, x),
         _ => None,
     };
     let Some(value) = value else {
@@ -375,10 +411,16 @@ pub(crate) fn lookup_unique(db: &Db, a: u64, value: &Value) -> Option<u64> {
 }
 
 /// Interpret an EDN form as a value of a non-ref attribute's type.
-pub(crate) fn coerce(a: &Attribute, x: &Edn) -> Option<Value> {
-    match a.value_type {
-        ValueType::Tuple => coerce_tuple(a.tuple.as_ref()?, x),
-        t => coerce_scalar(t, x),
+pub(crate) fn coerce(db: &Db, a: &Attribute, x: &Edn) -> Option<Value> {
+    match (a.value_type, &a.tuple) {
+        (ValueType::Tuple, Some(TupleSpec::Composite(parts))) => {
+            let types: Option<Vec<ValueType>> =
+                parts.iter().map(|p| db.schema().attribute(*p).map(|x| x.value_type)).collect();
+            coerce_tuple(&TupleSpec::Heterogeneous(types?), x)
+        }
+        (ValueType::Tuple, Some(spec)) => coerce_tuple(spec, x),
+        (ValueType::Tuple, None) => None,
+        (t, _) => coerce_scalar(t, x),
     }
 }
 

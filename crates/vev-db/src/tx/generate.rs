@@ -32,6 +32,10 @@ struct Gen<'a> {
     retracts: Vec<(Fact, EntityId)>,
     retract_set: HashSet<Fact>,
     card_one: HashMap<(EntityId, EntityId), Value>,
+    /// Facts the transaction asked to retract, present or not (for conflict checks).
+    retract_requests: HashSet<Fact>,
+    /// Every (e, a) asserted, redundant or not: composite tuples follow them.
+    asserted_keys: Vec<(EntityId, EntityId)>,
 }
 
 pub(crate) fn generate(db: &Db, terms: &[ResolvedTerm], tx: EntityId) -> Result<Generated, TxError> {
@@ -44,6 +48,8 @@ pub(crate) fn generate(db: &Db, terms: &[ResolvedTerm], tx: EntityId) -> Result<
         retracts: Vec::new(),
         retract_set: HashSet::new(),
         card_one: HashMap::new(),
+        retract_requests: HashSet::new(),
+        asserted_keys: Vec::new(),
     };
     for term in terms {
         g.term(term)?;
@@ -79,6 +85,9 @@ impl Gen<'_> {
         match term {
             ResolvedTerm::Add { e, a, v } => self.add(*e, a, v.clone()),
             ResolvedTerm::Retract { e, a, v } => {
+                if let Some(v) = v {
+                    self.retract_requests.insert((*e, a.id, v.clone()));
+                }
                 for d in self.current(*e, a.id) {
                     if v.as_ref().is_none_or(|v| *v == d.v) {
                         self.retract(d);
@@ -146,7 +155,11 @@ impl Gen<'_> {
         }
         let schema = self.db.schema();
         if ids::partition(e) == ids::PART_DB || schema.attribute(e).is_some() {
-            return Err(TxError::RetractSchemaEntity { entity: EntityName::Id(e) });
+            let entity = match schema.ident(e) {
+                Some(k) => EntityName::Form(Edn::Keyword(k.clone())),
+                None => EntityName::Id(e),
+            };
+            return Err(TxError::RetractSchemaEntity { entity });
         }
         let own: Vec<Datom> = self.db.datoms(IndexOrder::Eavt, &[Component::Entity(e)]).collect();
         for d in own {
@@ -171,7 +184,8 @@ impl Gen<'_> {
         let mut unique_in_tx: HashMap<(EntityId, Value), EntityId> = HashMap::new();
         for (e, a, v) in asserts {
             let fact = (e, a.id, v.clone());
-            if self.retract_set.contains(&fact) {
+            self.asserted_keys.push((e, a.id));
+            if self.retract_set.contains(&fact) || self.retract_requests.contains(&fact) {
                 return Err(TxError::AssertRetractConflict {
                     entity: EntityName::Id(e),
                     attribute: a.ident.clone(),
@@ -222,9 +236,28 @@ impl Gen<'_> {
     /// Recompute the composite tuples of every entity whose tuple components changed.
     fn composites(&mut self, datoms: &mut Vec<Datom>) -> Result<(), TxError> {
         let schema = self.db.schema();
+        // Stated composite values are allowed only when they equal the computed ones (so that
+        // a transaction can upsert through a unique composite).
+        let mut stated: HashMap<(EntityId, EntityId), Value> = HashMap::new();
+        datoms.retain(|d| {
+            let composite = schema.attribute(d.a).is_some_and(|a| a.is_composite());
+            if composite {
+                stated.insert((d.e, d.a), d.v.clone());
+            }
+            !composite
+        });
         let mut touched: Vec<(EntityId, EntityId)> = Vec::new();
         let mut seen = HashSet::new();
-        let changed = datoms.iter().map(|d| (d.e, d.a)).chain(self.retracts.iter().map(|((e, a, _), _)| (*e, *a)));
+        for key in stated.keys() {
+            if seen.insert(*key) {
+                touched.push(*key);
+            }
+        }
+        let changed = self
+            .asserted_keys
+            .iter()
+            .copied()
+            .chain(self.retracts.iter().map(|((e, a, _), _)| (*e, *a)));
         for (e, a) in changed {
             for c in schema.composites_of(a) {
                 if seen.insert((e, *c)) {
@@ -242,8 +275,15 @@ impl Gen<'_> {
             } else {
                 Some(Value::Tuple(Arc::from(values)))
             };
+            if let Some(v) = stated.get(&(e, c)) {
+                if Some(v) != new.as_ref() {
+                    return Err(TxError::CompositeTupleWrite { attribute: attr.ident.clone() });
+                }
+            }
             let old = self.current(e, c);
             if old.first().map(|d| &d.v) == new.as_ref() {
+                self.retract_set.retain(|f| !(f.0 == e && f.1 == c));
+                self.retracts.retain(|(f, _)| !(f.0 == e && f.1 == c));
                 continue;
             }
             for d in old {

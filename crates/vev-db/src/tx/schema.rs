@@ -39,7 +39,10 @@ pub(crate) fn next_schema(before: &Db, tx_data: &[Datom]) -> Result<Option<Schem
         return Ok(None);
     }
     let mut schema = before.schema().clone();
-    for (e, datoms) in touched {
+    // Composite tuples may name attributes installed by the same transaction: do them last.
+    let (composite, plain): (Vec<_>, Vec<_>) =
+        touched.into_iter().partition(|(_, ds)| ds.iter().any(|d| d.a == sys::TUPLE_ATTRS));
+    for (e, datoms) in plain.into_iter().chain(composite) {
         let props = props_after(before, e, &datoms);
         update_entity(before, &mut schema, e, &props)?;
     }
@@ -95,7 +98,7 @@ fn update_entity(
     let Some(ident) = ident.clone() else {
         return Err(TxError::IncompleteAttribute { attribute: name(), missing: ":db/ident" });
     };
-    let attr = decode(before, e, &ident, props)?;
+    let attr = decode(schema, e, &ident, props)?;
     match &old {
         Some(old) => check_alteration(before, old, &attr)?,
         None => check_new(&attr)?,
@@ -109,7 +112,7 @@ fn invalid(ident: &Keyword, reason: String) -> TxError {
     TxError::InvalidAttribute { attribute: Edn::Keyword(ident.clone()), reason }
 }
 
-fn decode(before: &Db, e: EntityId, ident: &Keyword, props: &HashMap<EntityId, Value>) -> Result<Attribute, TxError> {
+fn decode(schema: &Schema, e: EntityId, ident: &Keyword, props: &HashMap<EntityId, Value>) -> Result<Attribute, TxError> {
     let ref_of = |a| props.get(&a).and_then(Value::as_ref);
     let flag = |a| props.get(&a).and_then(Value::as_bool).unwrap_or(false);
     let vt_ref = ref_of(sys::VALUE_TYPE).unwrap_or(0);
@@ -132,7 +135,7 @@ fn decode(before: &Db, e: EntityId, ident: &Keyword, props: &HashMap<EntityId, V
         Some(sys::UNIQUE_VALUE) => Some(Unique::Value),
         Some(other) => return Err(invalid(ident, format!("entity {other} is not a :db.unique ident"))),
     };
-    let tuple = decode_tuple(before, ident, value_type, props)?;
+    let tuple = decode_tuple(schema, ident, value_type, props)?;
     let attr = Attribute {
         id: e,
         ident: ident.clone(),
@@ -145,6 +148,9 @@ fn decode(before: &Db, e: EntityId, ident: &Keyword, props: &HashMap<EntityId, V
         no_history: flag(sys::NO_HISTORY),
         tuple,
     };
+    if attr.is_composite() && attr.is_many() {
+        return Err(invalid(ident, "a composite tuple is cardinality-one".into()));
+    }
     if attr.is_component && !attr.is_ref() {
         return Err(invalid(ident, ":db/isComponent requires :db.type/ref".into()));
     }
@@ -159,7 +165,7 @@ fn type_of(e: EntityId) -> Option<ValueType> {
 }
 
 fn decode_tuple(
-    before: &Db,
+    schema: &Schema,
     ident: &Keyword,
     value_type: ValueType,
     props: &HashMap<EntityId, Value>,
@@ -193,7 +199,7 @@ fn decode_tuple(
     if let Some(v) = attrs {
         let mut ids = Vec::new();
         for k in keywords(v)? {
-            let Some(part) = before.attribute(&k) else {
+            let Some(part) = schema.attribute_by_ident(&k) else {
                 return Err(invalid(ident, format!("tuple component {k} is not an attribute")));
             };
             if part.is_many() || part.value_type == ValueType::Tuple {
