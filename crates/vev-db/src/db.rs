@@ -102,6 +102,16 @@ pub struct Db {
     pub(crate) view: View,
 }
 
+impl std::fmt::Debug for Db {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Db")
+            .field("basis_t", &self.state.basis_t)
+            .field("datoms", &self.state.current.eavt.len())
+            .field("view", &self.view)
+            .finish()
+    }
+}
+
 /// A point in time for `as_of` and `since`: a basis-t, a transaction id, or an instant.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum TimePoint {

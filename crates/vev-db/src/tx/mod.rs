@@ -65,7 +65,7 @@ pub struct TxContext<'a> {
 }
 
 /// What a successful transaction returns.
-#[derive(Clone)]
+#[derive(Clone, Debug)]
 pub struct TxReport {
     pub db_before: Db,
     pub db_after: Db,

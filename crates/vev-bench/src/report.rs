@@ -1,0 +1,128 @@
+//! The markdown report of a `core` run.
+
+use std::fmt::Write;
+
+use crate::bulk::BulkTimes;
+use crate::datascript::DataScriptTimes;
+use crate::latency::Latency;
+use crate::stats::median;
+
+/// Targets of issue 2.
+pub const TARGET_SPEEDUP: f64 = 10.0;
+pub const TARGET_MEDIAN_US: f64 = 20.0;
+pub const TARGET_BIG_SMALL_RATIO: f64 = 1.5;
+
+pub struct CoreResults {
+    pub people: usize,
+    pub reps: usize,
+    pub bulk: BulkTimes,
+    pub datascript: Option<DataScriptTimes>,
+    pub small_datoms: usize,
+    pub big_datoms: usize,
+    pub small: Latency,
+    pub big: Latency,
+    pub rss_before: u64,
+    pub rss_after: u64,
+}
+
+fn met(ok: bool) -> &'static str {
+    if ok {
+        "yes"
+    } else {
+        "**no**"
+    }
+}
+
+fn thousands(n: usize) -> String {
+    let digits = n.to_string();
+    let mut out = String::new();
+    for (i, c) in digits.chars().enumerate() {
+        if i > 0 && (digits.len() - i) % 3 == 0 {
+            out.push(',');
+        }
+        out.push(c);
+    }
+    out
+}
+
+/// One row of the (a) comparison: Vev's median against DataScript's.
+fn vs_row(out: &mut String, label: &str, vev: &[f64], ds: Option<&[f64]>, target: bool) {
+    let v = median(vev);
+    let (ds_cell, ratio_cell, met_cell) = match ds {
+        Some(ds) => {
+            let d = median(ds);
+            let ratio = d / v;
+            let met_cell = if target { met(ratio >= TARGET_SPEEDUP) } else { "—" };
+            (format!("{d:.1} ms"), format!("{ratio:.1}× (DataScript/Vev)"), met_cell)
+        }
+        None => ("not run".to_string(), "—".to_string(), "—"),
+    };
+    let target_cell = if target { "Vev ≥ 10× faster" } else { "—" };
+    let _ = writeln!(out, "| {label} | {v:.1} ms | {ds_cell} | {ratio_cell} | {target_cell} | {met_cell} |");
+}
+
+pub fn render(r: &CoreResults) -> String {
+    let mut out = String::new();
+    let ds_name = r.datascript.as_ref().map_or("DataScript".to_string(), |d| {
+        format!("DataScript {} (node {})", d.version, d.node_version)
+    });
+    let _ = writeln!(out, "| # | measure | Vev | {ds_name} | ratio | target | met |");
+    let _ = writeln!(out, "|---|---|---|---|---|---|---|");
+    let people = thousands(r.people);
+    let ds = r.datascript.as_ref();
+    out.push_str("| a1 ");
+    vs_row(&mut out, &format!("{people} people, 1 transaction (Rust `TxMap`), median of {}", r.reps),
+        &r.bulk.one_tx_ms, ds.map(|d| d.one_tx_ms.as_slice()), true);
+    out.push_str("| a2 ");
+    vs_row(&mut out, &format!("{people} people, {people} transactions, median of {}", r.reps),
+        &r.bulk.many_tx_ms, ds.map(|d| d.many_tx_ms.as_slice()), true);
+    out.push_str("| a3 ");
+    vs_row(&mut out, &format!("{people} people, 1 transaction from EDN text (parse included), median of {}", r.reps),
+        &r.bulk.edn_one_tx_ms, ds.map(|d| d.one_tx_ms.as_slice()), false);
+    latency_rows(&mut out, r);
+    let per_datom = r.rss_after.saturating_sub(r.rss_before) as f64 / r.big_datoms as f64;
+    let _ = writeln!(
+        out,
+        "| c | resident memory per datom at {} datoms (VmRSS {:.1} → {:.1} MiB) | {per_datom:.0} bytes | — | — | — | — |",
+        thousands(r.big_datoms),
+        r.rss_before as f64 / 1048576.0,
+        r.rss_after as f64 / 1048576.0,
+    );
+    out
+}
+
+fn latency_rows(out: &mut String, r: &CoreResults) {
+    let txs = r.small.samples_us.len();
+    let (sm, sp) = (r.small.median_us(), r.small.p95_us());
+    let (bm, bp) = (r.big.median_us(), r.big.p95_us());
+    let label = |datoms: usize| {
+        format!("1-entity 3-attribute transaction on a {}-datom db, {txs} transactions", thousands(datoms))
+    };
+    let _ = writeln!(
+        out,
+        "| b1 | {} | median {sm:.1} µs, p95 {sp:.1} µs | — | — | median < 20 µs | {} |",
+        label(r.small_datoms),
+        met(sm < TARGET_MEDIAN_US),
+    );
+    let ratio = bm / sm;
+    let _ = writeln!(
+        out,
+        "| b2 | {} | median {bm:.1} µs, p95 {bp:.1} µs | — | {ratio:.2} (median big/small); p95 {:.2} | median < 20 µs, ratio ≤ 1.5 | {} |",
+        label(r.big_datoms),
+        bp / sp,
+        met(bm < TARGET_MEDIAN_US && ratio <= TARGET_BIG_SMALL_RATIO),
+    );
+}
+
+#[cfg(test)]
+mod tests {
+    use super::thousands;
+
+    #[test]
+    fn thousands_separators() {
+        assert_eq!(thousands(0), "0");
+        assert_eq!(thousands(999), "999");
+        assert_eq!(thousands(20_000), "20,000");
+        assert_eq!(thousands(1_000_000), "1,000,000");
+    }
+}
