@@ -58,6 +58,7 @@ struct CoreConfig {
 
 fn core(cfg: &CoreConfig) -> Result<CoreResults, BenchError> {
     assert!(cfg.reps > 0 && cfg.latency_txs > 0, "--reps and --latency-txs must be positive");
+    let mut machine = report::Machine::probe();
     eprintln!("(c) building a {}-datom database", cfg.big_datoms);
     let rss_before = latency::rss_bytes()?;
     let big_conn = latency::build(cfg.big_datoms, fixture::SEED ^ 0xC)?;
@@ -81,7 +82,9 @@ fn core(cfg: &CoreConfig) -> Result<CoreResults, BenchError> {
         let _ = std::fs::remove_file(&path);
         Some(result?)
     };
+    machine.finish();
     Ok(CoreResults {
+        machine,
         people: cfg.people,
         reps: cfg.reps,
         bulk,

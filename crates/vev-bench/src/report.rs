@@ -13,6 +13,7 @@ pub const TARGET_MEDIAN_US: f64 = 20.0;
 pub const TARGET_BIG_SMALL_RATIO: f64 = 1.5;
 
 pub struct CoreResults {
+    pub machine: Machine,
     pub people: usize,
     pub reps: usize,
     pub bulk: BulkTimes,
@@ -23,6 +24,38 @@ pub struct CoreResults {
     pub big: Latency,
     pub rss_before: u64,
     pub rss_after: u64,
+}
+
+/// Where and under what load the run happened.
+pub struct Machine {
+    pub cpus: usize,
+    pub cpu_model: String,
+    pub load_start: String,
+    pub load_end: String,
+}
+
+impl Machine {
+    /// The machine now; `load_end` is filled in by `finish`.
+    pub fn probe() -> Machine {
+        let cpus = std::thread::available_parallelism().map_or(0, |n| n.get());
+        let cpuinfo = std::fs::read_to_string("/proc/cpuinfo").unwrap_or_default();
+        let cpu_model = cpuinfo
+            .lines()
+            .find_map(|l| l.strip_prefix("model name"))
+            .and_then(|rest| rest.split_once(':'))
+            .map_or("unknown".to_string(), |(_, m)| m.trim().to_string());
+        Machine { cpus, cpu_model, load_start: load_average(), load_end: String::new() }
+    }
+
+    pub fn finish(&mut self) {
+        self.load_end = load_average();
+    }
+}
+
+/// The 1, 5 and 15 minute load averages from `/proc/loadavg`.
+fn load_average() -> String {
+    let text = std::fs::read_to_string("/proc/loadavg").unwrap_or_default();
+    text.split_whitespace().take(3).collect::<Vec<_>>().join(" ")
 }
 
 fn met(ok: bool) -> &'static str {
@@ -63,6 +96,12 @@ fn vs_row(out: &mut String, label: &str, vev: &[f64], ds: Option<&[f64]>, target
 
 pub fn render(r: &CoreResults) -> String {
     let mut out = String::new();
+    let m = &r.machine;
+    let _ = writeln!(
+        out,
+        "Machine: {} CPUs, {}; load average {} at start, {} at end.\n",
+        m.cpus, m.cpu_model, m.load_start, m.load_end
+    );
     let ds_name = r.datascript.as_ref().map_or("DataScript".to_string(), |d| {
         format!("DataScript {} (node {})", d.version, d.node_version)
     });
