@@ -19,6 +19,11 @@
 //! assert_eq!(then.entity(ivan).get(&vev::Keyword::new("person/age")), Some(vev::Value::Long(30)));
 //! ```
 
+/// The README's example runs as a doctest too.
+#[cfg(doctest)]
+#[doc = include_str!("../../../README.md")]
+struct ReadmeDoctest;
+
 mod connection;
 mod error;
 
