@@ -177,11 +177,13 @@ impl Gen<'_> {
         Ok(())
     }
 
-    /// Check every assertion against db-before and produce the assertion datoms.
+    /// Check every assertion against db-before and produce the assertion datoms. Uniqueness
+    /// is checked after every cardinality-one replacement is known, so that the outcome does
+    /// not depend on the order of the operations (moving a unique value from one entity to
+    /// another works in either order).
     fn finish_asserts(&mut self) -> Result<Vec<Datom>, TxError> {
         let asserts = std::mem::take(&mut self.asserts);
-        let mut out = Vec::with_capacity(asserts.len());
-        let mut unique_in_tx: HashMap<(EntityId, Value), EntityId> = HashMap::new();
+        let mut kept = Vec::with_capacity(asserts.len());
         for (e, a, v) in asserts {
             let fact = (e, a.id, v.clone());
             self.asserted_keys.push((e, a.id));
@@ -201,6 +203,11 @@ impl Gen<'_> {
                     self.retract(d);
                 }
             }
+            kept.push((e, a, v));
+        }
+        let mut unique_in_tx: HashMap<(EntityId, Value), EntityId> = HashMap::new();
+        let mut out = Vec::with_capacity(kept.len());
+        for (e, a, v) in kept {
             if a.unique.is_some() {
                 self.check_unique(e, &a, &v, &mut unique_in_tx)?;
             }

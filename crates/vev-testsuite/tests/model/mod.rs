@@ -131,7 +131,9 @@ impl Model {
         let history = self.history();
         history
             .iter()
-            .filter(|d| d.added && t_of(d.tx) <= t && Self::latest(&history, &fact(d), t) == Some(*d))
+            .filter(|d| {
+                d.added && t_of(d.tx) <= t && Self::latest(&history, &fact(d), t) == Some(*d)
+            })
             .cloned()
             .collect()
     }
