@@ -19,7 +19,11 @@ pub struct Pos {
 
 impl Pos {
     /// The position of the first character of a text.
-    pub const START: Pos = Pos { offset: 0, line: 1, column: 1 };
+    pub const START: Pos = Pos {
+        offset: 0,
+        line: 1,
+        column: 1,
+    };
 }
 
 impl fmt::Display for Pos {
@@ -38,7 +42,10 @@ pub struct Span {
 impl Span {
     /// A zero-width span at `pos`, used for errors at the end of the input.
     pub fn at(pos: Pos) -> Span {
-        Span { start: pos, end: pos }
+        Span {
+            start: pos,
+            end: pos,
+        }
     }
 }
 
@@ -102,7 +109,11 @@ pub struct ParseError {
 
 impl ParseError {
     pub(crate) fn new(kind: ParseErrorKind, span: Span, message: impl Into<String>) -> ParseError {
-        ParseError { kind, span, message: message.into() }
+        ParseError {
+            kind,
+            span,
+            message: message.into(),
+        }
     }
 
     /// The stable code of this error, e.g. `"edn/duplicate-key"`.
@@ -117,7 +128,11 @@ mod tests {
 
     #[test]
     fn display_appends_line_and_column() {
-        let start = Pos { offset: 4, line: 2, column: 3 };
+        let start = Pos {
+            offset: 4,
+            line: 2,
+            column: 3,
+        };
         let err = ParseError::new(ParseErrorKind::OddMap, Span::at(start), "odd map");
         assert_eq!(err.to_string(), "odd map at line 2, column 3");
         assert_eq!(err.code(), "edn/odd-map");
@@ -127,9 +142,21 @@ mod tests {
     fn codes_are_distinct_and_prefixed() {
         use ParseErrorKind::*;
         let kinds = [
-            UnexpectedEof, UnexpectedChar, InvalidNumber, InvalidEscape, InvalidChar,
-            UnmatchedDelimiter, DuplicateKey, DuplicateElement, InvalidTagValue, TooDeep,
-            TrailingInput, EmptyInput, OddMap, InvalidSymbol, InvalidKeyword,
+            UnexpectedEof,
+            UnexpectedChar,
+            InvalidNumber,
+            InvalidEscape,
+            InvalidChar,
+            UnmatchedDelimiter,
+            DuplicateKey,
+            DuplicateElement,
+            InvalidTagValue,
+            TooDeep,
+            TrailingInput,
+            EmptyInput,
+            OddMap,
+            InvalidSymbol,
+            InvalidKeyword,
         ];
         let codes: std::collections::BTreeSet<_> = kinds.iter().map(|k| k.code()).collect();
         assert_eq!(codes.len(), kinds.len());

@@ -185,14 +185,19 @@ fn time_of_day(scan: &mut Scan<'_>) -> Option<(i64, i64, i64, i64)> {
 /// UTC). Digits past milliseconds are truncated. Returns `None` for anything else, including
 /// instants that do not fit an `i64`.
 pub fn parse_inst(text: &str) -> Option<i64> {
-    let mut scan = Scan { bytes: text.as_bytes(), at: 0 };
+    let mut scan = Scan {
+        bytes: text.as_bytes(),
+        at: 0,
+    };
     let year = scan.year()?;
     let (mut month, mut day) = (1, 1);
     let mut time = (0, 0, 0, 0);
     if scan.eat(b'-') {
         month = scan.digits(2).filter(|m| (1..=12).contains(m))?;
         if scan.eat(b'-') {
-            day = scan.digits(2).filter(|d| (1..=days_in_month(year, month)).contains(d))?;
+            day = scan
+                .digits(2)
+                .filter(|d| (1..=days_in_month(year, month)).contains(d))?;
             time = time_of_day(&mut scan)?;
         }
     }
@@ -262,17 +267,37 @@ mod tests {
         assert_eq!(parse_inst("2020"), day);
         assert_eq!(parse_inst("2020-01-01T01:00:00+01:00"), day);
         assert_eq!(parse_inst("2019-12-31T23:00:00-01:00"), day);
-        assert_eq!(parse_inst("2020-01-01T00:00:00.123456789Z"), Some(1_577_836_800_123));
-        assert_eq!(parse_inst("2020-01-01T00:00:00.1Z"), Some(1_577_836_800_100));
+        assert_eq!(
+            parse_inst("2020-01-01T00:00:00.123456789Z"),
+            Some(1_577_836_800_123)
+        );
+        assert_eq!(
+            parse_inst("2020-01-01T00:00:00.1Z"),
+            Some(1_577_836_800_100)
+        );
         assert_eq!(parse_inst("2020-01-01T10Z"), Some(1_577_872_800_000));
     }
 
     #[test]
     fn rejects_malformed_instants() {
-        for bad in ["", "20", "2020-13-01", "2020-02-30", "2019-02-29", "2020-01-01T24:00:00Z",
-            "2020-01-01T00:60:00Z", "2020-01-01T00:00:60Z", "2020-01-01T00:00:00.Z",
-            "2020-01-01T00:00:00+01", "2020-01-01 00:00:00Z", "2020-01-01T00:00:00Zjunk",
-            "+123-01-01", "+9999999999999-01-01", "x020-01-01", "2020-1-01"] {
+        for bad in [
+            "",
+            "20",
+            "2020-13-01",
+            "2020-02-30",
+            "2019-02-29",
+            "2020-01-01T24:00:00Z",
+            "2020-01-01T00:60:00Z",
+            "2020-01-01T00:00:60Z",
+            "2020-01-01T00:00:00.Z",
+            "2020-01-01T00:00:00+01",
+            "2020-01-01 00:00:00Z",
+            "2020-01-01T00:00:00Zjunk",
+            "+123-01-01",
+            "+9999999999999-01-01",
+            "x020-01-01",
+            "2020-1-01",
+        ] {
             assert_eq!(parse_inst(bad), None, "{bad:?}");
         }
         assert_eq!(parse_inst("2020-02-29"), Some(1_582_934_400_000));
@@ -282,10 +307,25 @@ mod tests {
     fn extreme_years_round_trip() {
         assert_eq!(format_inst(-62_135_596_800_000), "0001-01-01T00:00:00.000Z");
         assert_eq!(format_inst(253_402_300_799_999), "9999-12-31T23:59:59.999Z");
-        assert_eq!(format_inst(253_402_300_800_000), "+10000-01-01T00:00:00.000Z");
-        assert_eq!(format_inst(-62_167_219_200_001), "-0001-12-31T23:59:59.999Z");
-        for millis in [i64::MIN, i64::MAX, 0, -1, 1, -62_135_596_800_000, 253_402_300_799_999,
-            -62_167_219_200_000, -62_167_219_200_001] {
+        assert_eq!(
+            format_inst(253_402_300_800_000),
+            "+10000-01-01T00:00:00.000Z"
+        );
+        assert_eq!(
+            format_inst(-62_167_219_200_001),
+            "-0001-12-31T23:59:59.999Z"
+        );
+        for millis in [
+            i64::MIN,
+            i64::MAX,
+            0,
+            -1,
+            1,
+            -62_135_596_800_000,
+            253_402_300_799_999,
+            -62_167_219_200_000,
+            -62_167_219_200_001,
+        ] {
             let text = format_inst(millis);
             assert_eq!(parse_inst(&text), Some(millis), "{text}");
         }
@@ -301,9 +341,14 @@ mod tests {
         assert_eq!(parse_uuid("F81D4FAE-7DEC-11D0-A765-00A0C91E6BF6"), Some(u));
         assert_eq!(format_uuid(0), "00000000-0000-0000-0000-000000000000");
         assert_eq!(parse_uuid(&format_uuid(u128::MAX)), Some(u128::MAX));
-        for bad in ["", "f81d4fae7dec11d0a76500a0c91e6bf6", "f81d4fae-7dec-11d0-a765-00a0c91e6bfg",
-            "f81d4fae-7dec-11d0-a765_00a0c91e6bf6", "+81d4fae-7dec-11d0-a765-00a0c91e6bf6",
-            "f81d4fae-7dec-11d0-a765-00a0c91e6bf67"] {
+        for bad in [
+            "",
+            "f81d4fae7dec11d0a76500a0c91e6bf6",
+            "f81d4fae-7dec-11d0-a765-00a0c91e6bfg",
+            "f81d4fae-7dec-11d0-a765_00a0c91e6bf6",
+            "+81d4fae-7dec-11d0-a765-00a0c91e6bf6",
+            "f81d4fae-7dec-11d0-a765-00a0c91e6bf67",
+        ] {
             assert_eq!(parse_uuid(bad), None, "{bad:?}");
         }
     }

@@ -33,7 +33,7 @@ pub use num_bigint::BigInt;
 pub use error::{ParseError, ParseErrorKind, Pos, Span};
 pub use inst::{format_inst, format_uuid, parse_inst, parse_uuid};
 pub use name::{is_valid_keyword, is_valid_symbol, Keyword, Symbol};
-pub use reader::MAX_DEPTH;
+pub use reader::{BIGDEC_SCALE_MAX, MAX_DEPTH};
 pub use value::{Edn, Spanned};
 
 use reader::Reader;
@@ -45,6 +45,10 @@ pub fn parse(text: &str) -> Result<Edn, ParseError> {
 }
 
 /// Reads exactly one form, with the spans of it and all its parts.
+///
+/// Every [`Spanned`] node owns its whole value, so memory grows with the size of the input
+/// times its nesting depth; use [`parse`] for bulk data and this for text a person wrote
+/// (transactions, queries) where errors must point into the source.
 pub fn parse_spanned(text: &str) -> Result<Spanned, ParseError> {
     read_one(text, true)
 }
@@ -64,14 +68,21 @@ fn read_one(text: &str, keep_children: bool) -> Result<Spanned, ParseError> {
     reader.skip_ws()?;
     if reader.at_eof() {
         let message = "empty input: expected one edn form".to_owned();
-        return Err(ParseError::new(ParseErrorKind::EmptyInput, Span::at(reader.pos()), message));
+        return Err(ParseError::new(
+            ParseErrorKind::EmptyInput,
+            Span::at(reader.pos()),
+            message,
+        ));
     }
     let form = reader.read_form()?;
     reader.skip_ws()?;
     match reader.peek() {
         None => Ok(form),
         // A stray closer is reported as such: it is the more precise diagnosis.
-        Some(')' | ']' | '}') => Err(reader.read_form().err().unwrap_or_else(|| trailing(&reader))),
+        Some(')' | ']' | '}') => Err(reader
+            .read_form()
+            .err()
+            .unwrap_or_else(|| trailing(&reader))),
         Some(_) => Err(trailing(&reader)),
     }
 }
@@ -79,7 +90,11 @@ fn read_one(text: &str, keep_children: bool) -> Result<Spanned, ParseError> {
 fn trailing(reader: &Reader<'_>) -> ParseError {
     let start = reader.pos();
     let c = reader.peek().unwrap_or(' ');
-    let end = Pos { offset: start.offset + c.len_utf8(), column: start.column.saturating_add(1), ..start };
+    let end = Pos {
+        offset: start.offset + c.len_utf8(),
+        column: start.column.saturating_add(1),
+        ..start
+    };
     let message = format!("trailing input after the first form, starting with '{c}'");
     ParseError::new(ParseErrorKind::TrailingInput, Span { start, end }, message)
 }

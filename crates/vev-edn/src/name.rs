@@ -42,12 +42,14 @@ pub(crate) fn is_symbol_start(c: char) -> bool {
 /// `+ - .` not followed by a digit, and not ending in `:` (as Clojure's reader).
 fn is_valid_part(part: &str) -> bool {
     let mut chars = part.chars();
-    let Some(first) = chars.next() else { return false };
+    let Some(first) = chars.next() else {
+        return false;
+    };
     if !is_symbol_start(first) || first == '/' || !part.chars().all(is_constituent) {
         return false;
     }
-    let second_is_digit = chars.next().is_some_and(|c| c.is_ascii_digit());
-    !("+-.".contains(first) && second_is_digit) && !part.ends_with(':')
+    let looks_numeric = "+-.".contains(first) && chars.next().is_some_and(|c| c.is_ascii_digit());
+    !looks_numeric && !part.ends_with(':')
 }
 
 /// Whether `text` is a valid EDN symbol: `name`, `ns/name`, or the bare `/`.
@@ -171,7 +173,10 @@ mod tests {
         let plain = Keyword::new("name");
         assert_eq!(plain.namespace(), None);
         assert_eq!(plain.name(), "name");
-        assert_eq!(Keyword::from_parts(Some("a.b"), "c-d?"), Keyword::new("a.b/c-d?"));
+        assert_eq!(
+            Keyword::from_parts(Some("a.b"), "c-d?"),
+            Keyword::new("a.b/c-d?")
+        );
         assert_eq!(Keyword::from_parts(None, "x"), Keyword::new("x"));
     }
 
@@ -199,12 +204,16 @@ mod tests {
 
     #[test]
     fn symbol_rules() {
-        for ok in ["a", "?e", "/", "a/b", "a.b/c-d?", "+", "-", ".", "-a", "+.5", "a#", "a:b",
-            "a'", "<=>", "é", "$x", "..."] {
+        for ok in [
+            "a", "?e", "/", "a/b", "a.b/c-d?", "+", "-", ".", "-a", "+.5", "a#", "a:b", "a'",
+            "<=>", "é", "$x", "...",
+        ] {
             assert!(is_valid_symbol(ok), "{ok} should be valid");
         }
-        for bad in ["", "1a", "-1", "+1", ".5", "a/", "/a", "a/b/c", "a//", "#a", ":a", "a:",
-            "a b", "a@b", "'a", "a/1"] {
+        for bad in [
+            "", "1a", "-1", "+1", ".5", "a/", "/a", "a/b/c", "a//", "#a", ":a", "a:", "a b", "a@b",
+            "'a", "a/1",
+        ] {
             assert!(!is_valid_symbol(bad), "{bad} should be invalid");
         }
     }

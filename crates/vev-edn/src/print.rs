@@ -15,8 +15,9 @@
 //! - `#inst` is always UTC with millisecond precision, exactly what [`Edn::Inst`] stores.
 //!
 //! Values that only code can build may not survive: a `Keyword` or `Symbol` whose text breaks
-//! EDN's naming rules, and a `Tagged` whose tag is `inst` or `uuid` (the reader turns those
-//! into `Inst` and `Uuid`).
+//! EDN's naming rules, a `Tagged` whose tag is `inst` or `uuid` (the reader turns those into
+//! `Inst` and `Uuid`) or is not a symbol starting with a letter, and a `BigDec` whose scale is
+//! beyond [`BIGDEC_SCALE_MAX`](crate::BIGDEC_SCALE_MAX).
 
 use std::fmt::{self, Display, Formatter, Write};
 
@@ -128,7 +129,11 @@ fn write_bigdec(f: &mut Formatter<'_>, d: &BigDecimal) -> fmt::Result {
     if !(1..=PLAIN_SCALE_MAX).contains(&scale) {
         return write!(f, "{unscaled}E{}M", -i128::from(scale));
     }
-    let sign = if unscaled.sign() == num_bigint::Sign::Minus { "-" } else { "" };
+    let sign = if unscaled.sign() == num_bigint::Sign::Minus {
+        "-"
+    } else {
+        ""
+    };
     let digits = unscaled.magnitude().to_string();
     let scale = usize::try_from(scale).unwrap_or(0);
     let padded = format!("{digits:0>width$}", width = scale + 1);
@@ -156,8 +161,14 @@ mod tests {
         assert_eq!(Edn::BigInt(BigInt::from(7)).to_string(), "7N");
         assert_eq!(Edn::keyword("db/ident").to_string(), ":db/ident");
         assert_eq!(Edn::symbol("?e").to_string(), "?e");
-        assert_eq!(Edn::Uuid(1).to_string(), "#uuid \"00000000-0000-0000-0000-000000000001\"");
-        assert_eq!(Edn::Inst(0).to_string(), "#inst \"1970-01-01T00:00:00.000Z\"");
+        assert_eq!(
+            Edn::Uuid(1).to_string(),
+            "#uuid \"00000000-0000-0000-0000-000000000001\""
+        );
+        assert_eq!(
+            Edn::Inst(0).to_string(),
+            "#inst \"1970-01-01T00:00:00.000Z\""
+        );
     }
 
     #[test]
@@ -185,15 +196,29 @@ mod tests {
     #[test]
     fn strings_escape_quotes_and_controls() {
         let s = Edn::string("a\"b\\c\nd\te\rf\u{0}g\u{7f}h\u{85}é😀");
-        assert_eq!(s.to_string(), "\"a\\\"b\\\\c\\nd\\te\\rf\\u0000g\\u007Fh\\u0085é😀\"");
+        assert_eq!(
+            s.to_string(),
+            "\"a\\\"b\\\\c\\nd\\te\\rf\\u0000g\\u007Fh\\u0085é😀\""
+        );
     }
 
     #[test]
     fn chars_use_names_for_invisible_ones() {
-        let cases = [('a', "\\a"), ('\n', "\\newline"), (' ', "\\space"), ('\t', "\\tab"),
-            ('\r', "\\return"), ('\u{0C}', "\\formfeed"), ('\u{08}', "\\backspace"),
-            ('\u{0}', "\\u0000"), ('\u{3000}', "\\u3000"), ('(', "\\("), ('\\', "\\\\"),
-            (',', "\\,"), ('😀', "\\😀")];
+        let cases = [
+            ('a', "\\a"),
+            ('\n', "\\newline"),
+            (' ', "\\space"),
+            ('\t', "\\tab"),
+            ('\r', "\\return"),
+            ('\u{0C}', "\\formfeed"),
+            ('\u{08}', "\\backspace"),
+            ('\u{0}', "\\u0000"),
+            ('\u{3000}', "\\u3000"),
+            ('(', "\\("),
+            ('\\', "\\\\"),
+            (',', "\\,"),
+            ('😀', "\\😀"),
+        ];
         for (c, text) in cases {
             assert_eq!(Edn::Char(c).to_string(), text);
         }
@@ -204,9 +229,16 @@ mod tests {
         let items = vec![Edn::Integer(1), Edn::Integer(2)];
         assert_eq!(Edn::Vector(items.clone()).to_string(), "[1 2]");
         assert_eq!(Edn::List(items.clone()).to_string(), "(1 2)");
-        assert_eq!(Edn::Set(items.iter().cloned().collect::<BTreeSet<_>>()).to_string(), "#{1 2}");
-        let map: BTreeMap<Edn, Edn> = [(Edn::keyword("a"), Edn::Integer(1)),
-            (Edn::keyword("b"), Edn::Integer(2))].into_iter().collect();
+        assert_eq!(
+            Edn::Set(items.iter().cloned().collect::<BTreeSet<_>>()).to_string(),
+            "#{1 2}"
+        );
+        let map: BTreeMap<Edn, Edn> = [
+            (Edn::keyword("a"), Edn::Integer(1)),
+            (Edn::keyword("b"), Edn::Integer(2)),
+        ]
+        .into_iter()
+        .collect();
         assert_eq!(Edn::Map(map).to_string(), "{:a 1, :b 2}");
         assert_eq!(Edn::Vector(vec![]).to_string(), "[]");
         assert_eq!(Edn::Map(BTreeMap::new()).to_string(), "{}");

@@ -366,7 +366,11 @@ mod tests {
 
     #[test]
     fn accessors() {
-        let v = Edn::Vector(vec![Edn::keyword("a/b"), Edn::symbol("?x"), Edn::string("s")]);
+        let v = Edn::Vector(vec![
+            Edn::keyword("a/b"),
+            Edn::symbol("?x"),
+            Edn::string("s"),
+        ]);
         let items = v.as_seq().unwrap();
         assert_eq!(items[0].as_keyword().unwrap().name(), "b");
         assert_eq!(items[1].as_symbol().unwrap().as_str(), "?x");

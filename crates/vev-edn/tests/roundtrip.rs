@@ -24,12 +24,15 @@ fn full_name() -> impl Strategy<Value = String> {
 }
 
 fn keyword() -> impl Strategy<Value = Keyword> {
-    full_name().prop_filter("valid keyword", |s| is_valid_keyword(s)).prop_map(|s| Keyword::new(&s))
+    full_name()
+        .prop_filter("valid keyword", |s| is_valid_keyword(s))
+        .prop_map(|s| Keyword::new(&s))
 }
 
 fn symbol() -> impl Strategy<Value = Symbol> {
-    let named = full_name()
-        .prop_filter("valid symbol", |s| is_valid_symbol(s) && !["nil", "true", "false"].contains(&s.as_str()));
+    let named = full_name().prop_filter("valid symbol", |s| {
+        is_valid_symbol(s) && !["nil", "true", "false"].contains(&s.as_str())
+    });
     prop_oneof![
         8 => named,
         1 => prop::sample::select(vec!["/", "+", "-", ".", "..."]).prop_map(str::to_owned),
@@ -40,17 +43,24 @@ fn symbol() -> impl Strategy<Value = Symbol> {
 /// A tag: a symbol that begins with a letter and is not one of the built-in tags.
 fn tag() -> impl Strategy<Value = Symbol> {
     symbol().prop_filter("user tag", |s| {
-        s.as_str().starts_with(|c: char| c.is_alphabetic()) && !["inst", "uuid"].contains(&s.as_str())
+        s.as_str().starts_with(|c: char| c.is_alphabetic())
+            && !["inst", "uuid"].contains(&s.as_str())
     })
 }
 
 fn bigint() -> impl Strategy<Value = BigInt> {
     prop_oneof![
         any::<i128>().prop_map(BigInt::from),
-        (any::<bool>(), prop::collection::vec(any::<u32>(), 0..8)).prop_map(|(negative, digits)| {
-            let sign = if negative { num_bigint::Sign::Minus } else { num_bigint::Sign::Plus };
-            BigInt::from_slice(sign, &digits)
-        }),
+        (any::<bool>(), prop::collection::vec(any::<u32>(), 0..8)).prop_map(
+            |(negative, digits)| {
+                let sign = if negative {
+                    num_bigint::Sign::Minus
+                } else {
+                    num_bigint::Sign::Plus
+                };
+                BigInt::from_slice(sign, &digits)
+            }
+        ),
     ]
 }
 
@@ -62,8 +72,20 @@ fn bigdec() -> impl Strategy<Value = BigDecimal> {
 fn float() -> impl Strategy<Value = f64> {
     prop_oneof![
         any::<f64>(),
-        prop::sample::select(vec![f64::NAN, -f64::NAN, f64::INFINITY, f64::NEG_INFINITY, 0.0, -0.0,
-            f64::MIN_POSITIVE, 5e-324, f64::MAX, 1e16, 1e-7, 0.1]),
+        prop::sample::select(vec![
+            f64::NAN,
+            -f64::NAN,
+            f64::INFINITY,
+            f64::NEG_INFINITY,
+            0.0,
+            -0.0,
+            f64::MIN_POSITIVE,
+            5e-324,
+            f64::MAX,
+            1e16,
+            1e-7,
+            0.1
+        ]),
     ]
 }
 
@@ -93,7 +115,8 @@ fn edn() -> impl Strategy<Value = Edn> {
             prop::collection::vec(inner.clone(), 0..8).prop_map(Edn::Vector),
             prop::collection::btree_map(inner.clone(), inner.clone(), 0..6)
                 .prop_map(|m: BTreeMap<Edn, Edn>| Edn::Map(m)),
-            prop::collection::btree_set(inner.clone(), 0..6).prop_map(|s: BTreeSet<Edn>| Edn::Set(s)),
+            prop::collection::btree_set(inner.clone(), 0..6)
+                .prop_map(|s: BTreeSet<Edn>| Edn::Set(s)),
             (tag(), inner).prop_map(|(tag, value)| Edn::Tagged(tag, Box::new(value))),
         ]
     })

@@ -29,7 +29,10 @@ struct NumberParts<'t> {
 }
 
 fn split_digits(text: &str) -> (&str, &str) {
-    let end = text.bytes().position(|b| !b.is_ascii_digit()).unwrap_or(text.len());
+    let end = text
+        .bytes()
+        .position(|b| !b.is_ascii_digit())
+        .unwrap_or(text.len());
     text.split_at(end)
 }
 
@@ -77,7 +80,13 @@ fn number_parts(text: &str) -> Result<NumberParts<'_>, &'static str> {
     if !rest.is_empty() {
         return Err("unexpected characters");
     }
-    Ok(NumberParts { negative, int, frac, exp, suffix })
+    Ok(NumberParts {
+        negative,
+        int,
+        frac,
+        exp,
+        suffix,
+    })
 }
 
 /// Decimal digits as a `BigInt`, negated when asked.
@@ -124,7 +133,10 @@ pub(crate) fn parse_number(text: &str) -> Result<Edn, &'static str> {
         Some(b'N') if is_decimal => Err("'N' needs an integer"),
         Some(b'N') => Ok(Edn::BigInt(big_digits(parts.int, parts.negative))),
         Some(_) => bigdec(&parts),
-        None if is_decimal => text.parse::<f64>().map(Edn::Float).map_err(|_| "invalid float"),
+        None if is_decimal => text
+            .parse::<f64>()
+            .map(Edn::Float)
+            .map_err(|_| "invalid float"),
         None => Ok(match text.parse::<i64>() {
             Ok(i) => Edn::Integer(i),
             Err(_) => Edn::BigInt(big_digits(parts.int, parts.negative)),
@@ -195,7 +207,10 @@ impl Reader<'_> {
         let message = if text.is_empty() {
             "keyword ':' has no name".to_owned()
         } else if text.starts_with(':') {
-            format!("auto-resolved keyword {} is not supported", excerpt(self.slice_from(start)))
+            format!(
+                "auto-resolved keyword {} is not supported",
+                excerpt(self.slice_from(start))
+            )
         } else {
             format!("invalid keyword {}", excerpt(self.slice_from(start)))
         };
@@ -218,7 +233,10 @@ impl Reader<'_> {
         match named_char(name) {
             Some(c) => Ok(self.leaf(start, Edn::Char(c))),
             None => {
-                let message = format!("invalid character literal {}", excerpt(self.slice_from(start)));
+                let message = format!(
+                    "invalid character literal {}",
+                    excerpt(self.slice_from(start))
+                );
                 Err(self.error(ParseErrorKind::InvalidChar, start, message))
             }
         }
@@ -251,7 +269,10 @@ impl Reader<'_> {
             Some('f') => '\u{0C}',
             Some('u') => return self.read_unicode_escape(escape_start),
             Some(_) => {
-                let message = format!("invalid escape {} in string", excerpt(self.slice_from(escape_start)));
+                let message = format!(
+                    "invalid escape {} in string",
+                    excerpt(self.slice_from(escape_start))
+                );
                 return Err(self.error(ParseErrorKind::InvalidEscape, escape_start, message));
             }
         };

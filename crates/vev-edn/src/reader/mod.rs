@@ -33,6 +33,8 @@ mod atom;
 #[cfg(test)]
 mod tests;
 
+pub use atom::BIGDEC_SCALE_MAX;
+
 use std::collections::{BTreeMap, BTreeSet};
 
 use crate::error::{ParseError, ParseErrorKind, Pos, Span};
@@ -100,7 +102,12 @@ impl Coll {
 /// An open nesting construct on the reader's explicit stack.
 enum Frame<'a> {
     /// A collection; `ns` is the namespace of a `#:ns{}` map.
-    Coll { coll: Coll, start: Pos, ns: Option<&'a str>, items: Vec<Spanned> },
+    Coll {
+        coll: Coll,
+        start: Pos,
+        ns: Option<&'a str>,
+        items: Vec<Spanned>,
+    },
     /// `#tag`, waiting for its value.
     Tag { start: Pos, tag: &'a str },
     /// `#_`, waiting for the form to drop.
@@ -115,7 +122,11 @@ pub(crate) struct Reader<'a> {
 
 impl<'a> Reader<'a> {
     pub(crate) fn new(text: &'a str, keep_children: bool) -> Reader<'a> {
-        Reader { text, pos: Pos::START, keep_children }
+        Reader {
+            text,
+            pos: Pos::START,
+            keep_children,
+        }
     }
 
     fn rest(&self) -> &'a str {
@@ -143,7 +154,10 @@ impl<'a> Reader<'a> {
     }
 
     fn span_from(&self, start: Pos) -> Span {
-        Span { start, end: self.pos }
+        Span {
+            start,
+            end: self.pos,
+        }
     }
 
     /// The source text from `start` to the current position.
@@ -156,7 +170,11 @@ impl<'a> Reader<'a> {
     }
 
     /// An error spanning just the next character (consumed), e.g. a stray `)`.
-    fn char_error(&mut self, kind: ParseErrorKind, message: impl FnOnce(char) -> String) -> ParseError {
+    fn char_error(
+        &mut self,
+        kind: ParseErrorKind,
+        message: impl FnOnce(char) -> String,
+    ) -> ParseError {
         let start = self.pos;
         let c = self.bump().unwrap_or(' ');
         self.error(kind, start, message(c))
@@ -168,7 +186,11 @@ impl<'a> Reader<'a> {
     }
 
     fn leaf(&self, start: Pos, value: Edn) -> Spanned {
-        Spanned { value, span: self.span_from(start), children: Vec::new() }
+        Spanned {
+            value,
+            span: self.span_from(start),
+            children: Vec::new(),
+        }
     }
 
     /// Consumes a token: everything up to the next delimiter or the end of the input.
@@ -229,7 +251,8 @@ impl<'a> Reader<'a> {
     /// Reads one top-level form; whitespace before it must already be skipped.
     pub(crate) fn read_form(&mut self) -> Result<Spanned, ParseError> {
         let start = self.pos;
-        self.read_frames(Vec::new())?.ok_or_else(|| self.eof_error(start, "expected a form"))
+        self.read_frames(Vec::new())?
+            .ok_or_else(|| self.eof_error(start, "expected a form"))
     }
 
     /// The reading loop: alternately skips blanks, closes the innermost open collection if
@@ -282,7 +305,10 @@ impl<'a> Reader<'a> {
     /// If the innermost frame is a collection and its closing delimiter is next, consumes it
     /// and returns the built collection. Reports the end of input inside a collection and
     /// closing delimiters of the wrong kind.
-    fn close_innermost(&mut self, stack: &mut Vec<Frame<'a>>) -> Result<Option<Spanned>, ParseError> {
+    fn close_innermost(
+        &mut self,
+        stack: &mut Vec<Frame<'a>>,
+    ) -> Result<Option<Spanned>, ParseError> {
         let Some(&Frame::Coll { coll, start, .. }) = stack.last() else {
             return Ok(None);
         };
@@ -290,7 +316,13 @@ impl<'a> Reader<'a> {
             None => Err(self.eof_error(start, &format!("unclosed {}", coll.describe()))),
             Some(c) if c == coll.close() => {
                 self.bump();
-                let Some(Frame::Coll { coll, start, ns, items }) = stack.pop() else {
+                let Some(Frame::Coll {
+                    coll,
+                    start,
+                    ns,
+                    items,
+                }) = stack.pop()
+                else {
                     return Ok(None);
                 };
                 self.build_coll(start, coll, ns, items).map(Some)
@@ -306,7 +338,12 @@ impl<'a> Reader<'a> {
     }
 
     /// Pushes a frame for a nesting construct starting at `start`, or reports `TooDeep`.
-    fn push(&self, stack: &mut Vec<Frame<'a>>, start: Pos, frame: Frame<'a>) -> Result<(), ParseError> {
+    fn push(
+        &self,
+        stack: &mut Vec<Frame<'a>>,
+        start: Pos,
+        frame: Frame<'a>,
+    ) -> Result<(), ParseError> {
         if stack.len() >= MAX_DEPTH {
             let message = format!("nesting deeper than {MAX_DEPTH} levels");
             return Err(self.error(ParseErrorKind::TooDeep, start, message));
@@ -323,7 +360,16 @@ impl<'a> Reader<'a> {
         coll: Coll,
         ns: Option<&'a str>,
     ) -> Result<Option<Spanned>, ParseError> {
-        self.push(stack, start, Frame::Coll { coll, start, ns, items: Vec::new() })?;
+        self.push(
+            stack,
+            start,
+            Frame::Coll {
+                coll,
+                start,
+                ns,
+                items: Vec::new(),
+            },
+        )?;
         self.bump();
         Ok(None)
     }
@@ -333,8 +379,12 @@ impl<'a> Reader<'a> {
         let start = self.pos;
         let Some(c) = self.peek() else {
             return Err(match stack.last() {
-                Some(&Frame::Tag { start, tag }) => self.eof_error(start, &format!("tag '#{tag}' has no value")),
-                Some(&Frame::Discard { start }) => self.eof_error(start, "'#_' has no form to discard"),
+                Some(&Frame::Tag { start, tag }) => {
+                    self.eof_error(start, &format!("tag '#{tag}' has no value"))
+                }
+                Some(&Frame::Discard { start }) => {
+                    self.eof_error(start, "'#_' has no form to discard")
+                }
                 _ => self.eof_error(start, "expected a form"),
             });
         };
@@ -352,7 +402,9 @@ impl<'a> Reader<'a> {
             '\\' => self.read_char(start)?,
             ':' => self.read_keyword(start)?,
             c if c.is_ascii_digit() => self.read_number(start)?,
-            '+' | '-' if self.peek_second().is_some_and(|c| c.is_ascii_digit()) => self.read_number(start)?,
+            '+' | '-' if self.peek_second().is_some_and(|c| c.is_ascii_digit()) => {
+                self.read_number(start)?
+            }
             c if is_symbol_start(c) => self.read_symbol(start)?,
             _ => {
                 return Err(self.char_error(ParseErrorKind::UnexpectedChar, |c| {
@@ -364,7 +416,11 @@ impl<'a> Reader<'a> {
     }
 
     /// After a `#`: a set, a discard, a namespaced map, a symbolic value or a tagged value.
-    fn open_dispatch(&mut self, stack: &mut Vec<Frame<'a>>, start: Pos) -> Result<Option<Spanned>, ParseError> {
+    fn open_dispatch(
+        &mut self,
+        stack: &mut Vec<Frame<'a>>,
+        start: Pos,
+    ) -> Result<Option<Spanned>, ParseError> {
         self.bump();
         match self.peek() {
             Some('{') => self.open_coll(stack, start, Coll::Set, None),
@@ -406,7 +462,10 @@ impl<'a> Reader<'a> {
             let message = if ns.starts_with(':') {
                 "auto-resolved namespaced maps ('#::') are not supported".to_owned()
             } else {
-                format!("invalid namespaced map prefix {}", excerpt(self.slice_from(start)))
+                format!(
+                    "invalid namespaced map prefix {}",
+                    excerpt(self.slice_from(start))
+                )
             };
             return Err(self.error(ParseErrorKind::InvalidKeyword, start, message));
         }
@@ -416,7 +475,10 @@ impl<'a> Reader<'a> {
         match self.peek() {
             Some('{') => self.open_coll(stack, start, Coll::Map, Some(ns)),
             Some(_) => Err(self.char_error(ParseErrorKind::UnexpectedChar, |c| {
-                format!("expected '{{' after '#:{ns}', found {}", excerpt(&c.to_string()))
+                format!(
+                    "expected '{{' after '#:{ns}', found {}",
+                    excerpt(&c.to_string())
+                )
             })),
             None => Err(self.eof_error(start, &format!("'#:{ns}' has no map"))),
         }
@@ -432,9 +494,20 @@ impl<'a> Reader<'a> {
         match coll {
             Coll::List | Coll::Vector => {
                 let mut children = Vec::new();
-                let values = items.into_iter().map(|item| self.take(item, &mut children)).collect();
-                let value = if matches!(coll, Coll::List) { Edn::List(values) } else { Edn::Vector(values) };
-                Ok(Spanned { value, span: self.span_from(start), children })
+                let values = items
+                    .into_iter()
+                    .map(|item| self.take(item, &mut children))
+                    .collect();
+                let value = if matches!(coll, Coll::List) {
+                    Edn::List(values)
+                } else {
+                    Edn::Vector(values)
+                };
+                Ok(Spanned {
+                    value,
+                    span: self.span_from(start),
+                    children,
+                })
             }
             Coll::Set => self.build_set(start, items),
             Coll::Map => self.build_map(start, items, ns),
@@ -449,14 +522,27 @@ impl<'a> Reader<'a> {
             let value = self.take(item, &mut children);
             if set.contains(&value) {
                 let message = format!("duplicate element {} in set", quote(&value));
-                return Err(ParseError::new(ParseErrorKind::DuplicateElement, span, message));
+                return Err(ParseError::new(
+                    ParseErrorKind::DuplicateElement,
+                    span,
+                    message,
+                ));
             }
             set.insert(value);
         }
-        Ok(Spanned { value: Edn::Set(set), span: self.span_from(start), children })
+        Ok(Spanned {
+            value: Edn::Set(set),
+            span: self.span_from(start),
+            children,
+        })
     }
 
-    fn build_map(&self, start: Pos, items: Vec<Spanned>, ns: Option<&str>) -> Result<Spanned, ParseError> {
+    fn build_map(
+        &self,
+        start: Pos,
+        items: Vec<Spanned>,
+        ns: Option<&str>,
+    ) -> Result<Spanned, ParseError> {
         if let (true, Some(last)) = (items.len() % 2 == 1, items.last()) {
             let message = format!(
                 "map has an odd number of forms ({}): key {} has no value",
@@ -481,7 +567,11 @@ impl<'a> Reader<'a> {
             let value = self.take(value, &mut children);
             map.insert(key, value);
         }
-        Ok(Spanned { value: Edn::Map(map), span: self.span_from(start), children })
+        Ok(Spanned {
+            value: Edn::Map(map),
+            span: self.span_from(start),
+            children,
+        })
     }
 
     /// `##Inf`, `##-Inf`, `##NaN`.
@@ -502,13 +592,27 @@ impl<'a> Reader<'a> {
     /// Completes `#tag value`: `#inst` and `#uuid` are decoded, other tags kept as `Tagged`.
     fn finish_tag(&self, start: Pos, tag: &str, child: Spanned) -> Result<Spanned, ParseError> {
         let value = match tag {
-            "inst" => Edn::Inst(tag_body(&child, "inst", parse_inst, "an RFC 3339 timestamp")?),
-            "uuid" => Edn::Uuid(tag_body(&child, "uuid", parse_uuid, "8-4-4-4-12 hex digits")?),
+            "inst" => Edn::Inst(tag_body(
+                &child,
+                "inst",
+                parse_inst,
+                "an RFC 3339 timestamp",
+            )?),
+            "uuid" => Edn::Uuid(tag_body(
+                &child,
+                "uuid",
+                parse_uuid,
+                "8-4-4-4-12 hex digits",
+            )?),
             _ => {
                 let mut children = Vec::new();
                 let value = self.take(child, &mut children);
                 let value = Edn::Tagged(Symbol::new(tag), Box::new(value));
-                return Ok(Spanned { value, span: self.span_from(start), children });
+                return Ok(Spanned {
+                    value,
+                    span: self.span_from(start),
+                    children,
+                });
             }
         };
         Ok(self.leaf(start, value))
@@ -525,11 +629,22 @@ fn tag_body<T>(
     let message = match &child.value {
         Edn::String(body) => match decode(body) {
             Some(decoded) => return Ok(decoded),
-            None => format!("invalid #{tag} {}: expected {expected}", quote(&child.value)),
+            None => format!(
+                "invalid #{tag} {}: expected {expected}",
+                quote(&child.value)
+            ),
         },
-        other => format!("#{tag} expects a string, found the {} {}", other.type_name(), quote(other)),
+        other => format!(
+            "#{tag} expects a string, found the {} {}",
+            other.type_name(),
+            quote(other)
+        ),
     };
-    Err(ParseError::new(ParseErrorKind::InvalidTagValue, child.span, message))
+    Err(ParseError::new(
+        ParseErrorKind::InvalidTagValue,
+        child.span,
+        message,
+    ))
 }
 
 /// Qualifies a key of a `#:ns{}` map as Clojure does: an unqualified keyword or symbol gets

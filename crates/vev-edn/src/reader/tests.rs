@@ -22,9 +22,16 @@ fn err(text: &str) -> ParseError {
 fn assert_err(text: &str, code: &str, line: u32, column: u32) -> ParseError {
     let e = err(text);
     assert_eq!(e.code(), code, "{text:?}: {e}");
-    assert_eq!((e.span.start.line, e.span.start.column), (line, column), "{text:?}: {e}");
+    assert_eq!(
+        (e.span.start.line, e.span.start.column),
+        (line, column),
+        "{text:?}: {e}"
+    );
     assert!(e.span.start.offset <= e.span.end.offset, "{text:?}");
-    assert!(e.message.chars().next().is_some_and(|c| !c.is_uppercase()), "{e}");
+    assert!(
+        e.message.chars().next().is_some_and(|c| !c.is_uppercase()),
+        "{e}"
+    );
     let spanned = parse_spanned(text).expect_err("parse_spanned fails alike");
     assert_eq!(spanned, e);
     e
@@ -52,8 +59,14 @@ fn dec(text: &str) -> BigDecimal {
 
 #[test]
 fn whitespace_commas_and_comments() {
-    assert_eq!(ok(" ,\t\n[1,2 ,3]\r\n"), vector(vec![int(1), int(2), int(3)]));
-    assert_eq!(ok("; comment\n[1 ; inside\n 2] ; after"), vector(vec![int(1), int(2)]));
+    assert_eq!(
+        ok(" ,\t\n[1,2 ,3]\r\n"),
+        vector(vec![int(1), int(2), int(3)])
+    );
+    assert_eq!(
+        ok("; comment\n[1 ; inside\n 2] ; after"),
+        vector(vec![int(1), int(2)])
+    );
     assert_eq!(ok("\u{3000}1\u{a0}"), int(1));
 }
 
@@ -85,7 +98,10 @@ fn nil_true_false() {
 #[test]
 fn strings() {
     assert_eq!(ok(r#""""#), Edn::string(""));
-    assert_eq!(ok(r#""a\tb\rc\nd\\e\"f\bg\fh""#), Edn::string("a\tb\rc\nd\\e\"f\u{8}g\u{c}h"));
+    assert_eq!(
+        ok(r#""a\tb\rc\nd\\e\"f\bg\fh""#),
+        Edn::string("a\tb\rc\nd\\e\"f\u{8}g\u{c}h")
+    );
     assert_eq!(ok(r#""\u00e9\u0000""#), Edn::string("é\u{0}"));
     assert_eq!(ok(r#""\uD83D\uDE00""#), Edn::string("😀"));
     assert_eq!(ok("\"line\nbreak 😀\""), Edn::string("line\nbreak 😀"));
@@ -113,16 +129,35 @@ fn unterminated_string() {
 
 #[test]
 fn chars() {
-    let cases = [("\\a", 'a'), ("\\newline", '\n'), ("\\space", ' '), ("\\tab", '\t'),
-        ("\\return", '\r'), ("\\formfeed", '\u{c}'), ("\\backspace", '\u{8}'),
-        ("\\u0041", 'A'), ("\\u00e9", 'é'), ("\\(", '('), ("\\\"", '"'), ("\\\\", '\\'),
-        ("\\,", ','), ("\\;", ';'), ("\\u", 'u'), ("\\n", 'n'), ("\\😀", '😀'), ("\\é", 'é')];
+    let cases = [
+        ("\\a", 'a'),
+        ("\\newline", '\n'),
+        ("\\space", ' '),
+        ("\\tab", '\t'),
+        ("\\return", '\r'),
+        ("\\formfeed", '\u{c}'),
+        ("\\backspace", '\u{8}'),
+        ("\\u0041", 'A'),
+        ("\\u00e9", 'é'),
+        ("\\(", '('),
+        ("\\\"", '"'),
+        ("\\\\", '\\'),
+        ("\\,", ','),
+        ("\\;", ';'),
+        ("\\u", 'u'),
+        ("\\n", 'n'),
+        ("\\😀", '😀'),
+        ("\\é", 'é'),
+    ];
     for (text, c) in cases {
         assert_eq!(ok(text), Edn::Char(c), "{text}");
     }
     assert_eq!(ok("[\\a\\b]"), vector(vec![Edn::Char('a'), Edn::Char('b')]));
     assert_eq!(ok("[\\a]"), vector(vec![Edn::Char('a')]));
-    assert_eq!(ok("(\\) \\])"), Edn::List(vec![Edn::Char(')'), Edn::Char(']')]));
+    assert_eq!(
+        ok("(\\) \\])"),
+        Edn::List(vec![Edn::Char(')'), Edn::Char(']')])
+    );
 }
 
 #[test]
@@ -151,7 +186,10 @@ fn integers() {
     assert_eq!(ok("-9223372036854775809"), Edn::BigInt(small));
     assert_eq!(ok("1N"), Edn::BigInt(BigInt::from(1)));
     assert_eq!(ok("-0N"), Edn::BigInt(BigInt::from(0)));
-    assert_eq!(ok("+12345678901234567890123N").to_string(), "12345678901234567890123N");
+    assert_eq!(
+        ok("+12345678901234567890123N").to_string(),
+        "12345678901234567890123N"
+    );
 }
 
 #[test]
@@ -177,10 +215,19 @@ fn floats() {
 
 #[test]
 fn bigdecs() {
-    let cases = [("1M", "1", 0), ("1.5M", "1.5", 1), ("1.50M", "1.50", 2), ("-0.015M", "-0.015", 3),
-        ("1e3M", "1e3", -3), ("1.5E-3M", "0.0015", 4), ("0M", "0", 0)];
+    let cases = [
+        ("1M", "1", 0),
+        ("1.5M", "1.5", 1),
+        ("1.50M", "1.50", 2),
+        ("-0.015M", "-0.015", 3),
+        ("1e3M", "1e3", -3),
+        ("1.5E-3M", "0.0015", 4),
+        ("0M", "0", 0),
+    ];
     for (text, value, scale) in cases {
-        let Edn::BigDec(d) = ok(text) else { panic!("{text} is not a bigdec") };
+        let Edn::BigDec(d) = ok(text) else {
+            panic!("{text} is not a bigdec")
+        };
         assert_eq!(d, dec(value), "{text}");
         assert_eq!(d.as_bigint_and_exponent().1, scale, "{text}");
     }
@@ -191,9 +238,24 @@ fn bigdecs() {
 
 #[test]
 fn invalid_numbers() {
-    for (text, column) in [("01", 1), ("-01", 1), ("00", 1), ("01.5", 1), ("[1 1/2]", 4),
-        ("0x10", 1), ("1.5N", 1), ("1e3N", 1), ("1a", 1), ("1e", 1), ("1eM", 1), ("1MN", 1),
-        ("1.2.3", 1), ("1#", 1), ("-1-", 1), ("1e+", 1)] {
+    for (text, column) in [
+        ("01", 1),
+        ("-01", 1),
+        ("00", 1),
+        ("01.5", 1),
+        ("[1 1/2]", 4),
+        ("0x10", 1),
+        ("1.5N", 1),
+        ("1e3N", 1),
+        ("1a", 1),
+        ("1e", 1),
+        ("1eM", 1),
+        ("1MN", 1),
+        ("1.2.3", 1),
+        ("1#", 1),
+        ("-1-", 1),
+        ("1e+", 1),
+    ] {
         assert_err(text, "edn/invalid-number", 1, column);
     }
     let e = err("1/2");
@@ -203,8 +265,32 @@ fn invalid_numbers() {
 
 #[test]
 fn symbols() {
-    for text in ["a", "?e", "/", "a/b", "my.ns/fn-name?", "+", "-", ".", "...", "-a", "+.5",
-        "a#b", "a:b", "a'", "<=>", "*x*", "$", "%", "&", "!", "_", "=", "é", "ns/_b"] {
+    for text in [
+        "a",
+        "?e",
+        "/",
+        "a/b",
+        "my.ns/fn-name?",
+        "+",
+        "-",
+        ".",
+        "...",
+        "-a",
+        "+.5",
+        "a#b",
+        "a:b",
+        "a'",
+        "<=>",
+        "*x*",
+        "$",
+        "%",
+        "&",
+        "!",
+        "_",
+        "=",
+        "é",
+        "ns/_b",
+    ] {
         assert_eq!(ok(text), Edn::symbol(text), "{text}");
     }
     let s = ok("a.b/c");
@@ -213,8 +299,18 @@ fn symbols() {
 
 #[test]
 fn invalid_symbols() {
-    for (text, column) in [(".5", 1), ("a/", 1), ("/a", 1), ("a/b/c", 1), ("a//", 1),
-        ("[x a@b]", 4), ("a/1", 1), ("a:", 1), ("a^b", 1), ("+a/", 1)] {
+    for (text, column) in [
+        (".5", 1),
+        ("a/", 1),
+        ("/a", 1),
+        ("a/b/c", 1),
+        ("a//", 1),
+        ("[x a@b]", 4),
+        ("a/1", 1),
+        ("a:", 1),
+        ("a^b", 1),
+        ("+a/", 1),
+    ] {
         assert_err(text, "edn/invalid-symbol", 1, column);
     }
 }
@@ -226,15 +322,26 @@ fn keywords() {
     let k = ok(":a.b/c-d?");
     assert_eq!(k.as_keyword().unwrap().namespace(), Some("a.b"));
     assert_eq!(k.as_keyword().unwrap().name(), "c-d?");
-    assert_eq!(ok(":person/_friend").as_keyword().unwrap().is_reverse(), true);
+    assert!(ok(":person/_friend").as_keyword().unwrap().is_reverse());
     assert_eq!(ok("[:a:b]"), vector(vec![kw("a:b")]));
-    assert_eq!(parse_all(":a\"s\"").unwrap(), vec![kw("a"), Edn::string("s")]);
+    assert_eq!(
+        parse_all(":a\"s\"").unwrap(),
+        vec![kw("a"), Edn::string("s")]
+    );
 }
 
 #[test]
 fn invalid_keywords() {
-    for (text, column) in [("::a", 1), (":", 1), (":a/", 1), (":/", 1), ("[1 :1]", 4), (":a/b/c", 1),
-        (": a", 1), (":a/1", 1)] {
+    for (text, column) in [
+        ("::a", 1),
+        (":", 1),
+        (":a/", 1),
+        (":/", 1),
+        ("[1 :1]", 4),
+        (":a/b/c", 1),
+        (": a", 1),
+        (":a/1", 1),
+    ] {
         assert_err(text, "edn/invalid-keyword", 1, column);
     }
     assert!(err("::a").message.contains("auto-resolved"));
@@ -246,10 +353,25 @@ fn collections() {
     assert_eq!(ok("[]"), vector(vec![]));
     assert_eq!(ok("{}"), map(vec![]));
     assert_eq!(ok("#{}"), Edn::Set(BTreeSet::new()));
-    assert_eq!(ok("(1 (2) [3])"), Edn::List(vec![int(1), Edn::List(vec![int(2)]), vector(vec![int(3)])]));
-    assert_eq!(ok("{:a 1, :b [2]}"), map(vec![(kw("a"), int(1)), (kw("b"), vector(vec![int(2)]))]));
-    assert_eq!(ok("#{1 :a \"s\"}"), Edn::Set([int(1), kw("a"), Edn::string("s")].into_iter().collect()));
-    assert_eq!(ok("{[1 2] #{3}}"), map(vec![(vector(vec![int(1), int(2)]), Edn::Set([int(3)].into()))]));
+    assert_eq!(
+        ok("(1 (2) [3])"),
+        Edn::List(vec![int(1), Edn::List(vec![int(2)]), vector(vec![int(3)])])
+    );
+    assert_eq!(
+        ok("{:a 1, :b [2]}"),
+        map(vec![(kw("a"), int(1)), (kw("b"), vector(vec![int(2)]))])
+    );
+    assert_eq!(
+        ok("#{1 :a \"s\"}"),
+        Edn::Set([int(1), kw("a"), Edn::string("s")].into_iter().collect())
+    );
+    assert_eq!(
+        ok("{[1 2] #{3}}"),
+        map(vec![(
+            vector(vec![int(1), int(2)]),
+            Edn::Set([int(3)].into())
+        )])
+    );
     assert_eq!(ok("#{1 1N 1.0 1M}").to_string(), "#{1 1N 1.0 1M}");
 }
 
@@ -295,8 +417,14 @@ fn namespaced_maps() {
 
 #[test]
 fn built_in_tags() {
-    assert_eq!(ok(r#"#inst "2020-01-01T00:00:00.000Z""#), Edn::Inst(1_577_836_800_000));
-    assert_eq!(ok(r#"#inst "2020-01-01T01:00:00+01:00""#), Edn::Inst(1_577_836_800_000));
+    assert_eq!(
+        ok(r#"#inst "2020-01-01T00:00:00.000Z""#),
+        Edn::Inst(1_577_836_800_000)
+    );
+    assert_eq!(
+        ok(r#"#inst "2020-01-01T01:00:00+01:00""#),
+        Edn::Inst(1_577_836_800_000)
+    );
     assert_eq!(ok(r#"#inst "2020-01-01""#), Edn::Inst(1_577_836_800_000));
     assert_eq!(ok("#inst\n \"1970-01-01T00:00:00.0019Z\""), Edn::Inst(1));
     let uuid = ok(r#"#uuid "f81d4fae-7dec-11d0-a765-00a0c91e6bf6""#);
@@ -317,7 +445,13 @@ fn invalid_tag_values() {
 #[test]
 fn tagged_values() {
     let v = ok("#my/tag [1 2]");
-    assert_eq!(v, Edn::Tagged(Symbol::new("my/tag"), Box::new(vector(vec![int(1), int(2)]))));
+    assert_eq!(
+        v,
+        Edn::Tagged(
+            Symbol::new("my/tag"),
+            Box::new(vector(vec![int(1), int(2)]))
+        )
+    );
     let nested = ok("#a #b 1");
     let inner = Edn::Tagged(Symbol::new("b"), Box::new(int(1)));
     assert_eq!(nested, Edn::Tagged(Symbol::new("a"), Box::new(inner)));
@@ -349,17 +483,30 @@ fn unexpected_chars() {
 fn unmatched_delimiters() {
     assert_err(")", "edn/unmatched-delimiter", 1, 1);
     let e = assert_err("[1\n 2)", "edn/unmatched-delimiter", 2, 3);
-    assert!(e.message.contains("']'") && e.message.contains("line 1, column 1"), "{e}");
+    assert!(
+        e.message.contains("']'") && e.message.contains("line 1, column 1"),
+        "{e}"
+    );
     assert_err("{:a 1]", "edn/unmatched-delimiter", 1, 6);
     assert_err("#{1)", "edn/unmatched-delimiter", 1, 4);
     assert_err("1 )", "edn/unmatched-delimiter", 1, 3);
-    assert_eq!(parse_all("1 ]").unwrap_err().code(), "edn/unmatched-delimiter");
+    assert_eq!(
+        parse_all("1 ]").unwrap_err().code(),
+        "edn/unmatched-delimiter"
+    );
 }
 
 #[test]
 fn unexpected_eof() {
-    for (text, line, column) in [("[1 2", 1, 1), ("(", 1, 1), ("{:a", 1, 1), ("#{", 1, 1),
-        ("[1 [2\n (3", 2, 2), ("[\"a\"", 1, 1), ("[1 ; comment ]", 1, 1)] {
+    for (text, line, column) in [
+        ("[1 2", 1, 1),
+        ("(", 1, 1),
+        ("{:a", 1, 1),
+        ("#{", 1, 1),
+        ("[1 [2\n (3", 2, 2),
+        ("[\"a\"", 1, 1),
+        ("[1 ; comment ]", 1, 1),
+    ] {
         let e = assert_err(text, "edn/unexpected-eof", line, column);
         assert_eq!(e.span.end.offset, text.len(), "{text}");
     }
@@ -373,7 +520,10 @@ fn empty_and_trailing_input() {
     assert_err("[1]\n\n  :a", "edn/trailing-input", 3, 3);
     assert_err("1 @", "edn/trailing-input", 1, 3);
     assert_eq!(parse_all("").unwrap(), vec![]);
-    assert_eq!(parse_all("1 :a [2] ; c").unwrap(), vec![int(1), kw("a"), vector(vec![int(2)])]);
+    assert_eq!(
+        parse_all("1 :a [2] ; c").unwrap(),
+        vec![int(1), kw("a"), vector(vec![int(2)])]
+    );
 }
 
 fn nested(depth: usize) -> String {
@@ -412,18 +562,35 @@ fn deep_input_fits_a_small_stack() {
 fn spans_cover_whole_forms() {
     let s = parse_spanned("  {:b [1 2]\n :a \"é\"}  ").unwrap();
     assert_eq!((s.span.start.offset, s.span.end.offset), (2, 21));
-    assert_eq!((s.span.start.line, s.span.start.column, s.span.end.line, s.span.end.column), (1, 3, 2, 9));
+    assert_eq!(
+        (
+            s.span.start.line,
+            s.span.start.column,
+            s.span.end.line,
+            s.span.end.column
+        ),
+        (1, 3, 2, 9)
+    );
     // Map children are keys and values in source order, not sorted order.
     let kids: Vec<String> = s.children.iter().map(|c| c.value.to_string()).collect();
     assert_eq!(kids, [":b", "[1 2]", ":a", "\"é\""]);
     let vec_node = &s.children[1];
-    assert_eq!((vec_node.span.start.column, vec_node.span.end.column), (7, 12));
+    assert_eq!(
+        (vec_node.span.start.column, vec_node.span.end.column),
+        (7, 12)
+    );
     assert_eq!(vec_node.children.len(), 2);
     assert_eq!(vec_node.children[1].span.start.column, 10);
     let string_node = &s.children[3];
-    assert_eq!((string_node.span.start.line, string_node.span.start.column), (2, 5));
+    assert_eq!(
+        (string_node.span.start.line, string_node.span.start.column),
+        (2, 5)
+    );
     assert_eq!(string_node.span.end.column, 8);
-    assert_eq!(string_node.span.end.offset - string_node.span.start.offset, 4);
+    assert_eq!(
+        string_node.span.end.offset - string_node.span.start.offset,
+        4
+    );
 }
 
 #[test]
@@ -450,14 +617,20 @@ fn spanned_children_of_sets_tags_and_scalars() {
 #[test]
 fn parse_all_spanned_positions() {
     let forms = parse_all_spanned("1\n:a ; c\n  [x]").unwrap();
-    let starts: Vec<(u32, u32)> = forms.iter().map(|f| (f.span.start.line, f.span.start.column)).collect();
+    let starts: Vec<(u32, u32)> = forms
+        .iter()
+        .map(|f| (f.span.start.line, f.span.start.column))
+        .collect();
     assert_eq!(starts, [(1, 1), (2, 1), (3, 3)]);
 }
 
 #[test]
 fn error_display_has_position() {
     let e = err("[1\n  01]");
-    assert_eq!(e.to_string(), "invalid number '01': leading zeros are not allowed at line 2, column 3");
+    assert_eq!(
+        e.to_string(),
+        "invalid number '01': leading zeros are not allowed at line 2, column 3"
+    );
     assert_eq!(e.kind, ParseErrorKind::InvalidNumber);
 }
 
