@@ -81,8 +81,6 @@ pub enum TxError {
     InvalidAlteration { attribute: Keyword, property: Keyword },
     #[error("cannot alter {attribute}: {reason}")]
     ExistingValuesConflict { attribute: Keyword, reason: String },
-    #[error("transaction too large: {reason}")]
-    TooLarge { reason: String },
 }
 
 impl TxError {
@@ -114,7 +112,6 @@ impl TxError {
             TxError::InvalidAttribute { .. } => "schema/invalid-attribute",
             TxError::InvalidAlteration { .. } => "schema/invalid-alteration",
             TxError::ExistingValuesConflict { .. } => "schema/existing-values-conflict",
-            TxError::TooLarge { .. } => "tx/too-large",
         }
     }
 
