@@ -14,6 +14,8 @@ pub enum BenchError {
     Command { command: &'static str, dir: PathBuf, status: ExitStatus },
     #[error("the DataScript runner printed invalid JSON: {0}")]
     Json(#[from] serde_json::Error),
+    #[error("/proc/self/status has no numeric field {name}")]
+    StatusField { name: &'static str },
     #[error("the DataScript runner's output has no numeric field {field:?}")]
     MissingField { field: &'static str },
 }

@@ -7,7 +7,7 @@
 
 use std::time::Instant;
 
-use vev::{Connection, TxMap, TxOp, Value};
+use vev::{Connection, IndexOrder, TxMap, TxOp, Value};
 
 use crate::error::BenchError;
 use crate::fixture::{self, Person};
@@ -29,9 +29,14 @@ pub fn build(datoms: usize, seed: u64) -> Result<Connection, BenchError> {
     Ok(conn)
 }
 
-/// Microseconds of each timed transaction.
+/// Microseconds of each timed transaction, and what else happened meanwhile.
 pub struct Latency {
     pub samples_us: Vec<f64>,
+    /// Datoms the database gained over the run (the transactions and their tx datoms).
+    pub datoms_added: usize,
+    /// Times the kernel preempted this process during the timed transactions: on a busy
+    /// machine these land in the tail (p95), not in the median.
+    pub preemptions: u64,
 }
 
 impl Latency {
@@ -58,30 +63,35 @@ pub fn run(conn: &Connection, txs: usize) -> Result<Latency, BenchError> {
             )]
         })
         .collect();
+    let datoms_before = conn.db().count(IndexOrder::Eavt, &[]);
     let (warmup, timed) = ops.split_at(WARMUP_TXS);
     for op in warmup {
         conn.transact(op)?;
     }
     let mut samples_us = Vec::with_capacity(txs);
+    let preempted_before = status_field("nonvoluntary_ctxt_switches")?;
     for op in timed {
         let start = Instant::now();
         conn.transact(op)?;
         samples_us.push(us(start.elapsed()));
     }
-    Ok(Latency { samples_us })
+    let preemptions = status_field("nonvoluntary_ctxt_switches")? - preempted_before;
+    let datoms_added = conn.db().count(IndexOrder::Eavt, &[]) - datoms_before;
+    Ok(Latency { samples_us, datoms_added, preemptions })
 }
 
 /// The resident set size of this process, from `/proc/self/status`.
 pub fn rss_bytes() -> Result<u64, BenchError> {
+    Ok(status_field("VmRSS")? * 1024)
+}
+
+/// A numeric field of `/proc/self/status` (`VmRSS:  1234 kB` gives 1234).
+fn status_field(name: &'static str) -> Result<u64, BenchError> {
     let path = "/proc/self/status";
     let status = std::fs::read_to_string(path).map_err(BenchError::io("read", path))?;
-    let kb = status
+    let value = status
         .lines()
-        .find_map(|l| l.strip_prefix("VmRSS:"))
+        .find_map(|l| l.strip_prefix(name)?.strip_prefix(':'))
         .and_then(|rest| rest.trim().trim_end_matches("kB").trim().parse::<u64>().ok());
-    kb.map(|kb| kb * 1024).ok_or_else(|| BenchError::Io {
-        action: "find VmRSS in",
-        path: path.into(),
-        source: std::io::Error::from(std::io::ErrorKind::InvalidData),
-    })
+    value.ok_or(BenchError::StatusField { name })
 }

@@ -79,19 +79,25 @@ fn thousands(n: usize) -> String {
 }
 
 /// One row of the (a) comparison: Vev's median against DataScript's.
+/// `median ms (min–max)` of repetition times.
+fn ms_cell(samples: &[f64]) -> String {
+    let min = samples.iter().copied().fold(f64::INFINITY, f64::min);
+    let max = samples.iter().copied().fold(f64::NEG_INFINITY, f64::max);
+    format!("{:.1} ms ({min:.0}–{max:.0})", median(samples))
+}
+
 fn vs_row(out: &mut String, label: &str, vev: &[f64], ds: Option<&[f64]>, target: bool) {
-    let v = median(vev);
     let (ds_cell, ratio_cell, met_cell) = match ds {
         Some(ds) => {
-            let d = median(ds);
-            let ratio = d / v;
+            let ratio = median(ds) / median(vev);
             let met_cell = if target { met(ratio >= TARGET_SPEEDUP) } else { "—" };
-            (format!("{d:.1} ms"), format!("{ratio:.1}× (DataScript/Vev)"), met_cell)
+            (ms_cell(ds), format!("{ratio:.1}× (DataScript/Vev)"), met_cell)
         }
         None => ("not run".to_string(), "—".to_string(), "—"),
     };
     let target_cell = if target { "Vev ≥ 10× faster" } else { "—" };
-    let _ = writeln!(out, "| {label} | {v:.1} ms | {ds_cell} | {ratio_cell} | {target_cell} | {met_cell} |");
+    let vev_cell = ms_cell(vev);
+    let _ = writeln!(out, "| {label} | {vev_cell} | {ds_cell} | {ratio_cell} | {target_cell} | {met_cell} |");
 }
 
 pub fn render(r: &CoreResults) -> String {
@@ -110,22 +116,23 @@ pub fn render(r: &CoreResults) -> String {
     let people = thousands(r.people);
     let ds = r.datascript.as_ref();
     out.push_str("| a1 ");
-    vs_row(&mut out, &format!("{people} people, 1 transaction (Rust `TxMap`), median of {}", r.reps),
+    vs_row(&mut out, &format!("{people} people, 1 transaction (Rust `TxMap`), median (min–max) of {}", r.reps),
         &r.bulk.one_tx_ms, ds.map(|d| d.one_tx_ms.as_slice()), true);
     out.push_str("| a2 ");
-    vs_row(&mut out, &format!("{people} people, {people} transactions, median of {}", r.reps),
+    vs_row(&mut out, &format!("{people} people, {people} transactions, median (min–max) of {}", r.reps),
         &r.bulk.many_tx_ms, ds.map(|d| d.many_tx_ms.as_slice()), true);
     out.push_str("| a3 ");
-    vs_row(&mut out, &format!("{people} people, 1 transaction from EDN text (parse included), median of {}", r.reps),
+    vs_row(&mut out, &format!("{people} people, 1 transaction from EDN text (parse included), median (min–max) of {}", r.reps),
         &r.bulk.edn_one_tx_ms, ds.map(|d| d.one_tx_ms.as_slice()), false);
     latency_rows(&mut out, r);
     let per_datom = r.rss_after.saturating_sub(r.rss_before) as f64 / r.big_datoms as f64;
     let _ = writeln!(
         out,
-        "| c | resident memory per datom at {} datoms (VmRSS {:.1} → {:.1} MiB) | {per_datom:.0} bytes | — | — | — | — |",
+        "| c | resident memory per datom at {} datoms (VmRSS {:.1} → {:.1} MiB; `size_of::<Datom>()` = {}) | {per_datom:.0} bytes | — | — | — | — |",
         thousands(r.big_datoms),
         r.rss_before as f64 / 1048576.0,
         r.rss_after as f64 / 1048576.0,
+        std::mem::size_of::<vev::Datom>(),
     );
     out
 }
@@ -134,20 +141,25 @@ fn latency_rows(out: &mut String, r: &CoreResults) {
     let txs = r.small.samples_us.len();
     let (sm, sp) = (r.small.median_us(), r.small.p95_us());
     let (bm, bp) = (r.big.median_us(), r.big.p95_us());
-    let label = |datoms: usize| {
-        format!("1-entity 3-attribute transaction on a {}-datom db, {txs} transactions", thousands(datoms))
+    let label = |datoms: usize, l: &Latency| {
+        format!(
+            "1-entity 3-attribute transaction on a {}-datom db ({} at the end), {txs} transactions, {} preemptions",
+            thousands(datoms),
+            thousands(datoms + l.datoms_added),
+            l.preemptions,
+        )
     };
     let _ = writeln!(
         out,
         "| b1 | {} | median {sm:.1} µs, p95 {sp:.1} µs | — | — | median < 20 µs | {} |",
-        label(r.small_datoms),
+        label(r.small_datoms, &r.small),
         met(sm < TARGET_MEDIAN_US),
     );
     let ratio = bm / sm;
     let _ = writeln!(
         out,
         "| b2 | {} | median {bm:.1} µs, p95 {bp:.1} µs | — | {ratio:.2} (median big/small); p95 {:.2} | median < 20 µs, ratio ≤ 1.5 | {} |",
-        label(r.big_datoms),
+        label(r.big_datoms, &r.big),
         bp / sp,
         met(bm < TARGET_MEDIAN_US && ratio <= TARGET_BIG_SMALL_RATIO),
     );
