@@ -18,11 +18,13 @@ use std::sync::Arc;
 
 use vev_core::{Datom, IndexOrder};
 
-const LEAF_MAX: usize = 64;
-const LEAF_TARGET: usize = 48;
-const LEAF_MIN: usize = 16;
-const BRANCH_MAX: usize = 64;
-const BRANCH_TARGET: usize = 48;
+// Small nodes keep path copies cheap: copying a branch bumps the reference count of each of
+// its children (a cache miss apiece), so a transaction's cost is dominated by fanout × depth.
+const LEAF_MAX: usize = 16;
+const LEAF_TARGET: usize = 12;
+const LEAF_MIN: usize = 4;
+const BRANCH_MAX: usize = 16;
+const BRANCH_TARGET: usize = 12;
 
 #[derive(Clone)]
 enum Node {
@@ -32,7 +34,9 @@ enum Node {
 
 struct Branch {
     children: Vec<Node>,
-    mins: Vec<Datom>,
+    /// The first datom of each child; shared between versions while no child's first datom
+    /// changes (the common case), so a path copy does not clone them.
+    mins: Arc<[Datom]>,
     sizes: Vec<usize>,
 }
 
@@ -182,6 +186,9 @@ fn apply_node(order: IndexOrder, node: &Node, changes: &[Change]) -> Vec<Entry> 
     match node {
         Node::Leaf(items) => leaf_merge(order, items, changes),
         Node::Branch(b) => {
+            if let Some(entry) = apply_one_child(order, b, changes) {
+                return vec![entry];
+            }
             let mut out: Vec<Entry> = Vec::with_capacity(b.children.len() + 1);
             let mut rest = changes;
             for i in 0..b.children.len() {
@@ -207,6 +214,34 @@ fn apply_node(order: IndexOrder, node: &Node, changes: &[Change]) -> Vec<Entry> 
             split_branch(out)
         }
     }
+}
+
+/// The fast path of a path copy: every change falls into one child, and that child comes back
+/// as one node with the same first datom. Then only that slot changes and `mins` is shared.
+fn apply_one_child(order: IndexOrder, b: &Arc<Branch>, changes: &[Change]) -> Option<Entry> {
+    let first = &changes[0].datom;
+    let last = &changes[changes.len() - 1].datom;
+    let i = b.mins.partition_point(|m| order.cmp(m, first) != Ordering::Greater).saturating_sub(1);
+    if let Some(next) = b.mins.get(i + 1) {
+        if order.cmp(last, next) != Ordering::Less {
+            return None;
+        }
+    }
+    let mut entries = apply_node(order, &b.children[i], changes);
+    if entries.len() != 1 || order.cmp(&entries[0].min, &b.mins[i]) != Ordering::Equal {
+        return None;
+    }
+    let Entry { node, size, .. } = entries.pop()?;
+    if size < LEAF_MIN && b.children.len() > 1 {
+        return None;
+    }
+    let mut children = b.children.clone();
+    children[i] = node;
+    let mut sizes = b.sizes.clone();
+    sizes[i] = size;
+    let total = sizes.iter().sum();
+    let branch = Branch { children, mins: b.mins.clone(), sizes };
+    Some(Entry { node: Node::Branch(Arc::new(branch)), min: b.mins[0].clone(), size: total })
 }
 
 /// Merge the sorted leaf with the sorted changes, then cut the result into leaves.
@@ -303,18 +338,17 @@ fn group_branches(entries: Vec<Entry>) -> Vec<Entry> {
 }
 
 fn branch_entry(entries: Vec<Entry>) -> Entry {
-    let mut b = Branch {
-        children: Vec::with_capacity(entries.len()),
-        mins: Vec::with_capacity(entries.len()),
-        sizes: Vec::with_capacity(entries.len()),
-    };
+    let mut children = Vec::with_capacity(entries.len());
+    let mut mins = Vec::with_capacity(entries.len());
+    let mut sizes = Vec::with_capacity(entries.len());
     for e in entries {
-        b.children.push(e.node);
-        b.mins.push(e.min);
-        b.sizes.push(e.size);
+        children.push(e.node);
+        mins.push(e.min);
+        sizes.push(e.size);
     }
-    let min = b.mins[0].clone();
-    let size = b.sizes.iter().sum();
+    let min = mins[0].clone();
+    let size = sizes.iter().sum();
+    let b = Branch { children, mins: Arc::from(mins), sizes };
     Entry { node: Node::Branch(Arc::new(b)), min, size }
 }
 
