@@ -43,7 +43,11 @@ fn many_tx(ops: &[TxOp]) -> Result<f64, BenchError> {
         conn.transact(std::slice::from_ref(op))?;
     }
     let elapsed = ms(start.elapsed());
-    assert_eq!(conn.db().basis_t(), 1 + ops.len() as u64, "one transaction per person");
+    assert_eq!(
+        conn.db().basis_t(),
+        1 + ops.len() as u64,
+        "one transaction per person"
+    );
     Ok(elapsed)
 }
 
@@ -55,7 +59,10 @@ fn edn_one_tx(text: &str) -> Result<f64, BenchError> {
 }
 
 /// Run `f` once untimed, then `reps` times.
-fn repeat(reps: usize, mut f: impl FnMut() -> Result<f64, BenchError>) -> Result<Vec<f64>, BenchError> {
+fn repeat(
+    reps: usize,
+    mut f: impl FnMut() -> Result<f64, BenchError>,
+) -> Result<Vec<f64>, BenchError> {
     f()?;
     (0..reps).map(|_| f()).collect()
 }

@@ -20,11 +20,22 @@ pub fn js_dir() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("js")
 }
 
-fn run_checked(cmd: &mut Command, command: &'static str, dir: &Path) -> Result<Vec<u8>, BenchError> {
-    let out = cmd.current_dir(dir).output().map_err(BenchError::io("run `node`/`npm` in", dir))?;
+fn run_checked(
+    cmd: &mut Command,
+    command: &'static str,
+    dir: &Path,
+) -> Result<Vec<u8>, BenchError> {
+    let out = cmd
+        .current_dir(dir)
+        .output()
+        .map_err(BenchError::io("run `node`/`npm` in", dir))?;
     if !out.status.success() {
         eprint!("{}", String::from_utf8_lossy(&out.stderr));
-        return Err(BenchError::Command { command, dir: dir.to_path_buf(), status: out.status });
+        return Err(BenchError::Command {
+            command,
+            dir: dir.to_path_buf(),
+            status: out.status,
+        });
     }
     Ok(out.stdout)
 }
@@ -35,17 +46,29 @@ fn ensure_installed(dir: &Path) -> Result<(), BenchError> {
         return Ok(());
     }
     eprintln!("installing DataScript with `npm ci` in {}", dir.display());
-    run_checked(Command::new("npm").args(["ci", "--silent"]), "npm ci --silent", dir)?;
+    run_checked(
+        Command::new("npm").args(["ci", "--silent"]),
+        "npm ci --silent",
+        dir,
+    )?;
     Ok(())
 }
 
 fn numbers(doc: &serde_json::Value, field: &'static str) -> Result<Vec<f64>, BenchError> {
-    let list = doc.get(field).and_then(|v| v.as_array()).ok_or(BenchError::MissingField { field })?;
-    list.iter().map(|x| x.as_f64().ok_or(BenchError::MissingField { field })).collect()
+    let list = doc
+        .get(field)
+        .and_then(|v| v.as_array())
+        .ok_or(BenchError::MissingField { field })?;
+    list.iter()
+        .map(|x| x.as_f64().ok_or(BenchError::MissingField { field }))
+        .collect()
 }
 
 fn text(doc: &serde_json::Value, field: &'static str) -> String {
-    doc.get(field).and_then(|v| v.as_str()).unwrap_or("?").to_string()
+    doc.get(field)
+        .and_then(|v| v.as_str())
+        .unwrap_or("?")
+        .to_string()
 }
 
 pub fn run(fixture: &Path, reps: usize) -> Result<DataScriptTimes, BenchError> {

@@ -9,9 +9,17 @@ pub enum BenchError {
     #[error("vev failed: {0}")]
     Vev(#[from] vev::Error),
     #[error("cannot {action} {path}: {source}")]
-    Io { action: &'static str, path: PathBuf, source: std::io::Error },
+    Io {
+        action: &'static str,
+        path: PathBuf,
+        source: std::io::Error,
+    },
     #[error("`{command}` in {dir} exited with {status}")]
-    Command { command: &'static str, dir: PathBuf, status: ExitStatus },
+    Command {
+        command: &'static str,
+        dir: PathBuf,
+        status: ExitStatus,
+    },
     #[error("the DataScript runner printed invalid JSON: {0}")]
     Json(#[from] serde_json::Error),
     #[error("/proc/self/status has no numeric field {name}")]
@@ -21,8 +29,15 @@ pub enum BenchError {
 }
 
 impl BenchError {
-    pub fn io(action: &'static str, path: impl Into<PathBuf>) -> impl FnOnce(std::io::Error) -> BenchError {
+    pub fn io(
+        action: &'static str,
+        path: impl Into<PathBuf>,
+    ) -> impl FnOnce(std::io::Error) -> BenchError {
         let path = path.into();
-        move |source| BenchError::Io { action, path, source }
+        move |source| BenchError::Io {
+            action,
+            path,
+            source,
+        }
     }
 }

@@ -12,8 +12,17 @@ use vev::{Keyword, TxMap, TxOp, Value};
 /// The seed of the issue-2 fixture.
 pub const SEED: u64 = 0x5EED_0002;
 
-const NAMES: [&str; 8] = ["Ivan", "Petr", "Sergei", "Oleg", "Yuri", "Dmitry", "Fedor", "Denis"];
-const LAST_NAMES: [&str; 6] = ["Ivanov", "Petrov", "Sidorov", "Kovalev", "Kuznetsov", "Voronoi"];
+const NAMES: [&str; 8] = [
+    "Ivan", "Petr", "Sergei", "Oleg", "Yuri", "Dmitry", "Fedor", "Denis",
+];
+const LAST_NAMES: [&str; 6] = [
+    "Ivanov",
+    "Petrov",
+    "Sidorov",
+    "Kovalev",
+    "Kuznetsov",
+    "Voronoi",
+];
 
 /// The schema of the fixture: every attribute cardinality-one and indexed.
 pub const SCHEMA_EDN: &str = r#"[
@@ -138,7 +147,9 @@ mod tests {
     fn fixture_is_deterministic_and_in_range() {
         let a = people(SEED, 1000);
         assert_eq!(a, people(SEED, 1000));
-        assert!(a.iter().all(|p| (0..100).contains(&p.age) && (0..100_000).contains(&p.salary)));
+        assert!(a
+            .iter()
+            .all(|p| (0..100).contains(&p.age) && (0..100_000).contains(&p.salary)));
         assert!(a.iter().any(|p| p.male) && a.iter().any(|p| !p.male));
     }
 

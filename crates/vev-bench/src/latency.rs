@@ -77,7 +77,11 @@ pub fn run(conn: &Connection, txs: usize) -> Result<Latency, BenchError> {
     }
     let preemptions = status_field("nonvoluntary_ctxt_switches")? - preempted_before;
     let datoms_added = conn.db().count(IndexOrder::Eavt, &[]) - datoms_before;
-    Ok(Latency { samples_us, datoms_added, preemptions })
+    Ok(Latency {
+        samples_us,
+        datoms_added,
+        preemptions,
+    })
 }
 
 /// The resident set size of this process, from `/proc/self/status`.
@@ -92,6 +96,12 @@ fn status_field(name: &'static str) -> Result<u64, BenchError> {
     let value = status
         .lines()
         .find_map(|l| l.strip_prefix(name)?.strip_prefix(':'))
-        .and_then(|rest| rest.trim().trim_end_matches("kB").trim().parse::<u64>().ok());
+        .and_then(|rest| {
+            rest.trim()
+                .trim_end_matches("kB")
+                .trim()
+                .parse::<u64>()
+                .ok()
+        });
     value.ok_or(BenchError::StatusField { name })
 }

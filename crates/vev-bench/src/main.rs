@@ -57,13 +57,19 @@ struct CoreConfig {
 }
 
 fn core(cfg: &CoreConfig) -> Result<CoreResults, BenchError> {
-    assert!(cfg.reps > 0 && cfg.latency_txs > 0, "--reps and --latency-txs must be positive");
+    assert!(
+        cfg.reps > 0 && cfg.latency_txs > 0,
+        "--reps and --latency-txs must be positive"
+    );
     let mut machine = report::Machine::probe();
     eprintln!("(c) building a {}-datom database", cfg.big_datoms);
     let rss_before = latency::rss_bytes()?;
     let big_conn = latency::build(cfg.big_datoms, fixture::SEED ^ 0xC)?;
     let rss_after = latency::rss_bytes()?;
-    eprintln!("(b) latency on {} and {} datoms", cfg.small_datoms, cfg.big_datoms);
+    eprintln!(
+        "(b) latency on {} and {} datoms",
+        cfg.small_datoms, cfg.big_datoms
+    );
     let small_conn = latency::build(cfg.small_datoms, fixture::SEED ^ 0xD)?;
     let small = latency::run(&small_conn, cfg.latency_txs)?;
     let big = latency::run(&big_conn, cfg.latency_txs)?;
@@ -75,9 +81,14 @@ fn core(cfg: &CoreConfig) -> Result<CoreResults, BenchError> {
     let datascript = if cfg.no_datascript {
         None
     } else {
-        eprintln!("(a) fixture of {} people: DataScript under node", cfg.people);
-        let path = std::env::temp_dir().join(format!("vev-bench-fixture-{}.json", std::process::id()));
-        fixture::write_json(&people, fixture::SEED, &path).map_err(BenchError::io("write", &path))?;
+        eprintln!(
+            "(a) fixture of {} people: DataScript under node",
+            cfg.people
+        );
+        let path =
+            std::env::temp_dir().join(format!("vev-bench-fixture-{}.json", std::process::id()));
+        fixture::write_json(&people, fixture::SEED, &path)
+            .map_err(BenchError::io("write", &path))?;
         let result = datascript::run(&path, cfg.reps);
         let _ = std::fs::remove_file(&path);
         Some(result?)

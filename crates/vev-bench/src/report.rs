@@ -44,7 +44,12 @@ impl Machine {
             .find_map(|l| l.strip_prefix("model name"))
             .and_then(|rest| rest.split_once(':'))
             .map_or("unknown".to_string(), |(_, m)| m.trim().to_string());
-        Machine { cpus, cpu_model, load_start: load_average(), load_end: String::new() }
+        Machine {
+            cpus,
+            cpu_model,
+            load_start: load_average(),
+            load_end: String::new(),
+        }
     }
 
     pub fn finish(&mut self) {
@@ -55,7 +60,10 @@ impl Machine {
 /// The 1, 5 and 15 minute load averages from `/proc/loadavg`.
 fn load_average() -> String {
     let text = std::fs::read_to_string("/proc/loadavg").unwrap_or_default();
-    text.split_whitespace().take(3).collect::<Vec<_>>().join(" ")
+    text.split_whitespace()
+        .take(3)
+        .collect::<Vec<_>>()
+        .join(" ")
 }
 
 fn met(ok: bool) -> &'static str {
@@ -90,14 +98,25 @@ fn vs_row(out: &mut String, label: &str, vev: &[f64], ds: Option<&[f64]>, target
     let (ds_cell, ratio_cell, met_cell) = match ds {
         Some(ds) => {
             let ratio = median(ds) / median(vev);
-            let met_cell = if target { met(ratio >= TARGET_SPEEDUP) } else { "—" };
-            (ms_cell(ds), format!("{ratio:.1}× (DataScript/Vev)"), met_cell)
+            let met_cell = if target {
+                met(ratio >= TARGET_SPEEDUP)
+            } else {
+                "—"
+            };
+            (
+                ms_cell(ds),
+                format!("{ratio:.1}× (DataScript/Vev)"),
+                met_cell,
+            )
         }
         None => ("not run".to_string(), "—".to_string(), "—"),
     };
     let target_cell = if target { "Vev ≥ 10× faster" } else { "—" };
     let vev_cell = ms_cell(vev);
-    let _ = writeln!(out, "| {label} | {vev_cell} | {ds_cell} | {ratio_cell} | {target_cell} | {met_cell} |");
+    let _ = writeln!(
+        out,
+        "| {label} | {vev_cell} | {ds_cell} | {ratio_cell} | {target_cell} | {met_cell} |"
+    );
 }
 
 pub fn render(r: &CoreResults) -> String {
@@ -111,19 +130,46 @@ pub fn render(r: &CoreResults) -> String {
     let ds_name = r.datascript.as_ref().map_or("DataScript".to_string(), |d| {
         format!("DataScript {} (node {})", d.version, d.node_version)
     });
-    let _ = writeln!(out, "| # | measure | Vev | {ds_name} | ratio | target | met |");
+    let _ = writeln!(
+        out,
+        "| # | measure | Vev | {ds_name} | ratio | target | met |"
+    );
     let _ = writeln!(out, "|---|---|---|---|---|---|---|");
     let people = thousands(r.people);
     let ds = r.datascript.as_ref();
     out.push_str("| a1 ");
-    vs_row(&mut out, &format!("{people} people, 1 transaction (Rust `TxMap`), median (min–max) of {}", r.reps),
-        &r.bulk.one_tx_ms, ds.map(|d| d.one_tx_ms.as_slice()), true);
+    vs_row(
+        &mut out,
+        &format!(
+            "{people} people, 1 transaction (Rust `TxMap`), median (min–max) of {}",
+            r.reps
+        ),
+        &r.bulk.one_tx_ms,
+        ds.map(|d| d.one_tx_ms.as_slice()),
+        true,
+    );
     out.push_str("| a2 ");
-    vs_row(&mut out, &format!("{people} people, {people} transactions, median (min–max) of {}", r.reps),
-        &r.bulk.many_tx_ms, ds.map(|d| d.many_tx_ms.as_slice()), true);
+    vs_row(
+        &mut out,
+        &format!(
+            "{people} people, {people} transactions, median (min–max) of {}",
+            r.reps
+        ),
+        &r.bulk.many_tx_ms,
+        ds.map(|d| d.many_tx_ms.as_slice()),
+        true,
+    );
     out.push_str("| a3 ");
-    vs_row(&mut out, &format!("{people} people, 1 transaction from EDN text (parse included), median (min–max) of {}", r.reps),
-        &r.bulk.edn_one_tx_ms, ds.map(|d| d.one_tx_ms.as_slice()), false);
+    vs_row(
+        &mut out,
+        &format!(
+            "{people} people, 1 transaction from EDN text (parse included), median (min–max) of {}",
+            r.reps
+        ),
+        &r.bulk.edn_one_tx_ms,
+        ds.map(|d| d.one_tx_ms.as_slice()),
+        false,
+    );
     latency_rows(&mut out, r);
     let per_datom = r.rss_after.saturating_sub(r.rss_before) as f64 / r.big_datoms as f64;
     let _ = writeln!(

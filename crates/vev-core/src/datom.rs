@@ -34,8 +34,12 @@ pub enum IndexOrder {
 }
 
 impl IndexOrder {
-    pub const ALL: [IndexOrder; 4] =
-        [IndexOrder::Eavt, IndexOrder::Aevt, IndexOrder::Avet, IndexOrder::Vaet];
+    pub const ALL: [IndexOrder; 4] = [
+        IndexOrder::Eavt,
+        IndexOrder::Aevt,
+        IndexOrder::Avet,
+        IndexOrder::Vaet,
+    ];
 
     pub fn name(self) -> &'static str {
         match self {
@@ -54,14 +58,29 @@ impl IndexOrder {
     /// Compare two datoms in this order.
     pub fn cmp(self, x: &Datom, y: &Datom) -> Ordering {
         let head = match self {
-            IndexOrder::Eavt => x.e.cmp(&y.e).then(x.a.cmp(&y.a)).then_with(|| x.v.cmp(&y.v)),
-            IndexOrder::Aevt => x.a.cmp(&y.a).then(x.e.cmp(&y.e)).then_with(|| x.v.cmp(&y.v)),
-            IndexOrder::Avet => x.a.cmp(&y.a).then_with(|| x.v.cmp(&y.v)).then(x.e.cmp(&y.e)),
+            IndexOrder::Eavt => {
+                x.e.cmp(&y.e)
+                    .then(x.a.cmp(&y.a))
+                    .then_with(|| x.v.cmp(&y.v))
+            }
+            IndexOrder::Aevt => {
+                x.a.cmp(&y.a)
+                    .then(x.e.cmp(&y.e))
+                    .then_with(|| x.v.cmp(&y.v))
+            }
+            IndexOrder::Avet => {
+                x.a.cmp(&y.a)
+                    .then_with(|| x.v.cmp(&y.v))
+                    .then(x.e.cmp(&y.e))
+            }
             IndexOrder::Vaet => x.v.cmp(&y.v).then(x.a.cmp(&y.a)).then(x.e.cmp(&y.e)),
             IndexOrder::Log => {
-                return x.tx.cmp(&y.tx).then(x.e.cmp(&y.e)).then(x.a.cmp(&y.a)).then_with(|| {
-                    x.v.cmp(&y.v).then(x.added.cmp(&y.added))
-                })
+                return x
+                    .tx
+                    .cmp(&y.tx)
+                    .then(x.e.cmp(&y.e))
+                    .then(x.a.cmp(&y.a))
+                    .then_with(|| x.v.cmp(&y.v).then(x.added.cmp(&y.added)))
             }
         };
         head.then(x.tx.cmp(&y.tx)).then(x.added.cmp(&y.added))

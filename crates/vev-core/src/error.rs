@@ -30,7 +30,11 @@ pub enum TxError {
     #[error("cannot read transaction text: {0}")]
     Edn(#[from] ParseError),
     #[error("malformed transaction form {form}: {reason}")]
-    MalformedForm { form: Edn, reason: String, span: Option<Span> },
+    MalformedForm {
+        form: Edn,
+        reason: String,
+        span: Option<Span>,
+    },
     #[error("unknown attribute {ident}")]
     UnknownAttribute { ident: Edn },
     #[error("unknown ident {ident}: no entity has it as :db/ident")]
@@ -46,15 +50,40 @@ pub enum TxError {
         entity: EntityName,
     },
     #[error("unique conflict: attribute {attribute} value {value} is already held by entity {existing}, cannot assert it for entity {entity}")]
-    UniqueConflict { attribute: Keyword, value: Edn, existing: EntityId, entity: EntityName },
+    UniqueConflict {
+        attribute: Keyword,
+        value: Edn,
+        existing: EntityId,
+        entity: EntityName,
+    },
     #[error("conflicting upserts: tempid {tempid:?} resolves to both entity {first} and entity {second}")]
-    ConflictingUpserts { tempid: String, first: EntityId, second: EntityId },
+    ConflictingUpserts {
+        tempid: String,
+        first: EntityId,
+        second: EntityId,
+    },
     #[error("datoms conflict: attribute {attribute} is cardinality-one but the transaction asserts both {first} and {second} for entity {entity}")]
-    DatomsConflict { entity: EntityName, attribute: Keyword, first: Edn, second: Edn },
+    DatomsConflict {
+        entity: EntityName,
+        attribute: Keyword,
+        first: Edn,
+        second: Edn,
+    },
     #[error("datoms conflict: the transaction both asserts and retracts {value} for attribute {attribute} of entity {entity}")]
-    AssertRetractConflict { entity: EntityName, attribute: Keyword, value: Edn },
-    #[error("cas failed: attribute {attribute} of entity {entity} is {actual}, expected {expected}")]
-    CasFailed { entity: EntityName, attribute: Keyword, expected: Edn, actual: Edn },
+    AssertRetractConflict {
+        entity: EntityName,
+        attribute: Keyword,
+        value: Edn,
+    },
+    #[error(
+        "cas failed: attribute {attribute} of entity {entity} is {actual}, expected {expected}"
+    )]
+    CasFailed {
+        entity: EntityName,
+        attribute: Keyword,
+        expected: Edn,
+        actual: Edn,
+    },
     #[error("lookup ref [{attribute} {value}] names no entity")]
     UnresolvedLookupRef { attribute: Keyword, value: Edn },
     #[error("invalid lookup ref {form}: {reason}")]
@@ -74,11 +103,17 @@ pub enum TxError {
     #[error("cannot retract entity {entity}: it is a system entity or an installed attribute")]
     RetractSchemaEntity { entity: EntityName },
     #[error("attribute {attribute} is missing {missing}")]
-    IncompleteAttribute { attribute: Edn, missing: &'static str },
+    IncompleteAttribute {
+        attribute: Edn,
+        missing: &'static str,
+    },
     #[error("invalid attribute {attribute}: {reason}")]
     InvalidAttribute { attribute: Edn, reason: String },
     #[error("invalid schema alteration of {attribute}: cannot change {property}")]
-    InvalidAlteration { attribute: Keyword, property: Keyword },
+    InvalidAlteration {
+        attribute: Keyword,
+        property: Keyword,
+    },
     #[error("cannot alter {attribute}: {reason}")]
     ExistingValuesConflict { attribute: Keyword, reason: String },
 }
@@ -125,6 +160,10 @@ impl TxError {
     }
 
     pub fn malformed(form: &Edn, reason: impl Into<String>) -> TxError {
-        TxError::MalformedForm { form: form.clone(), reason: reason.into(), span: None }
+        TxError::MalformedForm {
+            form: form.clone(),
+            reason: reason.into(),
+            span: None,
+        }
     }
 }

@@ -12,6 +12,8 @@ pub use datom::{Component, Datom, IndexOrder};
 pub use error::{EntityName, TxError};
 pub use ids::{BasisT, EntityId};
 pub use schema::{Attribute, Cardinality, Schema, TupleSpec, Unique, ValueType};
-pub use txdata::{parse_tx, tx_from_edn, AttrRef, EntityRef, SpannedOp, TempId, TxMap, TxOp, TxValue};
+pub use txdata::{
+    parse_tx, tx_from_edn, AttrRef, EntityRef, SpannedOp, TempId, TxMap, TxOp, TxValue,
+};
 pub use value::Value;
 pub use vev_edn::{Edn, Keyword, Symbol};

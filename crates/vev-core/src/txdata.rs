@@ -76,15 +76,19 @@ impl EntityRef {
             Edn::String(s) => Ok(EntityRef::tempid(s)),
             Edn::Keyword(k) => Ok(EntityRef::Ident(k.clone())),
             Edn::Vector(items) | Edn::List(items) => match items.as_slice() {
-                [Edn::Keyword(a), v] => {
-                    Ok(EntityRef::LookupRef(a.clone(), Box::new(TxValue::Edn(v.clone()))))
-                }
+                [Edn::Keyword(a), v] => Ok(EntityRef::LookupRef(
+                    a.clone(),
+                    Box::new(TxValue::Edn(v.clone())),
+                )),
                 _ => Err(TxError::InvalidLookupRef {
                     form: form.clone(),
                     reason: "a lookup ref is [attribute value]".into(),
                 }),
             },
-            _ => Err(TxError::malformed(form, "expected an entity id, tempid, ident or lookup ref")),
+            _ => Err(TxError::malformed(
+                form,
+                "expected an entity id, tempid, ident or lookup ref",
+            )),
         }
     }
 
@@ -176,11 +180,15 @@ pub struct TxMap {
 
 impl TxMap {
     pub fn new(id: Option<EntityRef>) -> TxMap {
-        TxMap { id, attrs: Vec::new() }
+        TxMap {
+            id,
+            attrs: Vec::new(),
+        }
     }
 
     pub fn with(mut self, attr: &str, value: impl Into<TxValue>) -> TxMap {
-        self.attrs.push((Keyword::new(attr.trim_start_matches(':')), value.into()));
+        self.attrs
+            .push((Keyword::new(attr.trim_start_matches(':')), value.into()));
         self
     }
 
@@ -199,20 +207,42 @@ impl TxMap {
 /// One operation of a transaction.
 #[derive(Clone, Debug, PartialEq)]
 pub enum TxOp {
-    Add { e: EntityRef, a: AttrRef, v: TxValue },
+    Add {
+        e: EntityRef,
+        a: AttrRef,
+        v: TxValue,
+    },
     /// `v: None` retracts every value of the attribute.
-    Retract { e: EntityRef, a: AttrRef, v: Option<TxValue> },
-    RetractEntity { e: EntityRef },
+    Retract {
+        e: EntityRef,
+        a: AttrRef,
+        v: Option<TxValue>,
+    },
+    RetractEntity {
+        e: EntityRef,
+    },
     /// `old: None` means the attribute must have no value.
-    Cas { e: EntityRef, a: AttrRef, old: Option<TxValue>, new: TxValue },
+    Cas {
+        e: EntityRef,
+        a: AttrRef,
+        old: Option<TxValue>,
+        new: TxValue,
+    },
     Map(TxMap),
     /// A registered transaction function.
-    Call { name: Keyword, args: Vec<Edn> },
+    Call {
+        name: Keyword,
+        args: Vec<Edn>,
+    },
 }
 
 impl TxOp {
     pub fn add(e: EntityRef, a: impl Into<AttrRef>, v: impl Into<TxValue>) -> TxOp {
-        TxOp::Add { e, a: a.into(), v: v.into() }
+        TxOp::Add {
+            e,
+            a: a.into(),
+            v: v.into(),
+        }
     }
 
     pub fn retract(e: EntityRef, a: impl Into<AttrRef>, v: Option<TxValue>) -> TxOp {
@@ -224,14 +254,19 @@ impl TxOp {
         match form {
             Edn::Map(m) => map_from_edn(m, form).map(TxOp::Map),
             Edn::Vector(items) | Edn::List(items) => list_from_edn(items, form),
-            _ => Err(TxError::malformed(form, "each transaction item is a list form or a map")),
+            _ => Err(TxError::malformed(
+                form,
+                "each transaction item is a list form or a map",
+            )),
         }
     }
 
     pub fn to_edn(&self) -> Edn {
         let kw = Edn::keyword;
         match self {
-            TxOp::Add { e, a, v } => Edn::Vector(vec![kw("db/add"), e.to_edn(), a.to_edn(), v.to_edn()]),
+            TxOp::Add { e, a, v } => {
+                Edn::Vector(vec![kw("db/add"), e.to_edn(), a.to_edn(), v.to_edn()])
+            }
             TxOp::Retract { e, a, v } => {
                 let mut items = vec![kw("db/retract"), e.to_edn(), a.to_edn()];
                 items.extend(v.as_ref().map(TxValue::to_edn));
@@ -257,13 +292,19 @@ impl TxOp {
 
 fn list_from_edn(items: &[Edn], form: &Edn) -> Result<TxOp, TxError> {
     let Some(Edn::Keyword(op)) = items.first() else {
-        return Err(TxError::malformed(form, "a list form starts with an operation keyword"));
+        return Err(TxError::malformed(
+            form,
+            "a list form starts with an operation keyword",
+        ));
     };
     let arity = |n: usize, shape: &str| -> Result<(), TxError> {
         if items.len() == n {
             Ok(())
         } else {
-            Err(TxError::malformed(form, format!("expected {shape}, got {} elements", items.len())))
+            Err(TxError::malformed(
+                form,
+                format!("expected {shape}, got {} elements", items.len()),
+            ))
         }
     };
     match op.as_str() {
@@ -288,7 +329,9 @@ fn list_from_edn(items: &[Edn], form: &Edn) -> Result<TxOp, TxError> {
         }
         "db/retractEntity" | "db.fn/retractEntity" => {
             arity(2, "[:db/retractEntity e]")?;
-            Ok(TxOp::RetractEntity { e: EntityRef::from_edn(&items[1])? })
+            Ok(TxOp::RetractEntity {
+                e: EntityRef::from_edn(&items[1])?,
+            })
         }
         "db/cas" | "db.fn/cas" => {
             arity(5, "[:db/cas e a old new]")?;
@@ -303,7 +346,10 @@ fn list_from_edn(items: &[Edn], form: &Edn) -> Result<TxOp, TxError> {
                 new: value_from_edn(&items[4], form)?,
             })
         }
-        _ => Ok(TxOp::Call { name: op.clone(), args: items[1..].to_vec() }),
+        _ => Ok(TxOp::Call {
+            name: op.clone(),
+            args: items[1..].to_vec(),
+        }),
     }
 }
 
@@ -316,7 +362,10 @@ fn map_from_edn(m: &std::collections::BTreeMap<Edn, Edn>, form: &Edn) -> Result<
     let mut out = TxMap::default();
     for (k, v) in m {
         let Edn::Keyword(k) = k else {
-            return Err(TxError::malformed(form, format!("map keys are attribute idents, not {k}")));
+            return Err(TxError::malformed(
+                form,
+                format!("map keys are attribute idents, not {k}"),
+            ));
         };
         if k.as_str() == "db/id" {
             out.id = Some(EntityRef::from_edn(v)?);
@@ -355,7 +404,10 @@ pub fn tx_from_spanned(spanned: &Spanned) -> Result<Vec<SpannedOp>, TxError> {
         .iter()
         .map(|item| {
             TxOp::from_edn(&item.value)
-                .map(|op| SpannedOp { op, span: item.span })
+                .map(|op| SpannedOp {
+                    op,
+                    span: item.span,
+                })
                 .map_err(|e| with_span(e, item.span))
         })
         .collect()
@@ -365,15 +417,24 @@ pub fn tx_from_spanned(spanned: &Spanned) -> Result<Vec<SpannedOp>, TxError> {
 pub fn tx_from_edn(data: &Edn) -> Result<Vec<TxOp>, TxError> {
     match data {
         Edn::Vector(items) | Edn::List(items) => items.iter().map(TxOp::from_edn).collect(),
-        other => Err(TxError::malformed(other, "transaction data is a vector of operations")),
+        other => Err(TxError::malformed(
+            other,
+            "transaction data is a vector of operations",
+        )),
     }
 }
 
 fn with_span(e: TxError, span: Span) -> TxError {
     match e {
-        TxError::MalformedForm { form, reason, span: None } => {
-            TxError::MalformedForm { form, reason, span: Some(span) }
-        }
+        TxError::MalformedForm {
+            form,
+            reason,
+            span: None,
+        } => TxError::MalformedForm {
+            form,
+            reason,
+            span: Some(span),
+        },
         other => other,
     }
 }

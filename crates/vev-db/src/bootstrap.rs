@@ -19,9 +19,18 @@ struct SysAttr {
 }
 
 fn sys_attrs() -> Vec<SysAttr> {
-    let a = |id, ident, value_type| SysAttr { id, ident, value_type, unique: None, tuple: None };
+    let a = |id, ident, value_type| SysAttr {
+        id,
+        ident,
+        value_type,
+        unique: None,
+        tuple: None,
+    };
     vec![
-        SysAttr { unique: Some(Unique::Identity), ..a(sys::IDENT, "db/ident", ValueType::Keyword) },
+        SysAttr {
+            unique: Some(Unique::Identity),
+            ..a(sys::IDENT, "db/ident", ValueType::Keyword)
+        },
         a(sys::VALUE_TYPE, "db/valueType", ValueType::Ref),
         a(sys::CARDINALITY, "db/cardinality", ValueType::Ref),
         a(sys::UNIQUE, "db/unique", ValueType::Ref),
@@ -77,15 +86,39 @@ pub(crate) fn empty_db() -> Db {
     for attr in sys_attrs() {
         let ident = Keyword::new(attr.ident);
         schema.set_ident(attr.id, ident.clone());
-        datoms.push(Datom::new(attr.id, sys::IDENT, Value::Keyword(ident.clone()), tx, true));
+        datoms.push(Datom::new(
+            attr.id,
+            sys::IDENT,
+            Value::Keyword(ident.clone()),
+            tx,
+            true,
+        ));
         let vt = Value::Ref(attr.value_type.entity_id());
         datoms.push(Datom::new(attr.id, sys::VALUE_TYPE, vt, tx, true));
-        datoms.push(Datom::new(attr.id, sys::CARDINALITY, Value::Ref(sys::CARDINALITY_ONE), tx, true));
+        datoms.push(Datom::new(
+            attr.id,
+            sys::CARDINALITY,
+            Value::Ref(sys::CARDINALITY_ONE),
+            tx,
+            true,
+        ));
         if attr.unique.is_some() {
-            datoms.push(Datom::new(attr.id, sys::UNIQUE, Value::Ref(sys::UNIQUE_IDENTITY), tx, true));
+            datoms.push(Datom::new(
+                attr.id,
+                sys::UNIQUE,
+                Value::Ref(sys::UNIQUE_IDENTITY),
+                tx,
+                true,
+            ));
         }
         if let Some(TupleSpec::Homogeneous(t)) = &attr.tuple {
-            datoms.push(Datom::new(attr.id, sys::TUPLE_TYPE, Value::Ref(t.entity_id()), tx, true));
+            datoms.push(Datom::new(
+                attr.id,
+                sys::TUPLE_TYPE,
+                Value::Ref(t.entity_id()),
+                tx,
+                true,
+            ));
         }
         schema.install(Attribute {
             id: attr.id,
@@ -100,8 +133,13 @@ pub(crate) fn empty_db() -> Db {
             tuple: attr.tuple,
         });
     }
-    let changes: Vec<Change> =
-        datoms.iter().map(|d| Change { datom: d.clone(), insert: true }).collect();
+    let changes: Vec<Change> = datoms
+        .iter()
+        .map(|d| Change {
+            datom: d.clone(),
+            insert: true,
+        })
+        .collect();
     let is_ref = |a: u64| schema.attribute(a).is_some_and(|x| x.is_ref());
     let current = Indexes::new().apply(changes.clone(), is_ref);
     let log = crate::db::apply_sorted(&Tree::new(IndexOrder::Log), changes);

@@ -50,7 +50,11 @@ impl Indexes {
 
     /// Apply inserts and removals; `is_ref` says which attributes go to VAET.
     pub fn apply(&self, changes: Vec<Change>, is_ref: impl Fn(EntityId) -> bool) -> Indexes {
-        let vaet: Vec<Change> = changes.iter().filter(|c| is_ref(c.datom.a)).cloned().collect();
+        let vaet: Vec<Change> = changes
+            .iter()
+            .filter(|c| is_ref(c.datom.a))
+            .cloned()
+            .collect();
         Indexes {
             eavt: apply_sorted(&self.eavt, changes.clone()),
             aevt: apply_sorted(&self.aevt, changes.clone()),
@@ -134,7 +138,10 @@ impl Db {
     }
 
     pub(crate) fn from_state(state: State) -> Db {
-        Db { state: Arc::new(state), view: View::default() }
+        Db {
+            state: Arc::new(state),
+            view: View::default(),
+        }
     }
 
     pub fn basis_t(&self) -> BasisT {
@@ -183,7 +190,9 @@ impl Db {
         self.state
             .current
             .avet
-            .iter_from(|d| IndexOrder::Avet.cmp_prefix(d, std::slice::from_ref(&tx_instant)) == Ordering::Less)
+            .iter_from(|d| {
+                IndexOrder::Avet.cmp_prefix(d, std::slice::from_ref(&tx_instant)) == Ordering::Less
+            })
             .for_each_ref(|d| {
                 if d.a != sys::TX_INSTANT || !matches!(d.v, Value::Instant(x) if x <= ms) {
                     return false;
@@ -198,24 +207,39 @@ impl Db {
     pub fn as_of(&self, point: impl Into<TimePoint>) -> Db {
         let t = self.t_of(point.into());
         let as_of = Some(self.view.as_of.map_or(t, |old| old.min(t)));
-        Db { state: self.state.clone(), view: View { as_of, ..self.view } }
+        Db {
+            state: self.state.clone(),
+            view: View { as_of, ..self.view },
+        }
     }
 
     /// The database since a point in time: only datoms added after it.
     pub fn since(&self, point: impl Into<TimePoint>) -> Db {
         let t = self.t_of(point.into());
         let since = Some(self.view.since.map_or(t, |old| old.max(t)));
-        Db { state: self.state.clone(), view: View { since, ..self.view } }
+        Db {
+            state: self.state.clone(),
+            view: View { since, ..self.view },
+        }
     }
 
     /// Every assertion and retraction ever made (filtered by as-of and since, if set).
     pub fn history(&self) -> Db {
-        Db { state: self.state.clone(), view: View { history: true, ..self.view } }
+        Db {
+            state: self.state.clone(),
+            view: View {
+                history: true,
+                ..self.view
+            },
+        }
     }
 
     /// The same state without any view filter.
     pub fn current(&self) -> Db {
-        Db { state: self.state.clone(), view: View::default() }
+        Db {
+            state: self.state.clone(),
+            view: View::default(),
+        }
     }
 
     /// The datoms of an index whose leading components equal `prefix` (index order
@@ -223,16 +247,24 @@ impl Db {
     pub fn datoms(&self, order: IndexOrder, prefix: &[Component]) -> Datoms {
         let prefix_owned: Vec<Component> = prefix.to_vec();
         let stop = prefix_owned.clone();
-        let inner = self.scan(order, move |d| order.cmp_prefix(d, &prefix_owned) == Ordering::Less);
+        let inner = self.scan(order, move |d| {
+            order.cmp_prefix(d, &prefix_owned) == Ordering::Less
+        });
         Datoms {
-            inner: Box::new(inner.take_while(move |d| order.cmp_prefix(d, &stop) == Ordering::Equal)),
+            inner: Box::new(
+                inner.take_while(move |d| order.cmp_prefix(d, &stop) == Ordering::Equal),
+            ),
         }
     }
 
     /// The datoms of an index from `start` on, to the end of the index.
     pub fn seek_datoms(&self, order: IndexOrder, start: &[Component]) -> Datoms {
         let start: Vec<Component> = start.to_vec();
-        Datoms { inner: Box::new(self.scan(order, move |d| order.cmp_prefix(d, &start) == Ordering::Less)) }
+        Datoms {
+            inner: Box::new(self.scan(order, move |d| {
+                order.cmp_prefix(d, &start) == Ordering::Less
+            })),
+        }
     }
 
     /// AVET datoms of attribute `a` with `start <= v < end` (`None` for open ends).
@@ -242,9 +274,9 @@ impl Db {
             d.a < a || (d.a == a && start.as_ref().is_some_and(|s| d.v < *s))
         });
         Datoms {
-            inner: Box::new(scan.take_while(move |d| {
-                d.a == a && end.as_ref().is_none_or(|e| d.v < *e)
-            })),
+            inner: Box::new(
+                scan.take_while(move |d| d.a == a && end.as_ref().is_none_or(|e| d.v < *e)),
+            ),
         }
     }
 
@@ -261,13 +293,20 @@ impl Db {
 
     /// All datoms of one entity and attribute in this view (EAVT order).
     pub fn values(&self, e: EntityId, a: EntityId) -> Vec<Value> {
-        self.datoms(IndexOrder::Eavt, &[Component::Entity(e), Component::Entity(a)])
-            .map(|d| d.v)
-            .collect()
+        self.datoms(
+            IndexOrder::Eavt,
+            &[Component::Entity(e), Component::Entity(a)],
+        )
+        .map(|d| d.v)
+        .collect()
     }
 
     /// An ordered scan of this view from the first datom not `below`.
-    fn scan(&self, order: IndexOrder, below: impl Fn(&Datom) -> bool + Clone + Send + 'static) -> ViewScan {
+    fn scan(
+        &self,
+        order: IndexOrder,
+        below: impl Fn(&Datom) -> bool + Clone + Send + 'static,
+    ) -> ViewScan {
         let current = self.state.current.tree(order).iter_from(below.clone());
         let view = self.view;
         if view.is_current() {
@@ -391,7 +430,10 @@ impl Iterator for Merged {
                 self.pending.extend(group.into_iter().filter(visible));
                 continue;
             }
-            let last = group.into_iter().filter(|d| ids::t_of(d.tx) <= as_of).last();
+            let last = group
+                .into_iter()
+                .filter(|d| ids::t_of(d.tx) <= as_of)
+                .last();
             if let Some(d) = last {
                 if d.added && visible(&d) {
                     return Some(d);

@@ -41,15 +41,22 @@ impl Entity {
 
     /// The entity a ref attribute points at.
     pub fn get_ref(&self, attr: &Keyword) -> Option<Entity> {
-        self.get(attr)?.as_ref().map(|e| Entity::new(self.db.clone(), e))
+        self.get(attr)?
+            .as_ref()
+            .map(|e| Entity::new(self.db.clone(), e))
     }
 
     /// The entities that point at this one through ref attribute `attr` (`:person/_friend`
     /// navigation).
     pub fn reverse(&self, attr: &Keyword) -> Vec<EntityId> {
-        let Some(a) = self.db.entid(attr) else { return Vec::new() };
+        let Some(a) = self.db.entid(attr) else {
+            return Vec::new();
+        };
         self.db
-            .datoms(IndexOrder::Vaet, &[Component::Value(Value::Ref(self.id)), Component::Entity(a)])
+            .datoms(
+                IndexOrder::Vaet,
+                &[Component::Value(Value::Ref(self.id)), Component::Entity(a)],
+            )
             .map(|d| d.e)
             .collect()
     }
@@ -57,7 +64,10 @@ impl Entity {
     /// Every attribute of the entity with its values, by ident.
     pub fn attrs(&self) -> BTreeMap<Keyword, Vec<Value>> {
         let mut out: BTreeMap<Keyword, Vec<Value>> = BTreeMap::new();
-        for d in self.db.datoms(IndexOrder::Eavt, &[Component::Entity(self.id)]) {
+        for d in self
+            .db
+            .datoms(IndexOrder::Eavt, &[Component::Entity(self.id)])
+        {
             let key = match self.db.ident(d.a) {
                 Some(k) => k.clone(),
                 None => Keyword::new(&d.a.to_string()),
@@ -69,7 +79,10 @@ impl Entity {
 
     /// True when the entity has no datoms in this view.
     pub fn is_empty(&self) -> bool {
-        self.db.datoms(IndexOrder::Eavt, &[Component::Entity(self.id)]).next().is_none()
+        self.db
+            .datoms(IndexOrder::Eavt, &[Component::Entity(self.id)])
+            .next()
+            .is_none()
     }
 }
 

@@ -16,6 +16,10 @@ pub use tx::{transact, NoFunctions, TxContext, TxFunctions, TxReport};
 
 /// Interpret an EDN form as a value of attribute `attr`'s type (not for ref attributes,
 /// whose values are entity references). `None` when the form does not have that type.
-pub fn coerce_value(db: &Db, attr: &vev_core::Attribute, form: &vev_core::Edn) -> Option<vev_core::Value> {
+pub fn coerce_value(
+    db: &Db,
+    attr: &vev_core::Attribute,
+    form: &vev_core::Edn,
+) -> Option<vev_core::Value> {
     tx::coerce(db, attr, form)
 }

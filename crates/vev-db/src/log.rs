@@ -20,14 +20,22 @@ impl Db {
         let hi = end.map(tx_id);
         let mut out: Vec<TxLogEntry> = Vec::new();
         let log = &self.state.log;
-        let it = log.iter_from(|d| IndexOrder::Log.cmp_prefix(d, &[Component::Entity(lo)]).is_lt());
+        let it = log.iter_from(|d| {
+            IndexOrder::Log
+                .cmp_prefix(d, &[Component::Entity(lo)])
+                .is_lt()
+        });
         it.for_each_ref(|d| {
             if hi.is_some_and(|hi| d.tx >= hi) {
                 return false;
             }
             match out.last_mut() {
                 Some(entry) if entry.tx == d.tx => entry.datoms.push(d.clone()),
-                _ => out.push(TxLogEntry { t: t_of(d.tx), tx: d.tx, datoms: vec![d.clone()] }),
+                _ => out.push(TxLogEntry {
+                    t: t_of(d.tx),
+                    tx: d.tx,
+                    datoms: vec![d.clone()],
+                }),
             }
             true
         });

@@ -64,7 +64,11 @@ pub struct Tree {
 
 impl Tree {
     pub fn new(order: IndexOrder) -> Tree {
-        Tree { order, root: None, len: 0 }
+        Tree {
+            order,
+            root: None,
+            len: 0,
+        }
     }
 
     pub fn order(&self) -> IndexOrder {
@@ -112,8 +116,13 @@ impl Tree {
     pub fn from_datoms(order: IndexOrder, mut datoms: Vec<Datom>) -> Tree {
         datoms.sort_by(|x, y| order.cmp(x, y));
         datoms.dedup_by(|x, y| order.cmp(x, y) == Ordering::Equal);
-        let changes: Vec<Change> =
-            datoms.into_iter().map(|datom| Change { datom, insert: true }).collect();
+        let changes: Vec<Change> = datoms
+            .into_iter()
+            .map(|datom| Change {
+                datom,
+                insert: true,
+            })
+            .collect();
         Tree::new(order).apply(&changes)
     }
 
@@ -142,7 +151,11 @@ impl Tree {
 
     /// Iterate from the first datom for which `below` is false (see `rank`).
     pub fn iter_from(&self, below: impl Fn(&Datom) -> bool) -> Iter {
-        let mut it = Iter { stack: Vec::new(), leaf: None, pos: 0 };
+        let mut it = Iter {
+            stack: Vec::new(),
+            leaf: None,
+            pos: 0,
+        };
         let mut node = match &self.root {
             None => return it,
             Some(n) => n.clone(),
@@ -171,7 +184,8 @@ impl Tree {
     pub fn contains(&self, datom: &Datom) -> bool {
         let order = self.order;
         let mut it = self.iter_from(|d| order.cmp(d, datom) == Ordering::Less);
-        it.next().is_some_and(|d| order.cmp(&d, datom) == Ordering::Equal)
+        it.next()
+            .is_some_and(|d| order.cmp(&d, datom) == Ordering::Equal)
     }
 }
 
@@ -221,7 +235,10 @@ fn apply_node(order: IndexOrder, node: &Node, changes: &[Change]) -> Vec<Entry> 
 fn apply_one_child(order: IndexOrder, b: &Arc<Branch>, changes: &[Change]) -> Option<Entry> {
     let first = &changes[0].datom;
     let last = &changes[changes.len() - 1].datom;
-    let i = b.mins.partition_point(|m| order.cmp(m, first) != Ordering::Greater).saturating_sub(1);
+    let i = b
+        .mins
+        .partition_point(|m| order.cmp(m, first) != Ordering::Greater)
+        .saturating_sub(1);
     if let Some(next) = b.mins.get(i + 1) {
         if order.cmp(last, next) != Ordering::Less {
             return None;
@@ -240,8 +257,16 @@ fn apply_one_child(order: IndexOrder, b: &Arc<Branch>, changes: &[Change]) -> Op
     let mut sizes = b.sizes.clone();
     sizes[i] = size;
     let total = sizes.iter().sum();
-    let branch = Branch { children, mins: b.mins.clone(), sizes };
-    Some(Entry { node: Node::Branch(Arc::new(branch)), min: b.mins[0].clone(), size: total })
+    let branch = Branch {
+        children,
+        mins: b.mins.clone(),
+        sizes,
+    };
+    Some(Entry {
+        node: Node::Branch(Arc::new(branch)),
+        min: b.mins[0].clone(),
+        size: total,
+    })
 }
 
 /// Merge the sorted leaf with the sorted changes, then cut the result into leaves.
@@ -295,7 +320,11 @@ fn chunk_leaves(merged: Vec<Datom>) -> Vec<Entry> {
 }
 
 fn leaf_entry(items: Vec<Datom>) -> Entry {
-    Entry { min: items[0].clone(), size: items.len(), node: Node::Leaf(Arc::new(items)) }
+    Entry {
+        min: items[0].clone(),
+        size: items.len(),
+        node: Node::Leaf(Arc::new(items)),
+    }
 }
 
 fn merge_small_leaves(entries: &mut Vec<Entry>) {
@@ -348,8 +377,16 @@ fn branch_entry(entries: Vec<Entry>) -> Entry {
     }
     let min = mins[0].clone();
     let size = sizes.iter().sum();
-    let b = Branch { children, mins: Arc::from(mins), sizes };
-    Entry { node: Node::Branch(Arc::new(b)), min, size }
+    let b = Branch {
+        children,
+        mins: Arc::from(mins),
+        sizes,
+    };
+    Entry {
+        node: Node::Branch(Arc::new(b)),
+        min,
+        size,
+    }
 }
 
 /// An owning iterator over a tree (it keeps the nodes it walks alive, so it outlives the
@@ -364,7 +401,9 @@ impl Iter {
     /// Visit datoms in order without cloning them, until `f` returns false.
     pub fn for_each_ref(mut self, mut f: impl FnMut(&Datom) -> bool) {
         loop {
-            let Some(leaf) = self.leaf.clone() else { return };
+            let Some(leaf) = self.leaf.clone() else {
+                return;
+            };
             for d in &leaf[self.pos..] {
                 if !f(d) {
                     return;
@@ -430,20 +469,37 @@ mod tests {
 
     #[test]
     fn batch_insert_remove_and_rank() {
-        let changes: Vec<Change> =
-            (0..10_000).map(|e| Change { datom: d(e * 2), insert: true }).collect();
+        let changes: Vec<Change> = (0..10_000)
+            .map(|e| Change {
+                datom: d(e * 2),
+                insert: true,
+            })
+            .collect();
         let t = Tree::new(IndexOrder::Eavt).apply(&changes);
         assert_eq!(t.len(), 10_000);
         assert_eq!(t.iter().count(), 10_000);
         assert_eq!(t.rank(|x| x.e < 1000), 500);
-        let t2 = t.apply(&[Change { datom: d(5), insert: true }, Change { datom: d(6), insert: false }]);
+        let t2 = t.apply(&[
+            Change {
+                datom: d(5),
+                insert: true,
+            },
+            Change {
+                datom: d(6),
+                insert: false,
+            },
+        ]);
         assert_eq!(t.len(), 10_000, "the old version is unchanged");
         assert_eq!(t2.len(), 10_000);
         assert!(t2.contains(&d(5)) && !t2.contains(&d(6)) && t.contains(&d(6)));
         let firsts: Vec<u64> = t2.iter_from(|x| x.e < 3).take(3).map(|x| x.e).collect();
         assert_eq!(firsts, vec![4, 5, 8]);
-        let all_gone: Vec<Change> =
-            (0..10_000).map(|e| Change { datom: d(e * 2), insert: false }).collect();
+        let all_gone: Vec<Change> = (0..10_000)
+            .map(|e| Change {
+                datom: d(e * 2),
+                insert: false,
+            })
+            .collect();
         let t3 = t.apply(&all_gone);
         assert!(t3.is_empty() && t3.iter().next().is_none());
     }
@@ -454,10 +510,15 @@ mod tests {
         let mut model = std::collections::BTreeSet::new();
         let mut x: u64 = 12345;
         for _ in 0..5000 {
-            x = x.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+            x = x
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
             let e = (x >> 33) % 2000;
             let insert = (x >> 20) % 3 != 0;
-            t = t.apply(&[Change { datom: d(e), insert }]);
+            t = t.apply(&[Change {
+                datom: d(e),
+                insert,
+            }]);
             if insert {
                 model.insert(e);
             } else {

@@ -10,9 +10,15 @@ use crate::{keyword_of, Run};
 /// Evaluate one check on `db`.
 pub fn check(run: &Run, db: &Db, c: &Edn) -> Result<(), String> {
     let items = c.as_seq().ok_or("a check is a vector")?;
-    let head = items.first().and_then(Edn::as_keyword).ok_or("a check starts with a keyword")?;
+    let head = items
+        .first()
+        .and_then(Edn::as_keyword)
+        .ok_or("a check starts with a keyword")?;
     let args = &items[1..];
-    let arg = |i: usize| args.get(i).ok_or_else(|| format!("{head} needs argument {}", i + 1));
+    let arg = |i: usize| {
+        args.get(i)
+            .ok_or_else(|| format!("{head} needs argument {}", i + 1))
+    };
     match head.as_str() {
         "entity" => check_entity(run, db, arg(0)?, arg(1)?),
         "entity-attr" => check_entity_attr(run, db, arg(0)?, arg(1)?, arg(2)?),
@@ -26,33 +32,65 @@ pub fn check(run: &Run, db: &Db, c: &Edn) -> Result<(), String> {
         "datoms" | "seek" | "count" => check_datoms(run, db, head.as_str(), args),
         "index-range" => {
             let a = keyword_of(arg(0)?)?;
-            let attr = db.attribute(a).ok_or_else(|| format!("unknown attribute {a}"))?.clone();
+            let attr = db
+                .attribute(a)
+                .ok_or_else(|| format!("unknown attribute {a}"))?
+                .clone();
             let bound = |x: &Edn| -> Result<Option<Value>, String> {
-                if matches!(x, Edn::Nil) { Ok(None) } else { value(run, db, attr.id, x).map(Some) }
+                if matches!(x, Edn::Nil) {
+                    Ok(None)
+                } else {
+                    value(run, db, attr.id, x).map(Some)
+                }
             };
-            let got: Vec<Datom> = db.index_range(attr.id, bound(arg(1)?)?, bound(arg(2)?)?).collect();
+            let got: Vec<Datom> = db
+                .index_range(attr.id, bound(arg(1)?)?, bound(arg(2)?)?)
+                .collect();
             compare_datoms(run, db, &got, arg(3)?, db.view().history)
         }
         "tx-data" => check_tx_data(run, db, arg(0)?, arg(1)?),
         "tx-range" => {
             let start = run.t_of(index(arg(0)?)?)?;
             let end = run.t_of(index(arg(1)?)?).ok();
-            let got: Vec<i64> = db.tx_range(Some(start), end).iter().map(|e| e.datoms.len() as i64).collect();
-            let want: Vec<i64> = arg(2)?.as_seq().ok_or("expected counts")?.iter().filter_map(Edn::as_integer).collect();
+            let got: Vec<i64> = db
+                .tx_range(Some(start), end)
+                .iter()
+                .map(|e| e.datoms.len() as i64)
+                .collect();
+            let want: Vec<i64> = arg(2)?
+                .as_seq()
+                .ok_or("expected counts")?
+                .iter()
+                .filter_map(Edn::as_integer)
+                .collect();
             expect_eq(&got, &want)
         }
         "tempid" => expect_eq(&resolve(run, db, arg(0)?)?, &resolve(run, db, arg(1)?)?),
         "distinct" => {
             let (x, y) = (resolve(run, db, arg(0)?)?, resolve(run, db, arg(1)?)?);
-            if x == y { Err(format!("both name entity {x}")) } else { Ok(()) }
+            if x == y {
+                Err(format!("both name entity {x}"))
+            } else {
+                Ok(())
+            }
         }
-        "basis-t" => expect_eq(&(db.basis_t() as i64), &arg(0)?.as_integer().ok_or("expected an integer")?),
+        "basis-t" => expect_eq(
+            &(db.basis_t() as i64),
+            &arg(0)?.as_integer().ok_or("expected an integer")?,
+        ),
         "as-of" | "since" | "as-of-instant" | "history" => check_view(run, db, head.as_str(), args),
         "with" => {
             let ops = vev::tx_from_edn(arg(0)?).map_err(|e| e.to_string())?;
             let before = run.conn.db();
-            let report = run.conn.with(db, &ops).map_err(|e| format!("with failed: [{}] {e}", e.code()))?;
-            let mut nested = Run { conn: run.conn.clone(), tempids: run.tempids.clone(), txs: run.txs.clone() };
+            let report = run
+                .conn
+                .with(db, &ops)
+                .map_err(|e| format!("with failed: [{}] {e}", e.code()))?;
+            let mut nested = Run {
+                conn: run.conn.clone(),
+                tempids: run.tempids.clone(),
+                txs: run.txs.clone(),
+            };
             for (t, id) in &report.tempids {
                 if let vev::TempId::Str(s) = t {
                     nested.tempids.insert(Edn::String(s.to_string()), *id);
@@ -80,14 +118,23 @@ pub fn check(run: &Run, db: &Db, c: &Edn) -> Result<(), String> {
 }
 
 fn index(x: &Edn) -> Result<usize, String> {
-    x.as_integer().filter(|n| *n >= 0).map(|n| n as usize).ok_or_else(|| format!("expected a tx number, got {x}"))
+    x.as_integer()
+        .filter(|n| *n >= 0)
+        .map(|n| n as usize)
+        .ok_or_else(|| format!("expected a tx number, got {x}"))
 }
 
 fn check_view(run: &Run, db: &Db, head: &str, args: &[Edn]) -> Result<(), String> {
     let (view, rest) = match head {
         "history" => (db.history(), args),
-        "as-of" => (db.as_of(run.t_of(index(args.first().ok_or("as-of needs a tx")?)?)?), &args[1..]),
-        "since" => (db.since(run.t_of(index(args.first().ok_or("since needs a tx")?)?)?), &args[1..]),
+        "as-of" => (
+            db.as_of(run.t_of(index(args.first().ok_or("as-of needs a tx")?)?)?),
+            &args[1..],
+        ),
+        "since" => (
+            db.since(run.t_of(index(args.first().ok_or("since needs a tx")?)?)?),
+            &args[1..],
+        ),
         _ => match args.first() {
             Some(Edn::Inst(ms)) => (db.as_of(TimePoint::Instant(*ms)), &args[1..]),
             _ => return Err("as-of-instant needs an #inst".into()),
@@ -100,29 +147,53 @@ fn check_view(run: &Run, db: &Db, head: &str, args: &[Edn]) -> Result<(), String
 }
 
 fn expect_eq<T: PartialEq + std::fmt::Debug>(got: &T, want: &T) -> Result<(), String> {
-    if got == want { Ok(()) } else { Err(format!("got {got:?}, want {want:?}")) }
+    if got == want {
+        Ok(())
+    } else {
+        Err(format!("got {got:?}, want {want:?}"))
+    }
 }
 
 /// Resolve an entity reference of the case format.
 pub fn resolve(run: &Run, db: &Db, r: &Edn) -> Result<EntityId, String> {
     match r {
-        Edn::String(s) if s.len() > 2 && s.starts_with("tx") && s[2..].bytes().all(|b| b.is_ascii_digit()) => {
+        Edn::String(s)
+            if s.len() > 2 && s.starts_with("tx") && s[2..].bytes().all(|b| b.is_ascii_digit()) =>
+        {
             let k: usize = s[2..].parse().map_err(|_| format!("bad tx label {s}"))?;
-            Ok(run.txs.get(&k).ok_or_else(|| format!("no successful tx {k}"))?.tx())
+            Ok(run
+                .txs
+                .get(&k)
+                .ok_or_else(|| format!("no successful tx {k}"))?
+                .tx())
         }
-        Edn::String(_) => run.tempids.get(r).copied().ok_or_else(|| format!("unknown tempid {r}")),
-        Edn::Integer(n) if *n < 0 => run.tempids.get(r).copied().ok_or_else(|| format!("unknown tempid {r}")),
+        Edn::String(_) => run
+            .tempids
+            .get(r)
+            .copied()
+            .ok_or_else(|| format!("unknown tempid {r}")),
+        Edn::Integer(n) if *n < 0 => run
+            .tempids
+            .get(r)
+            .copied()
+            .ok_or_else(|| format!("unknown tempid {r}")),
         Edn::Integer(n) => Ok(*n as u64),
         Edn::Keyword(k) => db.entid(k).ok_or_else(|| format!("unknown ident {k}")),
         Edn::Vector(items) if items.len() == 2 => {
             let a = keyword_of(&items[0])?;
-            let attr = db.attribute(a).ok_or_else(|| format!("unknown attribute {a}"))?.id;
+            let attr = db
+                .attribute(a)
+                .ok_or_else(|| format!("unknown attribute {a}"))?
+                .id;
             let v = value(run, db, attr, &items[1])?;
             let cur = db.current();
-            cur.datoms(IndexOrder::Avet, &[Component::Entity(attr), Component::Value(v)])
-                .next()
-                .map(|d| d.e)
-                .ok_or_else(|| format!("lookup ref {r} names no entity"))
+            cur.datoms(
+                IndexOrder::Avet,
+                &[Component::Entity(attr), Component::Value(v)],
+            )
+            .next()
+            .map(|d| d.e)
+            .ok_or_else(|| format!("lookup ref {r} names no entity"))
         }
         _ => Err(format!("not an entity reference: {r}")),
     }
@@ -139,18 +210,33 @@ fn entity_set(run: &Run, db: &Db, x: &Edn) -> Result<BTreeSet<EntityId>, String>
 
 /// The expected value `x` of attribute `a`.
 pub fn value(run: &Run, db: &Db, a: EntityId, x: &Edn) -> Result<Value, String> {
-    let attr = db.schema().attribute(a).ok_or_else(|| format!("{a} is not an attribute"))?;
+    let attr = db
+        .schema()
+        .attribute(a)
+        .ok_or_else(|| format!("{a} is not an attribute"))?;
     if attr.value_type == ValueType::Ref {
         return resolve(run, db, x).map(Value::Ref);
     }
     vev::coerce_value(db, attr, x).ok_or_else(|| format!("{x} is not a value of {}", attr.ident))
 }
 
-fn value_set(run: &Run, db: &Db, a: EntityId, x: &Edn, many: bool) -> Result<BTreeSet<Value>, String> {
+fn value_set(
+    run: &Run,
+    db: &Db,
+    a: EntityId,
+    x: &Edn,
+    many: bool,
+) -> Result<BTreeSet<Value>, String> {
     match x {
         Edn::Nil => Ok(BTreeSet::new()),
         Edn::Set(s) if many => s.iter().map(|i| value(run, db, a, i)).collect(),
-        Edn::Vector(v) if many && db.schema().attribute(a).is_some_and(|x| x.value_type != ValueType::Tuple) => {
+        Edn::Vector(v)
+            if many
+                && db
+                    .schema()
+                    .attribute(a)
+                    .is_some_and(|x| x.value_type != ValueType::Tuple) =>
+        {
             v.iter().map(|i| value(run, db, a, i)).collect()
         }
         one => Ok(BTreeSet::from([value(run, db, a, one)?])),
@@ -164,7 +250,9 @@ fn check_entity(run: &Run, db: &Db, e: &Edn, want: &Edn) -> Result<(), String> {
     let got_keys: BTreeSet<String> = got.keys().map(|k| k.to_string()).collect();
     let want_keys: BTreeSet<String> = want_map.keys().map(|k| k.to_string()).collect();
     if got_keys != want_keys {
-        return Err(format!("entity {e} has attributes {got_keys:?}, want {want_keys:?}; entity is {got:?}"));
+        return Err(format!(
+            "entity {e} has attributes {got_keys:?}, want {want_keys:?}; entity is {got:?}"
+        ));
     }
     for (k, v) in want_map {
         check_entity_attr(run, db, e, k, v)?;
@@ -175,7 +263,10 @@ fn check_entity(run: &Run, db: &Db, e: &Edn, want: &Edn) -> Result<(), String> {
 fn check_entity_attr(run: &Run, db: &Db, e: &Edn, a: &Edn, want: &Edn) -> Result<(), String> {
     let id = resolve(run, db, e)?;
     let k = keyword_of(a)?;
-    let attr = db.attribute(k).ok_or_else(|| format!("unknown attribute {k}"))?.clone();
+    let attr = db
+        .attribute(k)
+        .ok_or_else(|| format!("unknown attribute {k}"))?
+        .clone();
     let got: BTreeSet<Value> = db.entity(id).get_all(k).into_iter().collect();
     let want = value_set(run, db, attr.id, want, attr.is_many())?;
     expect_eq(&got, &want).map_err(|m| format!("entity {e} attribute {k}: {m}"))
@@ -189,7 +280,12 @@ fn components(run: &Run, db: &Db, order: IndexOrder, xs: &[Edn]) -> Result<Vec<C
         IndexOrder::Avet => &['a', 'v', 'e', 't'],
         _ => &['v', 'a', 'e', 't'],
     };
-    let attr = xs.iter().zip(positions).find(|(_, p)| **p == 'a').map(|(x, _)| resolve(run, db, x)).transpose()?;
+    let attr = xs
+        .iter()
+        .zip(positions)
+        .find(|(_, p)| **p == 'a')
+        .map(|(x, _)| resolve(run, db, x))
+        .transpose()?;
     let mut out = Vec::new();
     for (x, p) in xs.iter().zip(positions) {
         out.push(match (p, attr) {
@@ -202,47 +298,96 @@ fn components(run: &Run, db: &Db, order: IndexOrder, xs: &[Edn]) -> Result<Vec<C
 }
 
 fn check_datoms(run: &Run, db: &Db, head: &str, args: &[Edn]) -> Result<(), String> {
-    let order_kw = args.first().and_then(Edn::as_keyword).ok_or("expected an index keyword")?;
-    let order = vev::IndexOrder::from_name(order_kw.as_str()).filter(|o| *o != IndexOrder::Log)
+    let order_kw = args
+        .first()
+        .and_then(Edn::as_keyword)
+        .ok_or("expected an index keyword")?;
+    let order = vev::IndexOrder::from_name(order_kw.as_str())
+        .filter(|o| *o != IndexOrder::Log)
         .ok_or_else(|| format!("unknown index {order_kw}"))?;
-    let comps_edn = args.get(1).and_then(Edn::as_seq).ok_or("expected components")?;
+    let comps_edn = args
+        .get(1)
+        .and_then(Edn::as_seq)
+        .ok_or("expected components")?;
     let comps = components(run, db, order, comps_edn)?;
     match head {
         "count" => {
-            let n = args.get(2).and_then(Edn::as_integer).ok_or("expected a count")?;
+            let n = args
+                .get(2)
+                .and_then(Edn::as_integer)
+                .ok_or("expected a count")?;
             expect_eq(&(db.count(order, &comps) as i64), &n)
         }
         "seek" => {
-            let n = args.get(2).and_then(Edn::as_integer).ok_or("expected a count")? as usize;
+            let n = args
+                .get(2)
+                .and_then(Edn::as_integer)
+                .ok_or("expected a count")? as usize;
             let got: Vec<Datom> = db.seek_datoms(order, &comps).take(n).collect();
-            compare_datoms(run, db, &got, args.get(3).ok_or("expected datoms")?, db.view().history)
+            compare_datoms(
+                run,
+                db,
+                &got,
+                args.get(3).ok_or("expected datoms")?,
+                db.view().history,
+            )
         }
         _ => {
             let got: Vec<Datom> = db.datoms(order, &comps).collect();
-            compare_datoms(run, db, &got, args.get(2).ok_or("expected datoms")?, db.view().history)
+            compare_datoms(
+                run,
+                db,
+                &got,
+                args.get(2).ok_or("expected datoms")?,
+                db.view().history,
+            )
         }
     }
 }
 
 /// An expected datom: `[e a v]`, `[e a v tx]` or `[e a v tx added]`.
-fn expected_datom(run: &Run, db: &Db, x: &Edn) -> Result<(EntityId, EntityId, Value, Option<EntityId>, Option<bool>), String> {
-    let items = x.as_seq().filter(|i| (3..=5).contains(&i.len())).ok_or_else(|| format!("bad datom {x}"))?;
+fn expected_datom(
+    run: &Run,
+    db: &Db,
+    x: &Edn,
+) -> Result<(EntityId, EntityId, Value, Option<EntityId>, Option<bool>), String> {
+    let items = x
+        .as_seq()
+        .filter(|i| (3..=5).contains(&i.len()))
+        .ok_or_else(|| format!("bad datom {x}"))?;
     let e = resolve(run, db, &items[0])?;
     let a = resolve(run, db, &items[1])?;
     let v = value(run, db, a, &items[2])?;
     let tx = items.get(3).map(|t| resolve(run, db, t)).transpose()?;
-    let added = items.get(4).map(|b| b.as_bool().ok_or("added is a boolean")).transpose()?;
+    let added = items
+        .get(4)
+        .map(|b| b.as_bool().ok_or("added is a boolean"))
+        .transpose()?;
     Ok((e, a, v, tx, added))
 }
 
-fn compare_datoms(run: &Run, db: &Db, got: &[Datom], want: &Edn, _history: bool) -> Result<(), String> {
+fn compare_datoms(
+    run: &Run,
+    db: &Db,
+    got: &[Datom],
+    want: &Edn,
+    _history: bool,
+) -> Result<(), String> {
     let want = want.as_seq().ok_or("expected a list of datoms")?;
     if got.len() != want.len() {
-        return Err(format!("got {} datoms {got:?}, want {}", got.len(), want.len()));
+        return Err(format!(
+            "got {} datoms {got:?}, want {}",
+            got.len(),
+            want.len()
+        ));
     }
     for (g, w) in got.iter().zip(want) {
         let (e, a, v, tx, added) = expected_datom(run, db, w)?;
-        let ok = g.e == e && g.a == a && g.v == v && tx.is_none_or(|t| g.tx == t) && added.is_none_or(|b| g.added == b);
+        let ok = g.e == e
+            && g.a == a
+            && g.v == v
+            && tx.is_none_or(|t| g.tx == t)
+            && added.is_none_or(|b| g.added == b);
         if !ok {
             return Err(format!("got datom {g:?}, want {w} in {got:?}"));
         }
@@ -252,7 +397,10 @@ fn compare_datoms(run: &Run, db: &Db, got: &[Datom], want: &Edn, _history: bool)
 
 fn check_tx_data(run: &Run, db: &Db, k: &Edn, want: &Edn) -> Result<(), String> {
     let k = index(k)?;
-    let report = run.txs.get(&k).ok_or_else(|| format!("no successful tx {k}"))?;
+    let report = run
+        .txs
+        .get(&k)
+        .ok_or_else(|| format!("no successful tx {k}"))?;
     let tx = report.tx();
     let mut got: Vec<(EntityId, EntityId, Value, bool)> = report
         .tx_data
@@ -262,7 +410,10 @@ fn check_tx_data(run: &Run, db: &Db, k: &Edn, want: &Edn) -> Result<(), String> 
         .collect();
     let mut expected = Vec::new();
     for w in want.as_seq().ok_or("expected a list of datoms")? {
-        let items = w.as_seq().filter(|i| i.len() == 4).ok_or_else(|| format!("tx-data datoms are [e a v added], not {w}"))?;
+        let items = w
+            .as_seq()
+            .filter(|i| i.len() == 4)
+            .ok_or_else(|| format!("tx-data datoms are [e a v added], not {w}"))?;
         let e = resolve(run, db, &items[0])?;
         let a = resolve(run, db, &items[1])?;
         let v = value(run, db, a, &items[2])?;

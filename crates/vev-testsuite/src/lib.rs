@@ -40,7 +40,9 @@ pub fn case_files(dir: &Path) -> Vec<PathBuf> {
     let mut out = Vec::new();
     let mut stack = vec![dir.to_path_buf()];
     while let Some(d) = stack.pop() {
-        let Ok(entries) = std::fs::read_dir(&d) else { continue };
+        let Ok(entries) = std::fs::read_dir(&d) else {
+            continue;
+        };
         for entry in entries.flatten() {
             let p = entry.path();
             if p.is_dir() {
@@ -66,19 +68,33 @@ fn get<'a>(m: &'a BTreeMap<Edn, Edn>, k: &str) -> Option<&'a Edn> {
 pub fn load_file(path: &Path, label: &str) -> Result<Vec<Case>, String> {
     let text = std::fs::read_to_string(path).map_err(|e| format!("{}: {e}", path.display()))?;
     let data = vev::edn::parse(&text).map_err(|e| format!("{}: {e}", path.display()))?;
-    let file = data.as_map().ok_or_else(|| format!("{label}: a case file is a map"))?;
+    let file = data
+        .as_map()
+        .ok_or_else(|| format!("{label}: a case file is a map"))?;
     let schema = get(file, "schema").cloned();
-    let cases = get(file, "cases").and_then(Edn::as_seq).ok_or_else(|| format!("{label}: no :cases"))?;
+    let cases = get(file, "cases")
+        .and_then(Edn::as_seq)
+        .ok_or_else(|| format!("{label}: no :cases"))?;
     let mut out = Vec::new();
     for c in cases {
-        let m = c.as_map().ok_or_else(|| format!("{label}: a case is a map"))?;
-        let name = get(m, "name").and_then(Edn::as_str).ok_or_else(|| format!("{label}: case without :name"))?;
+        let m = c
+            .as_map()
+            .ok_or_else(|| format!("{label}: a case is a map"))?;
+        let name = get(m, "name")
+            .and_then(Edn::as_str)
+            .ok_or_else(|| format!("{label}: case without :name"))?;
         out.push(Case {
             file: label.to_string(),
             name: name.to_string(),
             schema: get(m, "schema").cloned().or_else(|| schema.clone()),
-            txs: get(m, "txs").and_then(Edn::as_seq).map(<[Edn]>::to_vec).unwrap_or_default(),
-            checks: get(m, "checks").and_then(Edn::as_seq).map(<[Edn]>::to_vec).unwrap_or_default(),
+            txs: get(m, "txs")
+                .and_then(Edn::as_seq)
+                .map(<[Edn]>::to_vec)
+                .unwrap_or_default(),
+            checks: get(m, "checks")
+                .and_then(Edn::as_seq)
+                .map(<[Edn]>::to_vec)
+                .unwrap_or_default(),
         });
     }
     Ok(out)
@@ -112,16 +128,25 @@ impl Run {
 
     /// The basis-t of transaction number k.
     pub fn t_of(&self, k: usize) -> Result<u64, String> {
-        self.txs.get(&k).map(|r| r.db_after.basis_t()).ok_or_else(|| format!("no successful tx {k}"))
+        self.txs
+            .get(&k)
+            .map(|r| r.db_after.basis_t())
+            .ok_or_else(|| format!("no successful tx {k}"))
     }
 }
 
 /// Run one case: its transactions, then its checks.
 pub fn run_case(case: &Case) -> Result<(), String> {
     let conn = Connection::open_in_memory();
-    let mut run = Run { conn: conn.clone(), tempids: HashMap::new(), txs: BTreeMap::new() };
+    let mut run = Run {
+        conn: conn.clone(),
+        tempids: HashMap::new(),
+        txs: BTreeMap::new(),
+    };
     if let Some(schema) = &case.schema {
-        let report = conn.transact(&ops_of(schema)?).map_err(|e| format!("schema tx failed: {e}"))?;
+        let report = conn
+            .transact(&ops_of(schema)?)
+            .map_err(|e| format!("schema tx failed: {e}"))?;
         run.record(0, report)?;
     }
     for (i, tx) in case.txs.iter().enumerate() {
@@ -150,14 +175,22 @@ fn run_tx(run: &mut Run, k: usize, tx: &Edn) -> Result<(), String> {
         (Err(e), None) => return Err(format!("tx {k} failed: [{}] {e}", e.code())),
         (Err(e), Some(code)) => {
             if e.code() != code.as_str() {
-                return Err(format!("tx {k}: expected error {code}, got [{}] {e}", e.code()));
+                return Err(format!(
+                    "tx {k}: expected error {code}, got [{}] {e}",
+                    e.code()
+                ));
             }
             let message = e.to_string();
-            let wanted = spec.and_then(|m| get(m, "message-includes")).and_then(Edn::as_seq).unwrap_or(&[]);
+            let wanted = spec
+                .and_then(|m| get(m, "message-includes"))
+                .and_then(Edn::as_seq)
+                .unwrap_or(&[]);
             for w in wanted {
                 let w = w.as_str().ok_or("message-includes holds strings")?;
                 if !message.contains(w) {
-                    return Err(format!("tx {k}: error message {message:?} does not include {w:?}"));
+                    return Err(format!(
+                        "tx {k}: error message {message:?} does not include {w:?}"
+                    ));
                 }
             }
             let after = run.conn.db();
@@ -176,10 +209,15 @@ fn run_tx(run: &mut Run, k: usize, tx: &Edn) -> Result<(), String> {
 }
 
 fn same_datoms(x: &Db, y: &Db) -> bool {
-    let all = |db: &Db| db.history().datoms(vev::IndexOrder::Eavt, &[]).collect::<Vec<_>>();
+    let all = |db: &Db| {
+        db.history()
+            .datoms(vev::IndexOrder::Eavt, &[])
+            .collect::<Vec<_>>()
+    };
     all(x) == all(y)
 }
 
 pub fn keyword_of(e: &Edn) -> Result<&Keyword, String> {
-    e.as_keyword().ok_or_else(|| format!("expected a keyword, got {e}"))
+    e.as_keyword()
+        .ok_or_else(|| format!("expected a keyword, got {e}"))
 }

@@ -7,7 +7,12 @@ fn main() {
     let dir = vev_testsuite::cases_dir();
     let mut trials = Vec::new();
     for path in vev_testsuite::case_files(&dir) {
-        let label = path.strip_prefix(&dir).unwrap_or(&path).with_extension("").display().to_string();
+        let label = path
+            .strip_prefix(&dir)
+            .unwrap_or(&path)
+            .with_extension("")
+            .display()
+            .to_string();
         match vev_testsuite::load_file(&path, &label) {
             Ok(cases) => {
                 for case in cases {
@@ -17,7 +22,9 @@ fn main() {
                     }));
                 }
             }
-            Err(e) => trials.push(Trial::test(format!("load::{label}"), move || Err(Failed::from(e)))),
+            Err(e) => trials.push(Trial::test(format!("load::{label}"), move || {
+                Err(Failed::from(e))
+            })),
         }
     }
     libtest_mimic::run(&args, trials).exit();

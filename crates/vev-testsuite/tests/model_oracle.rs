@@ -131,9 +131,24 @@ fn abs_op() -> impl Strategy<Value = AbsOp> {
 }
 
 fn probe() -> impl Strategy<Value = Probe> {
-    (0..8u8, any::<u8>(), any::<u8>(), 0..5u8, 0..4u8, 0..4u8, any::<[u8; 4]>()).prop_map(
-        |(view, t1, t2, kind, order, len, picks)| Probe { view, t1, t2, kind, order, len, picks },
+    (
+        0..8u8,
+        any::<u8>(),
+        any::<u8>(),
+        0..5u8,
+        0..4u8,
+        0..4u8,
+        any::<[u8; 4]>(),
     )
+        .prop_map(|(view, t1, t2, kind, order, len, picks)| Probe {
+            view,
+            t1,
+            t2,
+            kind,
+            order,
+            len,
+            picks,
+        })
 }
 
 fn step() -> impl Strategy<Value = Step> {
@@ -142,11 +157,18 @@ fn step() -> impl Strategy<Value = Step> {
         proptest::collection::vec(probe(), 0..=4),
         proptest::collection::vec(any::<u8>(), 2),
     )
-        .prop_map(|(ops, probes, sample_ts)| Step { ops, probes, sample_ts })
+        .prop_map(|(ops, probes, sample_ts)| Step {
+            ops,
+            probes,
+            sample_ts,
+        })
 }
 
 fn scenario() -> impl Strategy<Value = Scenario> {
-    (proptest::collection::vec(0..4u8, POOL), proptest::collection::vec(step(), 1..=30))
+    (
+        proptest::collection::vec(0..4u8, POOL),
+        proptest::collection::vec(step(), 1..=30),
+    )
         .prop_map(|(init, steps)| Scenario { init, steps })
 }
 
@@ -170,12 +192,23 @@ fn fail<T>(msg: impl Into<String>) -> Result<T, String> {
 impl Harness {
     fn new(init: &[u8]) -> Result<Harness, String> {
         let conn = Connection::open_in_memory();
-        let report = conn.transact_edn(SCHEMA).map_err(|e| format!("schema: {e}"))?;
+        let report = conn
+            .transact_edn(SCHEMA)
+            .map_err(|e| format!("schema: {e}"))?;
         let db = conn.db();
         let mut infos = Vec::new();
         for (ident, many, is_ref, unique, no_history) in ATTRS {
-            let id = db.entid(&Keyword::new(ident)).ok_or(format!("no attribute {ident}"))?;
-            infos.push(AttrInfo { id, ident, many, is_ref, unique, no_history });
+            let id = db
+                .entid(&Keyword::new(ident))
+                .ok_or(format!("no attribute {ident}"))?;
+            infos.push(AttrInfo {
+                id,
+                ident,
+                many,
+                is_ref,
+                unique,
+                no_history,
+            });
         }
         let attrs = infos.iter().map(|a| a.id).collect();
         let mut h = Harness {
@@ -204,9 +237,13 @@ impl Harness {
             })
             .collect();
         let result = self.conn.transact(&ops);
-        let report = result.as_ref().map_err(|e| format!("pool transaction failed: {e}"))?;
+        let report = result
+            .as_ref()
+            .map_err(|e| format!("pool transaction failed: {e}"))?;
         for i in 0..init.len() {
-            let e = report.tempid(&format!("p{i}")).ok_or(format!("tempid p{i} unresolved"))?;
+            let e = report
+                .tempid(&format!("p{i}"))
+                .ok_or(format!("tempid p{i} unresolved"))?;
             if self.pool.contains(&e) || is_tx_id(e) {
                 return fail(format!("tempid p{i} resolved to {e}, reused or a tx id"));
             }
@@ -241,11 +278,23 @@ impl Harness {
         let tx_value = |v: Value| TxValue::Value(v);
         match *op {
             AbsOp::Add { e, a, v } => (
-                Op::Add { e: ent(e), a: attr(a), v: self.value(a, v) },
-                TxOp::Add { e: EntityRef::Id(ent(e)), a: ident(a), v: tx_value(self.value(a, v)) },
+                Op::Add {
+                    e: ent(e),
+                    a: attr(a),
+                    v: self.value(a, v),
+                },
+                TxOp::Add {
+                    e: EntityRef::Id(ent(e)),
+                    a: ident(a),
+                    v: tx_value(self.value(a, v)),
+                },
             ),
             AbsOp::Retract { e, a, v } => (
-                Op::Retract { e: ent(e), a: attr(a), v: self.value(a, v) },
+                Op::Retract {
+                    e: ent(e),
+                    a: attr(a),
+                    v: self.value(a, v),
+                },
                 TxOp::Retract {
                     e: EntityRef::Id(ent(e)),
                     a: ident(a),
@@ -253,18 +302,33 @@ impl Harness {
                 },
             ),
             AbsOp::RetractAll { e, a } => (
-                Op::RetractAll { e: ent(e), a: attr(a) },
-                TxOp::Retract { e: EntityRef::Id(ent(e)), a: ident(a), v: None },
+                Op::RetractAll {
+                    e: ent(e),
+                    a: attr(a),
+                },
+                TxOp::Retract {
+                    e: EntityRef::Id(ent(e)),
+                    a: ident(a),
+                    v: None,
+                },
             ),
-            AbsOp::RetractEntity { e } => {
-                (Op::RetractEntity { e: ent(e) }, TxOp::RetractEntity { e: EntityRef::Id(ent(e)) })
-            }
+            AbsOp::RetractEntity { e } => (
+                Op::RetractEntity { e: ent(e) },
+                TxOp::RetractEntity {
+                    e: EntityRef::Id(ent(e)),
+                },
+            ),
             AbsOp::Cas { e, a, old, new } => {
                 let a = CAS_ATTRS[usize::from(a) % CAS_ATTRS.len()];
                 let old = old.map(|o| self.value(a, o));
                 let new = self.value(a, new);
                 (
-                    Op::Cas { e: ent(e), a: attr(a), old: old.clone(), new: new.clone() },
+                    Op::Cas {
+                        e: ent(e),
+                        a: attr(a),
+                        old: old.clone(),
+                        new: new.clone(),
+                    },
                     TxOp::Cas {
                         e: EntityRef::Id(ent(e)),
                         a: ident(a),
@@ -288,18 +352,26 @@ impl Harness {
                 .map_err(|m| format!("after {text}: {m}"))?;
         }
         for p in &step.probes {
-            self.probe(&db, p).map_err(|m| format!("after {text}: {m}"))?;
+            self.probe(&db, p)
+                .map_err(|m| format!("after {text}: {m}"))?;
         }
         Ok(())
     }
 
     fn instant_of(&self, report: &TxReport) -> Result<Datom, String> {
         let tx = report.tx();
-        let found: Vec<&Datom> =
-            report.tx_data.iter().filter(|d| d.e == tx && d.a == sys::TX_INSTANT).collect();
+        let found: Vec<&Datom> = report
+            .tx_data
+            .iter()
+            .filter(|d| d.e == tx && d.a == sys::TX_INSTANT)
+            .collect();
         match found.as_slice() {
             [d] if d.added && d.tx == tx => Ok((*d).clone()),
-            _ => fail(format!("tx-data of t {} has {} txInstant datoms", t_of(tx), found.len())),
+            _ => fail(format!(
+                "tx-data of t {} has {} txInstant datoms",
+                t_of(tx),
+                found.len()
+            )),
         }
     }
 
@@ -320,12 +392,17 @@ impl Harness {
                     ));
                 }
                 if self.conn.db().basis_t() != self.basis_t {
-                    return fail(format!("{text}: failed with {} but the basis-t moved", e.code()));
+                    return fail(format!(
+                        "{text}: failed with {} but the basis-t moved",
+                        e.code()
+                    ));
                 }
             }
             (Err(codes), Ok(report)) => {
                 let data = self.show_all(&sorted(IndexOrder::Log, report.tx_data));
-                return fail(format!("{text}: vev committed {data}, model expected {codes:?}"));
+                return fail(format!(
+                    "{text}: vev committed {data}, model expected {codes:?}"
+                ));
             }
             (Ok(changes), Err(e)) => {
                 return fail(format!(
@@ -337,13 +414,21 @@ impl Harness {
             (Ok(changes), Ok(report)) => {
                 let t = report.db_after.basis_t();
                 if t != self.basis_t + 1 || report.tx() != tx_id(t) {
-                    return fail(format!("{text}: committed at t {t} after t {}", self.basis_t));
+                    return fail(format!(
+                        "{text}: committed at t {t} after t {}",
+                        self.basis_t
+                    ));
                 }
                 let instant = self.instant_of(&report)?;
                 self.model.commit(report.tx(), instant, &changes);
                 self.basis_t = t;
-                let expected =
-                    self.model.log.iter().filter(|d| d.tx == report.tx()).cloned().collect();
+                let expected = self
+                    .model
+                    .log
+                    .iter()
+                    .filter(|d| d.tx == report.tx())
+                    .cloned()
+                    .collect();
                 self.same(
                     &format!("{text}: tx-data"),
                     sorted(IndexOrder::Log, report.tx_data),
@@ -358,10 +443,17 @@ impl Harness {
     fn check_now(&self) -> Result<(), String> {
         let db = self.conn.db();
         if db.basis_t() != self.basis_t {
-            return fail(format!("basis-t is {}, expected {}", db.basis_t(), self.basis_t));
+            return fail(format!(
+                "basis-t is {}, expected {}",
+                db.basis_t(),
+                self.basis_t
+            ));
         }
         self.check_view(&db, "current", ViewSpec::default(), &IndexOrder::ALL)?;
-        let history = ViewSpec { history: true, ..ViewSpec::default() };
+        let history = ViewSpec {
+            history: true,
+            ..ViewSpec::default()
+        };
         self.check_view(&db.history(), "history", history, &IndexOrder::ALL)?;
         self.check_log(&db, Some(self.basis_t), Some(self.basis_t + 1))?;
         self.check_log(&db, None, None)
@@ -369,7 +461,11 @@ impl Harness {
 
     /// `as_of(t)` and `since(t)` in every order, their history variants in EAVT.
     fn check_time_views(&self, db: &Db, t: BasisT) -> Result<(), String> {
-        let spec = |as_of, since, history| ViewSpec { as_of, since, history };
+        let spec = |as_of, since, history| ViewSpec {
+            as_of,
+            since,
+            history,
+        };
         self.check_view(
             &db.as_of(t),
             &format!("as-of {t}"),
@@ -422,7 +518,11 @@ impl Harness {
                 .filter(|d| order != IndexOrder::Vaet || self.is_ref(d.a))
                 .cloned()
                 .collect();
-            self.same(&format!("{label} {}", order.name()), got, sorted(order, want))?;
+            self.same(
+                &format!("{label} {}", order.name()),
+                got,
+                sorted(order, want),
+            )?;
         }
         Ok(())
     }
@@ -449,15 +549,25 @@ impl Harness {
         let label = format!("tx-range {start}..{end:?}");
         if got.len() != want.len() {
             let ts: Vec<BasisT> = got.iter().map(|x| x.t).collect();
-            return fail(format!("{label}: vev has transactions {ts:?}, model has {}", want.len()));
+            return fail(format!(
+                "{label}: vev has transactions {ts:?}, model has {}",
+                want.len()
+            ));
         }
         for (g, (t, tx, datoms)) in got.into_iter().zip(want) {
             if g.t != t || g.tx != tx {
-                return fail(format!("{label}: entry t {} tx {}, model t {t} tx {tx}", g.t, g.tx));
+                return fail(format!(
+                    "{label}: entry t {} tx {}, model t {t} tx {tx}",
+                    g.t, g.tx
+                ));
             }
             // The schema transaction's attribute datoms are out of scope.
             let got = g.datoms.into_iter().filter(|d| self.in_scope(d)).collect();
-            self.same(&format!("{label} t {t}"), got, sorted(IndexOrder::Log, datoms))?;
+            self.same(
+                &format!("{label} t {t}"),
+                got,
+                sorted(IndexOrder::Log, datoms),
+            )?;
         }
         Ok(())
     }
@@ -468,18 +578,34 @@ impl Harness {
     fn probe_view(&self, db: &Db, p: &Probe) -> (Db, ViewSpec, String) {
         let t1 = BasisT::from(p.t1) % (self.basis_t + 1);
         let t2 = BasisT::from(p.t2) % (self.basis_t + 1);
-        let spec = |as_of, since, history| ViewSpec { as_of, since, history };
+        let spec = |as_of, since, history| ViewSpec {
+            as_of,
+            since,
+            history,
+        };
         match p.view {
             0 => (db.clone(), ViewSpec::default(), "current".into()),
             1 => (db.history(), spec(None, None, true), "history".into()),
-            2 => (db.as_of(t1), spec(Some(t1), None, false), format!("as-of {t1}")),
-            3 => (db.since(t1), spec(None, Some(t1), false), format!("since {t1}")),
-            4 => {
-                (db.as_of(t1).history(), spec(Some(t1), None, true), format!("history as-of {t1}"))
-            }
-            5 => {
-                (db.history().since(t1), spec(None, Some(t1), true), format!("history since {t1}"))
-            }
+            2 => (
+                db.as_of(t1),
+                spec(Some(t1), None, false),
+                format!("as-of {t1}"),
+            ),
+            3 => (
+                db.since(t1),
+                spec(None, Some(t1), false),
+                format!("since {t1}"),
+            ),
+            4 => (
+                db.as_of(t1).history(),
+                spec(Some(t1), None, true),
+                format!("history as-of {t1}"),
+            ),
+            5 => (
+                db.history().since(t1),
+                spec(None, Some(t1), true),
+                format!("history since {t1}"),
+            ),
             6 => {
                 let (lo, hi) = (t1.min(t2), t1.max(t2));
                 (
@@ -515,7 +641,10 @@ impl Harness {
 
     fn prefix(&self, order: IndexOrder, len: usize, picks: &[u8; 4]) -> Vec<Component> {
         let positions: Vec<char> = order.name().chars().collect();
-        let attr = positions.iter().position(|c| *c == 'a').map(|i| picks[i] % 6);
+        let attr = positions
+            .iter()
+            .position(|c| *c == 'a')
+            .map(|i| picks[i] % 6);
         (0..len)
             .map(|i| {
                 let attr = attr.filter(|_| positions[..i].contains(&'a'));
@@ -528,20 +657,27 @@ impl Harness {
         let (view, spec, label) = self.probe_view(db, p);
         let order = IndexOrder::ALL[usize::from(p.order) % 4];
         let all = self.model.view(spec);
-        let all: Vec<Datom> =
-            all.into_iter().filter(|d| order != IndexOrder::Vaet || self.is_ref(d.a)).collect();
+        let all: Vec<Datom> = all
+            .into_iter()
+            .filter(|d| order != IndexOrder::Vaet || self.is_ref(d.a))
+            .collect();
         let prefix = self.prefix(order, 1 + usize::from(p.len), &p.picks);
         let shown = format!("{label} {} {}", order.name(), self.show_prefix(&prefix));
         match p.kind {
             0 => {
                 let got: Vec<Datom> = view.datoms(order, &prefix).collect();
-                let want =
-                    all.into_iter().filter(|d| cmp_prefix(order, d, &prefix).is_eq()).collect();
+                let want = all
+                    .into_iter()
+                    .filter(|d| cmp_prefix(order, d, &prefix).is_eq())
+                    .collect();
                 self.same(&format!("datoms {shown}"), got, sorted(order, want))
             }
             1 => {
                 let got = view.count(order, &prefix);
-                let want = all.iter().filter(|d| cmp_prefix(order, d, &prefix).is_eq()).count();
+                let want = all
+                    .iter()
+                    .filter(|d| cmp_prefix(order, d, &prefix).is_eq())
+                    .count();
                 if got == want {
                     Ok(())
                 } else {
@@ -549,10 +685,14 @@ impl Harness {
                 }
             }
             2 => {
-                let got: Vec<Datom> =
-                    view.seek_datoms(order, &prefix).filter(|d| self.in_scope(d)).collect();
-                let want =
-                    all.into_iter().filter(|d| cmp_prefix(order, d, &prefix).is_ge()).collect();
+                let got: Vec<Datom> = view
+                    .seek_datoms(order, &prefix)
+                    .filter(|d| self.in_scope(d))
+                    .collect();
+                let want = all
+                    .into_iter()
+                    .filter(|d| cmp_prefix(order, d, &prefix).is_ge())
+                    .collect();
                 self.same(&format!("seek {shown}"), got, sorted(order, want))
             }
             3 => self.probe_range(&view, spec, &label, p),
@@ -580,7 +720,11 @@ impl Harness {
             })
             .collect();
         let range = format!("{} {:?}..{:?}", ATTRS[usize::from(a)].0, start, end);
-        self.same(&format!("index-range {label} {range}"), got, sorted(IndexOrder::Avet, want))
+        self.same(
+            &format!("index-range {label} {range}"),
+            got,
+            sorted(IndexOrder::Avet, want),
+        )
     }
 
     // --------------------------------------------------------------------------------------
@@ -673,21 +817,29 @@ fn edn_of(ops: &[TxOp]) -> String {
 fn run(s: &Scenario) -> Result<(), String> {
     let mut h = Harness::new(&s.init)?;
     for (i, step) in s.steps.iter().enumerate() {
-        h.step(step).map_err(|m| format!("step {i} (pool {}): {m}", h.show_pool()))?;
+        h.step(step)
+            .map_err(|m| format!("step {i} (pool {}): {m}", h.show_pool()))?;
     }
     h.check_all_times().map_err(|m| format!("final sweep: {m}"))
 }
 
 impl Harness {
     fn show_pool(&self) -> String {
-        let items: Vec<String> =
-            self.pool.iter().enumerate().map(|(i, e)| format!("p{i}={e}")).collect();
+        let items: Vec<String> = self
+            .pool
+            .iter()
+            .enumerate()
+            .map(|(i, e)| format!("p{i}={e}"))
+            .collect();
         items.join(" ")
     }
 }
 
 fn cases() -> u32 {
-    std::env::var("VEV_PROPTEST_CASES").ok().and_then(|s| s.parse().ok()).unwrap_or(64)
+    std::env::var("VEV_PROPTEST_CASES")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(64)
 }
 
 proptest! {
@@ -708,9 +860,16 @@ proptest! {
 fn ops_only(steps: Vec<Vec<AbsOp>>) -> Scenario {
     let steps = steps
         .into_iter()
-        .map(|ops| Step { ops, probes: Vec::new(), sample_ts: Vec::new() })
+        .map(|ops| Step {
+            ops,
+            probes: Vec::new(),
+            sample_ts: Vec::new(),
+        })
         .collect();
-    Scenario { init: vec![0; POOL], steps }
+    Scenario {
+        init: vec![0; POOL],
+        steps,
+    }
 }
 
 fn check(steps: Vec<Vec<AbsOp>>) {
@@ -725,9 +884,31 @@ use AbsOp::{Add, Cas, Retract, RetractAll, RetractEntity};
 fn model_oracle_card_one_replacement_and_no_history() {
     let nohist = 5;
     check(vec![
-        vec![Add { e: 0, a: ONE, v: 1 }, Add { e: 0, a: nohist, v: 1 }],
-        vec![Add { e: 0, a: nohist, v: 2 }, Cas { e: 0, a: 0, old: Some(1), new: 2 }],
-        vec![RetractAll { e: 0, a: nohist }, Retract { e: 0, a: ONE, v: 2 }],
+        vec![
+            Add { e: 0, a: ONE, v: 1 },
+            Add {
+                e: 0,
+                a: nohist,
+                v: 1,
+            },
+        ],
+        vec![
+            Add {
+                e: 0,
+                a: nohist,
+                v: 2,
+            },
+            Cas {
+                e: 0,
+                a: 0,
+                old: Some(1),
+                new: 2,
+            },
+        ],
+        vec![
+            RetractAll { e: 0, a: nohist },
+            Retract { e: 0, a: ONE, v: 2 },
+        ],
     ]);
 }
 
@@ -735,7 +916,15 @@ fn model_oracle_card_one_replacement_and_no_history() {
 fn model_oracle_retract_entity_removes_refs_to_it() {
     let (refs, r) = (3, 2);
     check(vec![
-        vec![Add { e: 1, a: refs, v: 0 }, Add { e: 2, a: r, v: 0 }, Add { e: 0, a: r, v: 0 }],
+        vec![
+            Add {
+                e: 1,
+                a: refs,
+                v: 0,
+            },
+            Add { e: 2, a: r, v: 0 },
+            Add { e: 0, a: r, v: 0 },
+        ],
         vec![RetractEntity { e: 0 }],
         vec![RetractEntity { e: 0 }, Add { e: 0, a: ONE, v: 3 }],
     ]);
@@ -744,7 +933,18 @@ fn model_oracle_retract_entity_removes_refs_to_it() {
 #[test]
 fn model_oracle_assert_and_retract_of_an_absent_fact_conflicts() {
     let many = 1;
-    check(vec![vec![Add { e: 0, a: many, v: 1 }, Retract { e: 0, a: many, v: 1 }]]);
+    check(vec![vec![
+        Add {
+            e: 0,
+            a: many,
+            v: 1,
+        },
+        Retract {
+            e: 0,
+            a: many,
+            v: 1,
+        },
+    ]]);
 }
 
 #[test]

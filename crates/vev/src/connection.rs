@@ -44,7 +44,9 @@ impl TxFunctions for Registry<'_> {
 }
 
 fn now_ms() -> i64 {
-    SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_millis() as i64)
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis() as i64)
 }
 
 impl Connection {
@@ -58,7 +60,9 @@ impl Connection {
         Connection {
             inner: Arc::new(Inner {
                 latest: RwLock::new(db.current()),
-                writer: Mutex::new(Writer { listeners: Vec::new() }),
+                writer: Mutex::new(Writer {
+                    listeners: Vec::new(),
+                }),
                 functions: RwLock::new(HashMap::new()),
             }),
         }
@@ -66,12 +70,19 @@ impl Connection {
 
     /// The latest database value.
     pub fn db(&self) -> Db {
-        self.inner.latest.read().unwrap_or_else(|p| p.into_inner()).clone()
+        self.inner
+            .latest
+            .read()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone()
     }
 
     /// Transact EDN transaction data.
     pub fn transact_edn(&self, text: &str) -> Result<TxReport, Error> {
-        let ops: Vec<TxOp> = vev_core::parse_tx(text)?.into_iter().map(|s| s.op).collect();
+        let ops: Vec<TxOp> = vev_core::parse_tx(text)?
+            .into_iter()
+            .map(|s| s.op)
+            .collect();
         self.transact(&ops)
     }
 
@@ -81,7 +92,9 @@ impl Connection {
         let before = self.db();
         let report = self.apply(&before, ops)?;
         *self.inner.latest.write().unwrap_or_else(|p| p.into_inner()) = report.db_after.clone();
-        writer.listeners.retain(|tx| tx.send(report.clone()).is_ok());
+        writer
+            .listeners
+            .retain(|tx| tx.send(report.clone()).is_ok());
         Ok(report)
     }
 
@@ -92,13 +105,23 @@ impl Connection {
 
     /// `with` for EDN transaction data.
     pub fn with_edn(&self, db: &Db, text: &str) -> Result<TxReport, Error> {
-        let ops: Vec<TxOp> = vev_core::parse_tx(text)?.into_iter().map(|s| s.op).collect();
+        let ops: Vec<TxOp> = vev_core::parse_tx(text)?
+            .into_iter()
+            .map(|s| s.op)
+            .collect();
         self.with(db, &ops)
     }
 
     fn apply(&self, db: &Db, ops: &[TxOp]) -> Result<TxReport, Error> {
-        let functions = self.inner.functions.read().unwrap_or_else(|p| p.into_inner());
-        let ctx = TxContext { functions: &Registry(&functions), now_ms: now_ms() };
+        let functions = self
+            .inner
+            .functions
+            .read()
+            .unwrap_or_else(|p| p.into_inner());
+        let ctx = TxContext {
+            functions: &Registry(&functions),
+            now_ms: now_ms(),
+        };
         Ok(vev_db::transact(db, ops, &ctx)?)
     }
 
@@ -109,13 +132,22 @@ impl Connection {
         f: impl Fn(&Db, &[Edn]) -> Result<Vec<TxOp>, String> + Send + Sync + 'static,
     ) {
         let key = Keyword::new(ident.trim_start_matches(':'));
-        self.inner.functions.write().unwrap_or_else(|p| p.into_inner()).insert(key, Arc::new(f));
+        self.inner
+            .functions
+            .write()
+            .unwrap_or_else(|p| p.into_inner())
+            .insert(key, Arc::new(f));
     }
 
     /// A feed of every transaction report committed from now on, in commit order.
     pub fn subscribe(&self) -> Receiver<TxReport> {
         let (tx, rx) = channel();
-        self.inner.writer.lock().unwrap_or_else(|p| p.into_inner()).listeners.push(tx);
+        self.inner
+            .writer
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .listeners
+            .push(tx);
         rx
     }
 }

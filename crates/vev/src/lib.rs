@@ -34,5 +34,7 @@ pub use vev_core::{
     Edn, EntityId, EntityName, EntityRef, IndexOrder, Keyword, Schema, Symbol, TempId, TupleSpec,
     TxError, TxMap, TxOp, TxValue, Unique, Value, ValueType,
 };
-pub use vev_db::{coerce_value, Datoms, Db, Entity, TimePoint, TxContext, TxFunctions, TxLogEntry, TxReport, View};
+pub use vev_db::{
+    coerce_value, Datoms, Db, Entity, TimePoint, TxContext, TxFunctions, TxLogEntry, TxReport, View,
+};
 pub use vev_edn as edn;

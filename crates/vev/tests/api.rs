@@ -19,7 +19,13 @@ fn kw(s: &str) -> Keyword {
 fn balance(db: &Db, id: &str) -> Option<i64> {
     let e = db.attribute(&kw("account/id")).map(|a| a.id)?;
     let holder = db
-        .datoms(vev::IndexOrder::Avet, &[vev::Component::Entity(e), vev::Component::Value(Value::string(id))])
+        .datoms(
+            vev::IndexOrder::Avet,
+            &[
+                vev::Component::Entity(e),
+                vev::Component::Value(Value::string(id)),
+            ],
+        )
         .next()?
         .e;
     db.entity(holder).get(&kw("account/balance"))?.as_long()
@@ -28,22 +34,34 @@ fn balance(db: &Db, id: &str) -> Option<i64> {
 fn bank() -> Connection {
     let conn = Connection::open_in_memory();
     conn.transact_edn(SCHEMA).unwrap();
-    conn.transact_edn(r#"[{:account/id "a" :account/balance 100} {:account/id "b" :account/balance 0}]"#)
-        .unwrap();
+    conn.transact_edn(
+        r#"[{:account/id "a" :account/balance 100} {:account/id "b" :account/balance 0}]"#,
+    )
+    .unwrap();
     conn
 }
 
 fn register_transfer(conn: &Connection) {
     conn.register_fn("bank/transfer", |db: &Db, args: &[Edn]| {
         let [Edn::String(from), Edn::String(to), Edn::Integer(amount)] = args else {
-            return Err(format!("expected [from to amount], got {} arguments", args.len()));
+            return Err(format!(
+                "expected [from to amount], got {} arguments",
+                args.len()
+            ));
         };
         let from_balance = balance(db, from).ok_or_else(|| format!("no account {from:?}"))?;
         let to_balance = balance(db, to).ok_or_else(|| format!("no account {to:?}"))?;
         if from_balance < *amount {
-            return Err(format!("insufficient funds in {from:?}: {from_balance} < {amount}"));
+            return Err(format!(
+                "insufficient funds in {from:?}: {from_balance} < {amount}"
+            ));
         }
-        let lookup = |id: &str| EntityRef::LookupRef(kw("account/id"), Box::new(TxValue::Value(Value::string(id))));
+        let lookup = |id: &str| {
+            EntityRef::LookupRef(
+                kw("account/id"),
+                Box::new(TxValue::Value(Value::string(id))),
+            )
+        };
         Ok(vec![
             TxOp::Cas {
                 e: lookup(from),
@@ -51,7 +69,11 @@ fn register_transfer(conn: &Connection) {
                 old: Some(Value::Long(from_balance).into()),
                 new: Value::Long(from_balance - amount).into(),
             },
-            TxOp::add(lookup(to), "account/balance", Value::Long(to_balance + amount)),
+            TxOp::add(
+                lookup(to),
+                "account/balance",
+                Value::Long(to_balance + amount),
+            ),
         ])
     });
 }
@@ -60,15 +82,23 @@ fn register_transfer(conn: &Connection) {
 fn transaction_functions_see_db_before_and_expand() {
     let conn = bank();
     register_transfer(&conn);
-    conn.transact_edn(r#"[[:bank/transfer "a" "b" 30] [:db/add "datomic.tx" :audit/note "payday"]]"#)
-        .unwrap();
+    conn.transact_edn(
+        r#"[[:bank/transfer "a" "b" 30] [:db/add "datomic.tx" :audit/note "payday"]]"#,
+    )
+    .unwrap();
     let db = conn.db();
     assert_eq!(balance(&db, "a"), Some(70));
     assert_eq!(balance(&db, "b"), Some(30));
-    let err = conn.transact_edn(r#"[[:bank/transfer "a" "b" 1000]]"#).unwrap_err();
+    let err = conn
+        .transact_edn(r#"[[:bank/transfer "a" "b" 1000]]"#)
+        .unwrap_err();
     assert_eq!(err.code(), "tx/function-failed");
     assert!(err.to_string().contains("insufficient funds"), "{err}");
-    assert_eq!(conn.db().basis_t(), db.basis_t(), "a failed transaction changes nothing");
+    assert_eq!(
+        conn.db().basis_t(),
+        db.basis_t(),
+        "a failed transaction changes nothing"
+    );
     let err = conn.transact_edn(r#"[[:bank/no-such-fn 1]]"#).unwrap_err();
     assert_eq!(err.code(), "tx/unknown-function");
 }
@@ -84,9 +114,16 @@ fn rust_built_transaction_data() {
     )];
     let report = conn.transact(&ops).unwrap();
     let e = report.tempid("acc").unwrap();
-    assert_eq!(conn.db().entity(e).get(&kw("account/balance")), Some(Value::Long(5)));
+    assert_eq!(
+        conn.db().entity(e).get(&kw("account/balance")),
+        Some(Value::Long(5))
+    );
     // A tempid as the value of a non-ref attribute is a typed error.
-    let bad = vec![TxOp::add(EntityRef::Id(e), "account/balance", TxValue::Entity(EntityRef::tempid("t")))];
+    let bad = vec![TxOp::add(
+        EntityRef::Id(e),
+        "account/balance",
+        TxValue::Entity(EntityRef::tempid("t")),
+    )];
     assert_eq!(conn.transact(&bad).unwrap_err().code(), "tx/tempid-not-ref");
 }
 
@@ -97,7 +134,9 @@ fn change_feed_delivers_every_report_in_order() {
     let writer = conn.clone();
     let handle = thread::spawn(move || {
         for i in 0..50 {
-            writer.transact_edn(&format!(r#"[{{:account/id "a" :account/balance {i}}}]"#)).unwrap();
+            writer
+                .transact_edn(&format!(r#"[{{:account/id "a" :account/balance {i}}}]"#))
+                .unwrap();
         }
     });
     handle.join().unwrap();
@@ -110,7 +149,9 @@ fn change_feed_delivers_every_report_in_order() {
 fn with_is_speculative() {
     let conn = bank();
     let before = conn.db();
-    let report = conn.with_edn(&before, r#"[{:account/id "a" :account/balance 1}]"#).unwrap();
+    let report = conn
+        .with_edn(&before, r#"[{:account/id "a" :account/balance 1}]"#)
+        .unwrap();
     assert_eq!(balance(&report.db_after, "a"), Some(1));
     assert_eq!(balance(&conn.db(), "a"), Some(100));
     assert_eq!(conn.db().basis_t(), before.basis_t());
@@ -119,9 +160,13 @@ fn with_is_speculative() {
 #[test]
 fn malformed_text_errors_carry_spans() {
     let conn = bank();
-    let err = conn.transact_edn("[[:db/add \"x\" :account/id]\n [:db/add]]").unwrap_err();
+    let err = conn
+        .transact_edn("[[:db/add \"x\" :account/id]\n [:db/add]]")
+        .unwrap_err();
     assert_eq!(err.code(), "tx/malformed-form");
-    let vev::Error::Tx(tx) = &err else { panic!("{err:?}") };
+    let vev::Error::Tx(tx) = &err else {
+        panic!("{err:?}")
+    };
     let span = tx.span().expect("a span");
     assert_eq!((span.start.line, span.start.column), (1, 2));
     let err = conn.transact_edn("[{:account/id \"x\"").unwrap_err();
@@ -154,7 +199,8 @@ fn db_values_are_send_sync_and_readers_run_during_writes() {
         })
         .collect();
     for i in 0..200 {
-        conn.transact_edn(&format!(r#"[{{:account/id "a" :account/balance {i}}}]"#)).unwrap();
+        conn.transact_edn(&format!(r#"[{{:account/id "a" :account/balance {i}}}]"#))
+            .unwrap();
     }
     stop.store(true, std::sync::atomic::Ordering::Relaxed);
     for r in readers {
@@ -169,7 +215,8 @@ fn old_db_values_stay_unchanged() {
     let count = |db: &Db| db.datoms(vev::IndexOrder::Eavt, &[]).count();
     let n = count(&old);
     for i in 0..100 {
-        conn.transact_edn(&format!(r#"[{{:account/id "n{i}" :account/balance {i}}}]"#)).unwrap();
+        conn.transact_edn(&format!(r#"[{{:account/id "n{i}" :account/balance {i}}}]"#))
+            .unwrap();
     }
     assert_eq!(count(&old), n);
     assert_eq!(balance(&old, "n5"), None);
@@ -180,7 +227,8 @@ fn old_db_values_stay_unchanged() {
 fn tx_log_and_time_points() {
     let conn = bank();
     let t = conn.db().basis_t();
-    conn.transact_edn(r#"[{:account/id "a" :account/balance 7}]"#).unwrap();
+    conn.transact_edn(r#"[{:account/id "a" :account/balance 7}]"#)
+        .unwrap();
     let db = conn.db();
     let log = db.tx_range(Some(t), None);
     assert_eq!(log.len(), 2);
@@ -190,5 +238,11 @@ fn tx_log_and_time_points() {
     let tx = vev::ids::tx_id(t);
     assert_eq!(balance(&db.as_of(vev::TimePoint::Tx(tx)), "a"), Some(100));
     assert_eq!(balance(&db.as_of(t), "a"), Some(100));
-    assert_eq!(db.since(t).datoms(vev::IndexOrder::Eavt, &[]).filter(|d| d.a != vev::schema::sys::TX_INSTANT).count(), 1);
+    assert_eq!(
+        db.since(t)
+            .datoms(vev::IndexOrder::Eavt, &[])
+            .filter(|d| d.a != vev::schema::sys::TX_INSTANT)
+            .count(),
+        1
+    );
 }

@@ -22,8 +22,17 @@ struct Expander<'a> {
     next_internal: u64,
 }
 
-pub(crate) fn expand(db: &Db, ops: &[TxOp], functions: &dyn TxFunctions) -> Result<Vec<Term>, TxError> {
-    let mut x = Expander { db, functions, terms: Vec::with_capacity(ops.len() * 4), next_internal: 0 };
+pub(crate) fn expand(
+    db: &Db,
+    ops: &[TxOp],
+    functions: &dyn TxFunctions,
+) -> Result<Vec<Term>, TxError> {
+    let mut x = Expander {
+        db,
+        functions,
+        terms: Vec::with_capacity(ops.len() * 4),
+        next_internal: 0,
+    };
     for op in ops {
         x.op(op, 0)?;
     }
@@ -37,20 +46,30 @@ impl Expander<'_> {
                 let a = self.attr(a)?;
                 let e = self.entity(e)?;
                 for v in self.values(&a, v, &e)? {
-                    self.terms.push(Term::Add { e: e.clone(), a: a.clone(), v });
+                    self.terms.push(Term::Add {
+                        e: e.clone(),
+                        a: a.clone(),
+                        v,
+                    });
                 }
             }
             TxOp::Retract { e, a, v } => {
                 let a = self.attr(a)?;
                 if a.is_composite() {
-                    return Err(TxError::CompositeTupleWrite { attribute: a.ident.clone() });
+                    return Err(TxError::CompositeTupleWrite {
+                        attribute: a.ident.clone(),
+                    });
                 }
                 let e = self.entity(e)?;
                 match v {
                     None => self.terms.push(Term::Retract { e, a, v: None }),
                     Some(v) => {
                         for v in self.values(&a, v, &e)? {
-                            self.terms.push(Term::Retract { e: e.clone(), a: a.clone(), v: Some(v) });
+                            self.terms.push(Term::Retract {
+                                e: e.clone(),
+                                a: a.clone(),
+                                v: Some(v),
+                            });
                         }
                     }
                 }
@@ -62,7 +81,9 @@ impl Expander<'_> {
             TxOp::Cas { e, a, old, new } => {
                 let a = self.attr(a)?;
                 if a.is_composite() {
-                    return Err(TxError::CompositeTupleWrite { attribute: a.ident.clone() });
+                    return Err(TxError::CompositeTupleWrite {
+                        attribute: a.ident.clone(),
+                    });
                 }
                 let e = self.entity(e)?;
                 let old = old.as_ref().map(|v| self.single(&a, v, &e)).transpose()?;
@@ -77,7 +98,12 @@ impl Expander<'_> {
         Ok(())
     }
 
-    fn call(&mut self, name: &vev_core::Keyword, args: &[Edn], depth: usize) -> Result<(), TxError> {
+    fn call(
+        &mut self,
+        name: &vev_core::Keyword,
+        args: &[Edn],
+        depth: usize,
+    ) -> Result<(), TxError> {
         if depth >= CALL_DEPTH_MAX {
             return Err(TxError::FunctionFailed {
                 name: name.clone(),
@@ -85,8 +111,13 @@ impl Expander<'_> {
             });
         }
         match self.functions.call(name, self.db, args) {
-            None => Err(TxError::UnknownFunction { name: Edn::Keyword(name.clone()) }),
-            Some(Err(message)) => Err(TxError::FunctionFailed { name: name.clone(), message }),
+            None => Err(TxError::UnknownFunction {
+                name: Edn::Keyword(name.clone()),
+            }),
+            Some(Err(message)) => Err(TxError::FunctionFailed {
+                name: name.clone(),
+                message,
+            }),
             Some(Ok(ops)) => {
                 for op in &ops {
                     self.op(op, depth + 1)?;
@@ -100,7 +131,10 @@ impl Expander<'_> {
     fn map(&mut self, m: &TxMap, nested_under: Option<&Attribute>) -> Result<E, TxError> {
         self.map_inner(m, nested_under).map_err(|err| match err {
             // Name a schema entity by the ident the map gives it.
-            TxError::InvalidAttribute { attribute: Edn::String(_), reason } => {
+            TxError::InvalidAttribute {
+                attribute: Edn::String(_),
+                reason,
+            } => {
                 let ident = m.attrs.iter().find(|(k, _)| k.as_str() == "db/ident");
                 let attribute = ident.map_or(Edn::Nil, |(_, v)| v.to_edn());
                 TxError::InvalidAttribute { attribute, reason }
@@ -145,7 +179,11 @@ impl Expander<'_> {
             }
             let a = self.attr(&AttrRef::Ident(k.clone()))?;
             for v in self.values(&a, v, &e)? {
-                self.terms.push(Term::Add { e: e.clone(), a: a.clone(), v });
+                self.terms.push(Term::Add {
+                    e: e.clone(),
+                    a: a.clone(),
+                    v,
+                });
             }
         }
         Ok(e)
@@ -156,7 +194,11 @@ impl Expander<'_> {
             E::Id(id) => V::Val(Value::Ref(id)),
             E::Temp(t) => V::Temp(t),
         };
-        self.terms.push(Term::Add { e: from, a: a.clone(), v });
+        self.terms.push(Term::Add {
+            e: from,
+            a: a.clone(),
+            v,
+        });
     }
 
     /// Datomic's rule: a nested map is a component, or names its entity, or carries a
@@ -166,7 +208,9 @@ impl Expander<'_> {
             return Ok(());
         }
         let has_unique = m.attrs.iter().any(|(k, _)| {
-            self.db.attribute(k).is_some_and(|a| a.unique == Some(vev_core::Unique::Identity))
+            self.db
+                .attribute(k)
+                .is_some_and(|a| a.unique == Some(vev_core::Unique::Identity))
         });
         if has_unique {
             return Ok(());
@@ -186,7 +230,9 @@ impl Expander<'_> {
             AttrRef::Ident(k) => schema.attribute_by_ident(k),
             AttrRef::Id(id) => schema.attribute(*id),
         };
-        found.cloned().ok_or_else(|| TxError::UnknownAttribute { ident: a.to_edn() })
+        found
+            .cloned()
+            .ok_or_else(|| TxError::UnknownAttribute { ident: a.to_edn() })
     }
 
     /// Resolve an entity in entity position.
@@ -204,7 +250,8 @@ impl Expander<'_> {
     }
 
     fn values(&mut self, a: &Arc<Attribute>, v: &TxValue, e: &E) -> Result<Vec<V>, TxError> {
-        self.values_inner(a, v, e, a.is_many()).map_err(|err| schema_error(err, a, e))
+        self.values_inner(a, v, e, a.is_many())
+            .map_err(|err| schema_error(err, a, e))
     }
 
     fn values_reverse(&mut self, a: &Arc<Attribute>, v: &TxValue) -> Result<Vec<V>, TxError> {
@@ -221,7 +268,9 @@ impl Expander<'_> {
                 TxValue::Map(m) => out.push(e_to_v(self.map(m, Some(a))?)),
                 TxValue::Edn(Edn::Map(_)) => {
                     let op = TxOp::from_edn(&item.to_edn())?;
-                    let TxOp::Map(m) = op else { unreachable!("a map form is a map op") };
+                    let TxOp::Map(m) = op else {
+                        unreachable!("a map form is a map op")
+                    };
                     out.push(e_to_v(self.map(&m, Some(a))?));
                 }
                 _ => out.push(self.ref_value(item)?),
@@ -230,7 +279,13 @@ impl Expander<'_> {
         Ok(out)
     }
 
-    fn values_inner(&mut self, a: &Arc<Attribute>, v: &TxValue, e: &E, many: bool) -> Result<Vec<V>, TxError> {
+    fn values_inner(
+        &mut self,
+        a: &Arc<Attribute>,
+        v: &TxValue,
+        e: &E,
+        many: bool,
+    ) -> Result<Vec<V>, TxError> {
         let is_coll = match v {
             TxValue::Many(_) => true,
             TxValue::Edn(Edn::Set(_)) => many,
@@ -263,15 +318,17 @@ impl Expander<'_> {
                     };
                     Ok(e_to_v(self.map(&m, Some(a))?))
                 }
-                TxValue::Value(Value::Ref(_)) | TxValue::Entity(_) | TxValue::Edn(_) => {
-                    self.ref_value(v).map_err(|err| wrong_type_for(err, a, v, e))
-                }
+                TxValue::Value(Value::Ref(_)) | TxValue::Entity(_) | TxValue::Edn(_) => self
+                    .ref_value(v)
+                    .map_err(|err| wrong_type_for(err, a, v, e)),
                 TxValue::Value(other) => Err(wrong_type(a, &other.to_edn(), e)),
                 TxValue::Many(_) => Err(wrong_type(a, &v.to_edn(), e)),
             };
         }
         match v {
-            TxValue::Edn(x) => coerce(self.db, a, x).ok_or_else(|| wrong_type(a, x, e)).map(V::Val),
+            TxValue::Edn(x) => coerce(self.db, a, x)
+                .ok_or_else(|| wrong_type(a, x, e))
+                .map(V::Val),
             TxValue::Value(x) if x.value_type() == Some(a.value_type) => Ok(V::Val(x.clone())),
             TxValue::Entity(EntityRef::TempId(t)) => Err(TxError::TempidNotRef {
                 tempid: t.to_string(),
@@ -287,7 +344,12 @@ impl Expander<'_> {
             TxValue::Entity(r) => r.clone(),
             TxValue::Value(Value::Ref(id)) => EntityRef::Id(*id),
             TxValue::Edn(x) => EntityRef::from_edn(x)?,
-            other => return Err(TxError::malformed(&other.to_edn(), "expected an entity reference")),
+            other => {
+                return Err(TxError::malformed(
+                    &other.to_edn(),
+                    "expected an entity reference",
+                ))
+            }
         };
         Ok(e_to_v(resolve_entity(self.db, &r)?))
     }
@@ -300,13 +362,15 @@ fn schema_error(err: TxError, a: &Attribute, e: &E) -> TxError {
         return err;
     }
     match err {
-        TxError::UnknownIdent { .. } | TxError::WrongValueType { .. } => TxError::InvalidAttribute {
-            attribute: match e {
-                E::Id(id) => Edn::Integer(*id as i64),
-                E::Temp(t) => t.to_edn(),
-            },
-            reason: format!("bad value for {}: {err}", a.ident),
-        },
+        TxError::UnknownIdent { .. } | TxError::WrongValueType { .. } => {
+            TxError::InvalidAttribute {
+                attribute: match e {
+                    E::Id(id) => Edn::Integer(*id as i64),
+                    E::Temp(t) => t.to_edn(),
+                },
+                reason: format!("bad value for {}: {err}", a.ident),
+            }
+        }
         other => other,
     }
 }
@@ -365,9 +429,10 @@ pub(crate) fn resolve_entity(db: &Db, r: &EntityRef) -> Result<E, TxError> {
                 Err(TxError::InvalidEntityId { id: *id as i64 })
             }
         }
-        EntityRef::Ident(k) => {
-            db.entid(k).map(E::Id).ok_or_else(|| TxError::UnknownIdent { ident: k.clone() })
-        }
+        EntityRef::Ident(k) => db
+            .entid(k)
+            .map(E::Id)
+            .ok_or_else(|| TxError::UnknownIdent { ident: k.clone() }),
         EntityRef::TempId(t) => Ok(E::Temp(t.clone())),
         EntityRef::LookupRef(a, v) => lookup_ref(db, a, v).map(E::Id),
     }
@@ -376,7 +441,10 @@ pub(crate) fn resolve_entity(db: &Db, r: &EntityRef) -> Result<E, TxError> {
 fn lookup_ref(db: &Db, a: &vev_core::Keyword, v: &TxValue) -> Result<u64, TxError> {
     let form = Edn::Vector(vec![Edn::Keyword(a.clone()), v.to_edn()]);
     let Some(attr) = db.attribute(a) else {
-        return Err(TxError::InvalidLookupRef { form, reason: format!("{a} is not an attribute") });
+        return Err(TxError::InvalidLookupRef {
+            form,
+            reason: format!("{a} is not an attribute"),
+        });
     };
     if attr.unique.is_none() {
         return Err(TxError::InvalidLookupRef {
@@ -396,26 +464,36 @@ fn lookup_ref(db: &Db, a: &vev_core::Keyword, v: &TxValue) -> Result<u64, TxErro
     let Some(value) = value else {
         return Err(TxError::InvalidLookupRef {
             form,
-            reason: format!("the value does not have {a}'s type :db.type/{}", attr.value_type.name()),
+            reason: format!(
+                "the value does not have {a}'s type :db.type/{}",
+                attr.value_type.name()
+            ),
         });
     };
-    lookup_unique(db, attr.id, &value)
-        .ok_or_else(|| TxError::UnresolvedLookupRef { attribute: a.clone(), value: v.to_edn() })
+    lookup_unique(db, attr.id, &value).ok_or_else(|| TxError::UnresolvedLookupRef {
+        attribute: a.clone(),
+        value: v.to_edn(),
+    })
 }
 
 /// The entity holding `value` for unique attribute `a` in db's current view.
 pub(crate) fn lookup_unique(db: &Db, a: u64, value: &Value) -> Option<u64> {
-    db.datoms(IndexOrder::Avet, &[Component::Entity(a), Component::Value(value.clone())])
-        .next()
-        .map(|d| d.e)
+    db.datoms(
+        IndexOrder::Avet,
+        &[Component::Entity(a), Component::Value(value.clone())],
+    )
+    .next()
+    .map(|d| d.e)
 }
 
 /// Interpret an EDN form as a value of a non-ref attribute's type.
 pub(crate) fn coerce(db: &Db, a: &Attribute, x: &Edn) -> Option<Value> {
     match (a.value_type, &a.tuple) {
         (ValueType::Tuple, Some(TupleSpec::Composite(parts))) => {
-            let types: Option<Vec<ValueType>> =
-                parts.iter().map(|p| db.schema().attribute(*p).map(|x| x.value_type)).collect();
+            let types: Option<Vec<ValueType>> = parts
+                .iter()
+                .map(|p| db.schema().attribute(*p).map(|x| x.value_type))
+                .collect();
             coerce_tuple(&TupleSpec::Heterogeneous(types?), x)
         }
         (ValueType::Tuple, Some(spec)) => coerce_tuple(spec, x),

@@ -38,7 +38,11 @@ struct Gen<'a> {
     asserted_keys: Vec<(EntityId, EntityId)>,
 }
 
-pub(crate) fn generate(db: &Db, terms: &[ResolvedTerm], tx: EntityId) -> Result<Generated, TxError> {
+pub(crate) fn generate(
+    db: &Db,
+    terms: &[ResolvedTerm],
+    tx: EntityId,
+) -> Result<Generated, TxError> {
     let mut g = Gen {
         db,
         tx,
@@ -63,7 +67,10 @@ pub(crate) fn generate(db: &Db, terms: &[ResolvedTerm], tx: EntityId) -> Result<
         retracted_tx.push(asserted);
     }
     out.extend(datoms);
-    Ok(Generated { datoms: out, retracted_tx })
+    Ok(Generated {
+        datoms: out,
+        retracted_tx,
+    })
 }
 
 impl Gen<'_> {
@@ -78,7 +85,12 @@ impl Gen<'_> {
         if self.is_fresh(e) {
             return Vec::new();
         }
-        self.db.datoms(IndexOrder::Eavt, &[Component::Entity(e), Component::Entity(a)]).collect()
+        self.db
+            .datoms(
+                IndexOrder::Eavt,
+                &[Component::Entity(e), Component::Entity(a)],
+            )
+            .collect()
     }
 
     fn term(&mut self, term: &ResolvedTerm) -> Result<(), TxError> {
@@ -161,7 +173,10 @@ impl Gen<'_> {
             };
             return Err(TxError::RetractSchemaEntity { entity });
         }
-        let own: Vec<Datom> = self.db.datoms(IndexOrder::Eavt, &[Component::Entity(e)]).collect();
+        let own: Vec<Datom> = self
+            .db
+            .datoms(IndexOrder::Eavt, &[Component::Entity(e)])
+            .collect();
         for d in own {
             let component = schema.attribute(d.a).is_some_and(|a| a.is_component);
             if let (true, Value::Ref(child)) = (component, &d.v) {
@@ -169,8 +184,10 @@ impl Gen<'_> {
             }
             self.retract(d);
         }
-        let refs: Vec<Datom> =
-            self.db.datoms(IndexOrder::Vaet, &[Component::Value(Value::Ref(e))]).collect();
+        let refs: Vec<Datom> = self
+            .db
+            .datoms(IndexOrder::Vaet, &[Component::Value(Value::Ref(e))])
+            .collect();
         for d in refs {
             self.retract(d);
         }
@@ -274,9 +291,16 @@ impl Gen<'_> {
         }
         let mut unique_in_tx = HashMap::new();
         for (e, c) in touched {
-            let Some(attr) = schema.attribute(c).cloned() else { continue };
-            let Some(TupleSpec::Composite(parts)) = &attr.tuple else { continue };
-            let values: Vec<Value> = parts.iter().map(|p| self.value_after(e, *p, datoms)).collect();
+            let Some(attr) = schema.attribute(c).cloned() else {
+                continue;
+            };
+            let Some(TupleSpec::Composite(parts)) = &attr.tuple else {
+                continue;
+            };
+            let values: Vec<Value> = parts
+                .iter()
+                .map(|p| self.value_after(e, *p, datoms))
+                .collect();
             let new = if values.iter().all(|v| *v == Value::Nil) {
                 None
             } else {
@@ -284,7 +308,9 @@ impl Gen<'_> {
             };
             if let Some(v) = stated.get(&(e, c)) {
                 if Some(v) != new.as_ref() {
-                    return Err(TxError::CompositeTupleWrite { attribute: attr.ident.clone() });
+                    return Err(TxError::CompositeTupleWrite {
+                        attribute: attr.ident.clone(),
+                    });
                 }
             }
             let old = self.current(e, c);

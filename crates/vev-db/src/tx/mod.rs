@@ -77,7 +77,11 @@ pub struct TxReport {
 impl TxReport {
     /// The entity a string tempid resolved to.
     pub fn tempid(&self, name: &str) -> Option<EntityId> {
-        let key = if name == "datomic.tx" { TempId::Tx } else { TempId::Str(Arc::from(name)) };
+        let key = if name == "datomic.tx" {
+            TempId::Tx
+        } else {
+            TempId::Str(Arc::from(name))
+        };
         self.tempids.get(&key).copied()
     }
 
@@ -103,10 +107,25 @@ pub(crate) enum V {
 
 #[derive(Clone, Debug)]
 pub(crate) enum Term {
-    Add { e: E, a: Arc<Attribute>, v: V },
-    Retract { e: E, a: Arc<Attribute>, v: Option<V> },
-    RetractEntity { e: E },
-    Cas { e: E, a: Arc<Attribute>, old: Option<V>, new: V },
+    Add {
+        e: E,
+        a: Arc<Attribute>,
+        v: V,
+    },
+    Retract {
+        e: E,
+        a: Arc<Attribute>,
+        v: Option<V>,
+    },
+    RetractEntity {
+        e: E,
+    },
+    Cas {
+        e: E,
+        a: Arc<Attribute>,
+        old: Option<V>,
+        new: V,
+    },
 }
 
 /// Apply `ops` to `db` (its current state, whatever its view) and return the report.
@@ -122,8 +141,14 @@ pub fn transact(db: &Db, ops: &[TxOp], ctx: &TxContext<'_>) -> Result<TxReport, 
     let instant = tx_instant(&before, &generated.datoms, tx, ctx.now_ms)?;
     let mut tx_data = generated.datoms;
     if !tx_data.iter().any(|d| d.e == tx && d.a == sys::TX_INSTANT) {
-        tx_data.insert(0, Datom::new(tx, sys::TX_INSTANT, Value::Instant(instant), tx, true));
-    } else if let Some(pos) = tx_data.iter().position(|d| d.e == tx && d.a == sys::TX_INSTANT) {
+        tx_data.insert(
+            0,
+            Datom::new(tx, sys::TX_INSTANT, Value::Instant(instant), tx, true),
+        );
+    } else if let Some(pos) = tx_data
+        .iter()
+        .position(|d| d.e == tx && d.a == sys::TX_INSTANT)
+    {
         let d = tx_data.remove(pos);
         tx_data.insert(0, d);
     }
@@ -135,13 +160,20 @@ pub fn transact(db: &Db, ops: &[TxOp], ctx: &TxContext<'_>) -> Result<TxReport, 
     state.basis_t = t;
     state.last_instant = instant;
     let db_after = Db::from_state(state);
-    Ok(TxReport { db_before: before, db_after, tx_data, tempids: resolved.tempids })
+    Ok(TxReport {
+        db_before: before,
+        db_after,
+        tx_data,
+        tempids: resolved.tempids,
+    })
 }
 
 /// The transaction's instant: the one asserted on the transaction entity, or the clock.
 fn tx_instant(before: &Db, datoms: &[Datom], tx: EntityId, now_ms: i64) -> Result<i64, TxError> {
     let previous = before.last_instant();
-    let given = datoms.iter().find(|d| d.e == tx && d.a == sys::TX_INSTANT && d.added);
+    let given = datoms
+        .iter()
+        .find(|d| d.e == tx && d.a == sys::TX_INSTANT && d.added);
     match given.map(|d| &d.v) {
         Some(Value::Instant(ms)) if *ms < previous => Err(TxError::InstantBackwards {
             instant: Edn::Inst(*ms),
@@ -161,22 +193,39 @@ fn apply(state: &mut State, before: &Db, tx_data: &[Datom], retracted_tx: &[Enti
     let mut r = 0;
     for d in tx_data {
         if d.added {
-            current.push(Change { datom: d.clone(), insert: true });
+            current.push(Change {
+                datom: d.clone(),
+                insert: true,
+            });
             continue;
         }
         let asserted_tx = retracted_tx[r];
         r += 1;
         let assertion = Datom::new(d.e, d.a, d.v.clone(), asserted_tx, true);
-        current.push(Change { datom: assertion.clone(), insert: false });
+        current.push(Change {
+            datom: assertion.clone(),
+            insert: false,
+        });
         let keep_history = before.schema().attribute(d.a).is_none_or(|a| !a.no_history);
         if keep_history {
-            retired.push(Change { datom: assertion, insert: true });
-            retired.push(Change { datom: d.clone(), insert: true });
+            retired.push(Change {
+                datom: assertion,
+                insert: true,
+            });
+            retired.push(Change {
+                datom: d.clone(),
+                insert: true,
+            });
         }
     }
     let is_ref = |a: EntityId| schema.attribute(a).is_some_and(|x| x.is_ref());
-    let log: Vec<Change> =
-        tx_data.iter().map(|d| Change { datom: d.clone(), insert: true }).collect();
+    let log: Vec<Change> = tx_data
+        .iter()
+        .map(|d| Change {
+            datom: d.clone(),
+            insert: true,
+        })
+        .collect();
     state.current = state.current.apply(current, is_ref);
     if !retired.is_empty() {
         state.retired = state.retired.apply(retired, is_ref);

@@ -19,10 +19,25 @@ pub(crate) struct Resolved {
 /// A term whose entities and values are all concrete.
 #[derive(Clone, Debug)]
 pub(crate) enum ResolvedTerm {
-    Add { e: EntityId, a: std::sync::Arc<vev_core::Attribute>, v: Value },
-    Retract { e: EntityId, a: std::sync::Arc<vev_core::Attribute>, v: Option<Value> },
-    RetractEntity { e: EntityId },
-    Cas { e: EntityId, a: std::sync::Arc<vev_core::Attribute>, old: Option<Value>, new: Value },
+    Add {
+        e: EntityId,
+        a: std::sync::Arc<vev_core::Attribute>,
+        v: Value,
+    },
+    Retract {
+        e: EntityId,
+        a: std::sync::Arc<vev_core::Attribute>,
+        v: Option<Value>,
+    },
+    RetractEntity {
+        e: EntityId,
+    },
+    Cas {
+        e: EntityId,
+        a: std::sync::Arc<vev_core::Attribute>,
+        old: Option<Value>,
+        new: Value,
+    },
 }
 
 /// Bounds the upsert passes (each pass can only resolve tempids used as identity values).
@@ -54,15 +69,32 @@ pub(crate) fn resolve(db: &Db, terms: Vec<Term>, tx: EntityId) -> Result<Resolve
         assigned.insert(t.clone(), id);
     }
     check_value_only(&terms, &in_entity)?;
-    let tx_used = in_entity.contains(&TempId::Tx) || terms.iter().any(|t| {
-        matches!(t, Term::Add { v: V::Temp(TempId::Tx), .. } | Term::Cas { new: V::Temp(TempId::Tx), .. })
-    });
-    let resolved = terms.into_iter().map(|t| substitute(t, &assigned)).collect();
+    let tx_used = in_entity.contains(&TempId::Tx)
+        || terms.iter().any(|t| {
+            matches!(
+                t,
+                Term::Add {
+                    v: V::Temp(TempId::Tx),
+                    ..
+                } | Term::Cas {
+                    new: V::Temp(TempId::Tx),
+                    ..
+                }
+            )
+        });
+    let resolved = terms
+        .into_iter()
+        .map(|t| substitute(t, &assigned))
+        .collect();
     assigned.retain(|t, _| !matches!(t, TempId::Internal(_)));
     if !tx_used {
         assigned.remove(&TempId::Tx);
     }
-    Ok(Resolved { terms: resolved, tempids: assigned, next_user })
+    Ok(Resolved {
+        terms: resolved,
+        tempids: assigned,
+        next_user,
+    })
 }
 
 /// Tempids in entity position, in order of first appearance, and the set of them.
@@ -84,11 +116,22 @@ fn tempid_order(terms: &[Term]) -> (Vec<TempId>, HashSet<TempId>) {
 }
 
 /// Tempids that assert an identity value already held in db-before resolve to its holder.
-fn upsert(db: &Db, terms: &[Term], assigned: &mut HashMap<TempId, EntityId>) -> Result<(), TxError> {
+fn upsert(
+    db: &Db,
+    terms: &[Term],
+    assigned: &mut HashMap<TempId, EntityId>,
+) -> Result<(), TxError> {
     for _ in 0..UPSERT_PASSES_MAX {
         let mut changed = false;
         for term in terms {
-            let Term::Add { e: E::Temp(t), a, v } = term else { continue };
+            let Term::Add {
+                e: E::Temp(t),
+                a,
+                v,
+            } = term
+            else {
+                continue;
+            };
             if a.unique != Some(Unique::Identity) || matches!(t, TempId::Tx) {
                 continue;
             }
@@ -99,7 +142,9 @@ fn upsert(db: &Db, terms: &[Term], assigned: &mut HashMap<TempId, EntityId>) -> 
                     None => continue,
                 },
             };
-            let Some(holder) = lookup_unique(db, a.id, &value) else { continue };
+            let Some(holder) = lookup_unique(db, a.id, &value) else {
+                continue;
+            };
             match assigned.get(t) {
                 Some(prev) if *prev != holder => {
                     return Err(TxError::ConflictingUpserts {
@@ -128,11 +173,21 @@ fn unify(terms: &[Term], assigned: &HashMap<TempId, EntityId>) -> HashMap<TempId
     let mut first: HashMap<(EntityId, Value), TempId> = HashMap::new();
     let mut out = HashMap::new();
     for term in terms {
-        let Term::Add { e: E::Temp(t), a, v: V::Val(v) } = term else { continue };
+        let Term::Add {
+            e: E::Temp(t),
+            a,
+            v: V::Val(v),
+        } = term
+        else {
+            continue;
+        };
         if a.unique != Some(Unique::Identity) || assigned.contains_key(t) {
             continue;
         }
-        let root = first.entry((a.id, v.clone())).or_insert_with(|| t.clone()).clone();
+        let root = first
+            .entry((a.id, v.clone()))
+            .or_insert_with(|| t.clone())
+            .clone();
         if root != *t {
             let root = out.get(&root).cloned().unwrap_or(root);
             out.insert(t.clone(), root);
@@ -150,7 +205,9 @@ fn check_value_only(terms: &[Term], in_entity: &HashSet<TempId>) -> Result<(), T
         };
         if let Some(V::Temp(t)) = v {
             if !in_entity.contains(t) && !matches!(t, TempId::Tx) {
-                return Err(TxError::TempidOnlyValue { tempid: t.to_string().trim_matches('"').to_string() });
+                return Err(TxError::TempidOnlyValue {
+                    tempid: t.to_string().trim_matches('"').to_string(),
+                });
             }
         }
     }
@@ -167,11 +224,22 @@ fn substitute(term: Term, m: &HashMap<TempId, EntityId>) -> ResolvedTerm {
         V::Temp(t) => Value::Ref(m[&t]),
     };
     match term {
-        Term::Add { e, a, v } => ResolvedTerm::Add { e: e_of(e), a, v: v_of(v) },
-        Term::Retract { e, a, v } => ResolvedTerm::Retract { e: e_of(e), a, v: v.map(v_of) },
+        Term::Add { e, a, v } => ResolvedTerm::Add {
+            e: e_of(e),
+            a,
+            v: v_of(v),
+        },
+        Term::Retract { e, a, v } => ResolvedTerm::Retract {
+            e: e_of(e),
+            a,
+            v: v.map(v_of),
+        },
         Term::RetractEntity { e } => ResolvedTerm::RetractEntity { e: e_of(e) },
-        Term::Cas { e, a, old, new } => {
-            ResolvedTerm::Cas { e: e_of(e), a, old: old.map(v_of), new: v_of(new) }
-        }
+        Term::Cas { e, a, old, new } => ResolvedTerm::Cas {
+            e: e_of(e),
+            a,
+            old: old.map(v_of),
+            new: v_of(new),
+        },
     }
 }

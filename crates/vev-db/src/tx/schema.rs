@@ -40,8 +40,9 @@ pub(crate) fn next_schema(before: &Db, tx_data: &[Datom]) -> Result<Option<Schem
     }
     let mut schema = before.schema().clone();
     // Composite tuples may name attributes installed by the same transaction: do them last.
-    let (composite, plain): (Vec<_>, Vec<_>) =
-        touched.into_iter().partition(|(_, ds)| ds.iter().any(|d| d.a == sys::TUPLE_ATTRS));
+    let (composite, plain): (Vec<_>, Vec<_>) = touched
+        .into_iter()
+        .partition(|(_, ds)| ds.iter().any(|d| d.a == sys::TUPLE_ATTRS));
     for (e, datoms) in plain.into_iter().chain(composite) {
         let props = props_after(before, e, &datoms);
         update_entity(before, &mut schema, e, &props)?;
@@ -85,9 +86,18 @@ fn update_entity(
                 property: Keyword::new("db/valueType"),
             });
         }
-        let attr_only = [sys::CARDINALITY, sys::UNIQUE, sys::TUPLE_ATTRS, sys::TUPLE_TYPE, sys::TUPLE_TYPES];
+        let attr_only = [
+            sys::CARDINALITY,
+            sys::UNIQUE,
+            sys::TUPLE_ATTRS,
+            sys::TUPLE_TYPE,
+            sys::TUPLE_TYPES,
+        ];
         if attr_only.iter().any(|a| props.contains_key(a)) {
-            return Err(TxError::IncompleteAttribute { attribute: name(), missing: ":db/valueType" });
+            return Err(TxError::IncompleteAttribute {
+                attribute: name(),
+                missing: ":db/valueType",
+            });
         }
         match ident {
             Some(k) => schema.set_ident(e, k),
@@ -96,7 +106,10 @@ fn update_entity(
         return Ok(());
     }
     let Some(ident) = ident.clone() else {
-        return Err(TxError::IncompleteAttribute { attribute: name(), missing: ":db/ident" });
+        return Err(TxError::IncompleteAttribute {
+            attribute: name(),
+            missing: ":db/ident",
+        });
     };
     let attr = decode(schema, e, &ident, props)?;
     match &old {
@@ -109,10 +122,18 @@ fn update_entity(
 }
 
 fn invalid(ident: &Keyword, reason: String) -> TxError {
-    TxError::InvalidAttribute { attribute: Edn::Keyword(ident.clone()), reason }
+    TxError::InvalidAttribute {
+        attribute: Edn::Keyword(ident.clone()),
+        reason,
+    }
 }
 
-fn decode(schema: &Schema, e: EntityId, ident: &Keyword, props: &HashMap<EntityId, Value>) -> Result<Attribute, TxError> {
+fn decode(
+    schema: &Schema,
+    e: EntityId,
+    ident: &Keyword,
+    props: &HashMap<EntityId, Value>,
+) -> Result<Attribute, TxError> {
     let ref_of = |a| props.get(&a).and_then(Value::as_ref);
     let flag = |a| props.get(&a).and_then(Value::as_bool).unwrap_or(false);
     let vt_ref = ref_of(sys::VALUE_TYPE).unwrap_or(0);
@@ -127,13 +148,23 @@ fn decode(schema: &Schema, e: EntityId, ident: &Keyword, props: &HashMap<EntityI
                 missing: ":db/cardinality",
             })
         }
-        Some(other) => return Err(invalid(ident, format!("entity {other} is not a :db.cardinality ident"))),
+        Some(other) => {
+            return Err(invalid(
+                ident,
+                format!("entity {other} is not a :db.cardinality ident"),
+            ))
+        }
     };
     let unique = match ref_of(sys::UNIQUE) {
         None => None,
         Some(sys::UNIQUE_IDENTITY) => Some(Unique::Identity),
         Some(sys::UNIQUE_VALUE) => Some(Unique::Value),
-        Some(other) => return Err(invalid(ident, format!("entity {other} is not a :db.unique ident"))),
+        Some(other) => {
+            return Err(invalid(
+                ident,
+                format!("entity {other} is not a :db.unique ident"),
+            ))
+        }
     };
     let tuple = decode_tuple(schema, ident, value_type, props)?;
     let attr = Attribute {
@@ -149,13 +180,22 @@ fn decode(schema: &Schema, e: EntityId, ident: &Keyword, props: &HashMap<EntityI
         tuple,
     };
     if attr.is_composite() && attr.is_many() {
-        return Err(invalid(ident, "a composite tuple is cardinality-one".into()));
+        return Err(invalid(
+            ident,
+            "a composite tuple is cardinality-one".into(),
+        ));
     }
     if attr.is_component && !attr.is_ref() {
-        return Err(invalid(ident, ":db/isComponent requires :db.type/ref".into()));
+        return Err(invalid(
+            ident,
+            ":db/isComponent requires :db.type/ref".into(),
+        ));
     }
     if attr.fulltext && attr.value_type != ValueType::String {
-        return Err(invalid(ident, ":db/fulltext requires :db.type/string".into()));
+        return Err(invalid(
+            ident,
+            ":db/fulltext requires :db.type/string".into(),
+        ));
     }
     Ok(attr)
 }
@@ -176,34 +216,53 @@ fn decode_tuple(
     let given = attrs.is_some() as u8 + one.is_some() as u8 + many.is_some() as u8;
     if value_type != ValueType::Tuple {
         if given > 0 {
-            return Err(invalid(ident, "tuple definitions require :db.type/tuple".into()));
+            return Err(invalid(
+                ident,
+                "tuple definitions require :db.type/tuple".into(),
+            ));
         }
         return Ok(None);
     }
     if given != 1 {
         return Err(invalid(
             ident,
-            "a tuple attribute needs exactly one of :db/tupleAttrs, :db/tupleType, :db/tupleTypes".into(),
+            "a tuple attribute needs exactly one of :db/tupleAttrs, :db/tupleType, :db/tupleTypes"
+                .into(),
         ));
     }
     let keywords = |v: &Value| -> Result<Vec<Keyword>, TxError> {
-        let Value::Tuple(items) = v else { return Err(invalid(ident, "expected a tuple of keywords".into())) };
+        let Value::Tuple(items) = v else {
+            return Err(invalid(ident, "expected a tuple of keywords".into()));
+        };
         if !(2..=8).contains(&items.len()) {
-            return Err(invalid(ident, format!("a tuple has 2 to 8 elements, not {}", items.len())));
+            return Err(invalid(
+                ident,
+                format!("a tuple has 2 to 8 elements, not {}", items.len()),
+            ));
         }
         items
             .iter()
-            .map(|i| i.as_keyword().cloned().ok_or_else(|| invalid(ident, format!("{i} is not a keyword"))))
+            .map(|i| {
+                i.as_keyword()
+                    .cloned()
+                    .ok_or_else(|| invalid(ident, format!("{i} is not a keyword")))
+            })
             .collect()
     };
     if let Some(v) = attrs {
         let mut ids = Vec::new();
         for k in keywords(v)? {
             let Some(part) = schema.attribute_by_ident(&k) else {
-                return Err(invalid(ident, format!("tuple component {k} is not an attribute")));
+                return Err(invalid(
+                    ident,
+                    format!("tuple component {k} is not an attribute"),
+                ));
             };
             if part.is_many() || part.value_type == ValueType::Tuple {
-                return Err(invalid(ident, format!("tuple component {k} must be cardinality-one and not a tuple")));
+                return Err(invalid(
+                    ident,
+                    format!("tuple component {k} must be cardinality-one and not a tuple"),
+                ));
             }
             ids.push(part.id);
         }
@@ -211,14 +270,19 @@ fn decode_tuple(
     }
     if let Some(t) = one {
         return match type_of(t) {
-            Some(ValueType::Tuple) | None => Err(invalid(ident, format!("entity {t} is not a scalar :db.type"))),
+            Some(ValueType::Tuple) | None => Err(invalid(
+                ident,
+                format!("entity {t} is not a scalar :db.type"),
+            )),
             Some(t) => Ok(Some(TupleSpec::Homogeneous(t))),
         };
     }
     let mut types = Vec::new();
     for k in keywords(many.unwrap_or(&Value::Nil))? {
         match ValueType::from_ident(&k) {
-            Some(ValueType::Tuple) | None => return Err(invalid(ident, format!("{k} is not a scalar :db.type"))),
+            Some(ValueType::Tuple) | None => {
+                return Err(invalid(ident, format!("{k} is not a scalar :db.type")))
+            }
             Some(t) => types.push(t),
         }
     }
@@ -228,13 +292,19 @@ fn decode_tuple(
 fn check_new(attr: &Attribute) -> Result<(), TxError> {
     let ns = attr.ident.namespace().unwrap_or("");
     if ns == "db" || ns.starts_with("db.") {
-        return Err(invalid(&attr.ident, format!("namespace {ns:?} is reserved for the system")));
+        return Err(invalid(
+            &attr.ident,
+            format!("namespace {ns:?} is reserved for the system"),
+        ));
     }
     Ok(())
 }
 
 fn check_alteration(before: &Db, old: &Attribute, new: &Attribute) -> Result<(), TxError> {
-    let forbid = |p: &str| TxError::InvalidAlteration { attribute: old.ident.clone(), property: Keyword::new(p) };
+    let forbid = |p: &str| TxError::InvalidAlteration {
+        attribute: old.ident.clone(),
+        property: Keyword::new(p),
+    };
     if old.value_type != new.value_type {
         return Err(forbid("db/valueType"));
     }
@@ -256,7 +326,9 @@ fn check_alteration(before: &Db, old: &Attribute, new: &Attribute) -> Result<(),
         if let Some(e) = entity_with_many_values(before, old.id) {
             return Err(TxError::ExistingValuesConflict {
                 attribute: old.ident.clone(),
-                reason: format!("entity {e} has several values, so it cannot become cardinality-one"),
+                reason: format!(
+                    "entity {e} has several values, so it cannot become cardinality-one"
+                ),
             });
         }
     }
@@ -264,7 +336,9 @@ fn check_alteration(before: &Db, old: &Attribute, new: &Attribute) -> Result<(),
         if let Some(v) = duplicate_value(before, old.id) {
             return Err(TxError::ExistingValuesConflict {
                 attribute: old.ident.clone(),
-                reason: format!("value {v} is held by several entities, so it cannot become unique"),
+                reason: format!(
+                    "value {v} is held by several entities, so it cannot become unique"
+                ),
             });
         }
     }
@@ -274,14 +348,15 @@ fn check_alteration(before: &Db, old: &Attribute, new: &Attribute) -> Result<(),
 fn entity_with_many_values(db: &Db, a: EntityId) -> Option<EntityId> {
     let mut prev: Option<EntityId> = None;
     let mut found = None;
-    db.datoms(IndexOrder::Aevt, &[Component::Entity(a)]).find(|d| {
-        let dup = prev == Some(d.e);
-        prev = Some(d.e);
-        if dup {
-            found = Some(d.e);
-        }
-        dup
-    });
+    db.datoms(IndexOrder::Aevt, &[Component::Entity(a)])
+        .find(|d| {
+            let dup = prev == Some(d.e);
+            prev = Some(d.e);
+            if dup {
+                found = Some(d.e);
+            }
+            dup
+        });
     found
 }
 

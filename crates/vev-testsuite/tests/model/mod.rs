@@ -37,11 +37,29 @@ pub struct AttrInfo {
 /// One operation with every entity and value resolved.
 #[derive(Clone, Debug, PartialEq)]
 pub enum Op {
-    Add { e: EntityId, a: EntityId, v: Value },
-    Retract { e: EntityId, a: EntityId, v: Value },
-    RetractAll { e: EntityId, a: EntityId },
-    RetractEntity { e: EntityId },
-    Cas { e: EntityId, a: EntityId, old: Option<Value>, new: Value },
+    Add {
+        e: EntityId,
+        a: EntityId,
+        v: Value,
+    },
+    Retract {
+        e: EntityId,
+        a: EntityId,
+        v: Value,
+    },
+    RetractAll {
+        e: EntityId,
+        a: EntityId,
+    },
+    RetractEntity {
+        e: EntityId,
+    },
+    Cas {
+        e: EntityId,
+        a: EntityId,
+        old: Option<Value>,
+        new: Value,
+    },
 }
 
 /// Which datoms a database value shows, as in `vev::View`.
@@ -75,7 +93,10 @@ pub struct Model {
 
 impl Model {
     pub fn new(attrs: Vec<AttrInfo>) -> Model {
-        Model { attrs, log: Vec::new() }
+        Model {
+            attrs,
+            log: Vec::new(),
+        }
     }
 
     fn info(&self, a: EntityId) -> Option<&AttrInfo> {
@@ -101,7 +122,10 @@ impl Model {
     /// The latest operation on fact `f` among `datoms` with t <= `t_max`. `datoms` is in log
     /// order, and one transaction holds at most one operation per fact.
     fn latest<'a>(datoms: &'a [Datom], f: &Fact, t_max: BasisT) -> Option<&'a Datom> {
-        datoms.iter().filter(|d| fact(d) == *f && t_of(d.tx) <= t_max).last()
+        datoms
+            .iter()
+            .filter(|d| fact(d) == *f && t_of(d.tx) <= t_max)
+            .last()
     }
 
     /// The datoms that are true now: assertions that are the latest operation on their fact.
@@ -143,11 +167,16 @@ impl Model {
         let since = spec.since.unwrap_or(0);
         let base = if spec.history {
             let as_of = spec.as_of.unwrap_or(BasisT::MAX);
-            self.history().into_iter().filter(|d| t_of(d.tx) <= as_of).collect()
+            self.history()
+                .into_iter()
+                .filter(|d| t_of(d.tx) <= as_of)
+                .collect()
         } else {
             self.as_of(spec.as_of.unwrap_or(BasisT::MAX))
         };
-        base.into_iter().filter(|d| spec.since.is_none() || t_of(d.tx) > since).collect()
+        base.into_iter()
+            .filter(|d| spec.since.is_none() || t_of(d.tx) > since)
+            .collect()
     }
 
     /// What `ops` would do to the current database: the facts retracted (`false`) and
@@ -155,7 +184,11 @@ impl Model {
     pub fn transact(&self, ops: &[Op]) -> Result<Vec<(Fact, bool)>, BTreeSet<&'static str>> {
         let before: Vec<Fact> = self.current().iter().map(fact).collect();
         let values = |e: EntityId, a: EntityId| -> Vec<Value> {
-            before.iter().filter(|f| f.0 == e && f.1 == a).map(|f| f.2.clone()).collect()
+            before
+                .iter()
+                .filter(|f| f.0 == e && f.1 == a)
+                .map(|f| f.2.clone())
+                .collect()
         };
         let mut errors = BTreeSet::new();
         let mut asserts: Vec<Fact> = Vec::new();
@@ -219,8 +252,11 @@ impl Model {
             }
             added.push(f.clone());
         }
-        let after: Vec<&Fact> =
-            before.iter().filter(|f| !retracts.contains(f)).chain(added.iter()).collect();
+        let after: Vec<&Fact> = before
+            .iter()
+            .filter(|f| !retracts.contains(f))
+            .chain(added.iter())
+            .collect();
         for x in &after {
             for y in &after {
                 if self.is_unique(x.1) && x.1 == y.1 && x.2 == y.2 && x.0 != y.0 {
