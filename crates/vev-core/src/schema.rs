@@ -172,6 +172,12 @@ impl Schema {
         self.attrs.values()
     }
 
+    /// Whether any composite tuple attribute was ever installed (transactions skip composite
+    /// maintenance when none was).
+    pub fn has_composites(&self) -> bool {
+        !self.composites_of.is_empty()
+    }
+
     pub fn composites_of(&self, a: EntityId) -> &[EntityId] {
         self.composites_of.get(&a).map(Vec::as_slice).unwrap_or(&[])
     }

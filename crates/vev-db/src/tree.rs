@@ -309,12 +309,17 @@ fn chunk_leaves(merged: Vec<Datom>) -> Vec<Entry> {
     if merged.len() <= LEAF_MAX {
         return vec![leaf_entry(merged)];
     }
-    let parts = merged.len().div_ceil(LEAF_TARGET);
-    let per = merged.len().div_ceil(parts);
+    chunk_evenly(merged, LEAF_TARGET, leaf_entry)
+}
+
+/// Cut `items` into about-`target`-sized runs of equal length and make a node of each.
+fn chunk_evenly<T>(items: Vec<T>, target: usize, make: fn(Vec<T>) -> Entry) -> Vec<Entry> {
+    let parts = items.len().div_ceil(target);
+    let per = items.len().div_ceil(parts);
     let mut out = Vec::with_capacity(parts);
-    let mut iter = merged.into_iter().peekable();
+    let mut iter = items.into_iter().peekable();
     while iter.peek().is_some() {
-        out.push(leaf_entry(iter.by_ref().take(per).collect()));
+        out.push(make(iter.by_ref().take(per).collect()));
     }
     out
 }
@@ -356,14 +361,7 @@ fn split_branch(entries: Vec<Entry>) -> Vec<Entry> {
 }
 
 fn group_branches(entries: Vec<Entry>) -> Vec<Entry> {
-    let parts = entries.len().div_ceil(BRANCH_TARGET);
-    let per = entries.len().div_ceil(parts);
-    let mut out = Vec::with_capacity(parts);
-    let mut iter = entries.into_iter().peekable();
-    while iter.peek().is_some() {
-        out.push(branch_entry(iter.by_ref().take(per).collect()));
-    }
-    out
+    chunk_evenly(entries, BRANCH_TARGET, branch_entry)
 }
 
 fn branch_entry(entries: Vec<Entry>) -> Entry {

@@ -167,13 +167,12 @@ impl Expander<'_> {
                     });
                 }
                 for other in self.values_reverse(&a, v)? {
-                    let V::Val(Value::Ref(id)) = &other else {
-                        if let V::Temp(t) = other {
-                            self.push_add(E::Temp(t), &a, e.clone());
-                        }
-                        continue;
+                    let from = match other {
+                        V::Val(Value::Ref(id)) => E::Id(id),
+                        V::Temp(t) => E::Temp(t),
+                        V::Val(_) => unreachable!("ref_value yields refs and tempids"),
                     };
-                    self.push_add(E::Id(*id), &a, e.clone());
+                    self.push_add(from, &a, e.clone());
                 }
                 continue;
             }
@@ -255,25 +254,11 @@ impl Expander<'_> {
     }
 
     fn values_reverse(&mut self, a: &Arc<Attribute>, v: &TxValue) -> Result<Vec<V>, TxError> {
-        let many = match v {
-            TxValue::Many(_) => true,
-            TxValue::Edn(Edn::Vector(items) | Edn::List(items)) => !self.is_lookup_ref(items),
-            TxValue::Edn(Edn::Set(_)) => true,
-            _ => false,
-        };
-        let items: Vec<TxValue> = if many { split(v) } else { vec![v.clone()] };
-        let mut out = Vec::with_capacity(items.len());
-        for item in &items {
-            match item {
-                TxValue::Map(m) => out.push(e_to_v(self.map(m, Some(a))?)),
-                TxValue::Edn(Edn::Map(_)) => {
-                    let op = TxOp::from_edn(&item.to_edn())?;
-                    let TxOp::Map(m) = op else {
-                        unreachable!("a map form is a map op")
-                    };
-                    out.push(e_to_v(self.map(&m, Some(a))?));
-                }
-                _ => out.push(self.ref_value(item)?),
+        let mut out = Vec::new();
+        for item in self.split_values(a, v, true) {
+            match self.nested(a, &item) {
+                Some(nested) => out.push(nested?),
+                None => out.push(self.ref_value(&item)?),
             }
         }
         Ok(out)
@@ -286,6 +271,15 @@ impl Expander<'_> {
         e: &E,
         many: bool,
     ) -> Result<Vec<V>, TxError> {
+        self.split_values(a, v, many)
+            .iter()
+            .map(|item| self.one_value(a, item, e))
+            .collect()
+    }
+
+    /// The single values in `v`: a collection of values for a cardinality-many attribute
+    /// (but not a lookup ref of a ref attribute, nor one tuple of a tuple attribute).
+    fn split_values(&self, a: &Attribute, v: &TxValue, many: bool) -> Vec<TxValue> {
         let is_coll = match v {
             TxValue::Many(_) => true,
             TxValue::Edn(Edn::Set(_)) => many,
@@ -296,12 +290,25 @@ impl Expander<'_> {
             },
             _ => false,
         };
-        let items = if is_coll { split(v) } else { vec![v.clone()] };
-        let mut out = Vec::with_capacity(items.len());
-        for item in &items {
-            out.push(self.one_value(a, item, e)?);
+        if is_coll {
+            split(v)
+        } else {
+            vec![v.clone()]
         }
-        Ok(out)
+    }
+
+    /// A nested entity map given as the value of ref attribute `a`, expanded.
+    fn nested(&mut self, a: &Arc<Attribute>, v: &TxValue) -> Option<Result<V, TxError>> {
+        let expanded = match v {
+            TxValue::Map(m) => self.map(m, Some(a)),
+            TxValue::Edn(form @ Edn::Map(_)) => match TxOp::from_edn(form) {
+                Ok(TxOp::Map(m)) => self.map(&m, Some(a)),
+                Ok(_) => unreachable!("a map form is a map op"),
+                Err(err) => Err(err),
+            },
+            _ => return None,
+        };
+        Some(expanded.map(e_to_v))
     }
 
     fn is_lookup_ref(&self, items: &[Edn]) -> bool {
@@ -310,19 +317,15 @@ impl Expander<'_> {
 
     fn one_value(&mut self, a: &Arc<Attribute>, v: &TxValue, e: &E) -> Result<V, TxError> {
         if a.is_ref() {
+            if let Some(nested) = self.nested(a, v) {
+                return nested;
+            }
             return match v {
-                TxValue::Map(m) => Ok(e_to_v(self.map(m, Some(a))?)),
-                TxValue::Edn(Edn::Map(_)) => {
-                    let TxOp::Map(m) = TxOp::from_edn(&v.to_edn())? else {
-                        unreachable!("a map form is a map op")
-                    };
-                    Ok(e_to_v(self.map(&m, Some(a))?))
-                }
                 TxValue::Value(Value::Ref(_)) | TxValue::Entity(_) | TxValue::Edn(_) => self
                     .ref_value(v)
                     .map_err(|err| wrong_type_for(err, a, v, e)),
                 TxValue::Value(other) => Err(wrong_type(a, &other.to_edn(), e)),
-                TxValue::Many(_) => Err(wrong_type(a, &v.to_edn(), e)),
+                TxValue::Many(_) | TxValue::Map(_) => Err(wrong_type(a, &v.to_edn(), e)),
             };
         }
         match v {

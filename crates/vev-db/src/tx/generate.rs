@@ -1,6 +1,6 @@
 //! Stage 3: turn resolved terms into the transaction's datoms, checked against db-before.
 
-use std::collections::{HashMap, HashSet};
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::Arc;
 
 use vev_core::error::EntityName;
@@ -260,9 +260,12 @@ impl Gen<'_> {
     /// Recompute the composite tuples of every entity whose tuple components changed.
     fn composites(&mut self, datoms: &mut Vec<Datom>) -> Result<(), TxError> {
         let schema = self.db.schema();
+        if !schema.has_composites() {
+            return Ok(());
+        }
         // Stated composite values are allowed only when they equal the computed ones (so that
         // a transaction can upsert through a unique composite).
-        let mut stated: HashMap<(EntityId, EntityId), Value> = HashMap::new();
+        let mut stated: BTreeMap<(EntityId, EntityId), Value> = BTreeMap::new();
         datoms.retain(|d| {
             let composite = schema.attribute(d.a).is_some_and(|a| a.is_composite());
             if composite {
@@ -315,8 +318,6 @@ impl Gen<'_> {
             }
             let old = self.current(e, c);
             if old.first().map(|d| &d.v) == new.as_ref() {
-                self.retract_set.retain(|f| !(f.0 == e && f.1 == c));
-                self.retracts.retain(|(f, _)| !(f.0 == e && f.1 == c));
                 continue;
             }
             for d in old {

@@ -140,18 +140,14 @@ pub fn transact(db: &Db, ops: &[TxOp], ctx: &TxContext<'_>) -> Result<TxReport, 
     state.next_user = resolved.next_user;
     let instant = tx_instant(&before, &generated.datoms, tx, ctx.now_ms)?;
     let mut tx_data = generated.datoms;
-    if !tx_data.iter().any(|d| d.e == tx && d.a == sys::TX_INSTANT) {
-        tx_data.insert(
-            0,
-            Datom::new(tx, sys::TX_INSTANT, Value::Instant(instant), tx, true),
-        );
-    } else if let Some(pos) = tx_data
+    let instant_datom = match tx_data
         .iter()
         .position(|d| d.e == tx && d.a == sys::TX_INSTANT)
     {
-        let d = tx_data.remove(pos);
-        tx_data.insert(0, d);
-    }
+        Some(pos) => tx_data.remove(pos),
+        None => Datom::new(tx, sys::TX_INSTANT, Value::Instant(instant), tx, true),
+    };
+    tx_data.insert(0, instant_datom);
     let new_schema = schema::next_schema(&before, &tx_data)?;
     if let Some(s) = new_schema {
         state.schema = Arc::new(s);
