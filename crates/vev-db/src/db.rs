@@ -367,14 +367,16 @@ struct Merged {
 }
 
 impl Merged {
-    fn next_raw(&mut self) -> Option<Datom> {
-        let take_current = match (self.current.peek(), self.retired.peek()) {
+    /// Whether the next datom in order comes from the current index (ties go to current).
+    fn current_first(&mut self) -> bool {
+        match (self.current.peek(), self.retired.peek()) {
             (Some(c), Some(r)) => self.order.cmp(c, r) != Ordering::Greater,
-            (Some(_), None) => true,
-            (None, Some(_)) => false,
-            (None, None) => return None,
-        };
-        if take_current {
+            (current, _) => current.is_some(),
+        }
+    }
+
+    fn next_raw(&mut self) -> Option<Datom> {
+        if self.current_first() {
             self.current.next()
         } else {
             self.retired.next()
@@ -382,12 +384,7 @@ impl Merged {
     }
 
     fn peek_raw(&mut self) -> Option<&Datom> {
-        let take_current = match (self.current.peek(), self.retired.peek()) {
-            (Some(c), Some(r)) => self.order.cmp(c, r) != Ordering::Greater,
-            (Some(_), None) => true,
-            _ => false,
-        };
-        if take_current {
+        if self.current_first() {
             self.current.peek()
         } else {
             self.retired.peek()
