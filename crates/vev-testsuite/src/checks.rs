@@ -46,7 +46,7 @@ pub fn check(run: &Run, db: &Db, c: &Edn) -> Result<(), String> {
             let got: Vec<Datom> = db
                 .index_range(attr.id, bound(arg(1)?)?, bound(arg(2)?)?)
                 .collect();
-            compare_datoms(run, db, &got, arg(3)?, db.view().history)
+            compare_datoms(run, db, &got, arg(3)?)
         }
         "tx-data" => check_tx_data(run, db, arg(0)?, arg(1)?),
         "tx-range" => {
@@ -324,23 +324,11 @@ fn check_datoms(run: &Run, db: &Db, head: &str, args: &[Edn]) -> Result<(), Stri
                 .and_then(Edn::as_integer)
                 .ok_or("expected a count")? as usize;
             let got: Vec<Datom> = db.seek_datoms(order, &comps).take(n).collect();
-            compare_datoms(
-                run,
-                db,
-                &got,
-                args.get(3).ok_or("expected datoms")?,
-                db.view().history,
-            )
+            compare_datoms(run, db, &got, args.get(3).ok_or("expected datoms")?)
         }
         _ => {
             let got: Vec<Datom> = db.datoms(order, &comps).collect();
-            compare_datoms(
-                run,
-                db,
-                &got,
-                args.get(2).ok_or("expected datoms")?,
-                db.view().history,
-            )
+            compare_datoms(run, db, &got, args.get(2).ok_or("expected datoms")?)
         }
     }
 }
@@ -366,13 +354,7 @@ fn expected_datom(
     Ok((e, a, v, tx, added))
 }
 
-fn compare_datoms(
-    run: &Run,
-    db: &Db,
-    got: &[Datom],
-    want: &Edn,
-    _history: bool,
-) -> Result<(), String> {
+fn compare_datoms(run: &Run, db: &Db, got: &[Datom], want: &Edn) -> Result<(), String> {
     let want = want.as_seq().ok_or("expected a list of datoms")?;
     if got.len() != want.len() {
         return Err(format!(
