@@ -36,6 +36,8 @@ pub enum Value {
     Bytes(Arc<[u8]>),
     Symbol(Symbol),
     Tuple(Arc<[Value]>),
+    /// Never stored in a datom: a map built inside a query (`hash-map`), or a query input.
+    Map(Arc<std::collections::BTreeMap<Value, Value>>),
 }
 
 impl Value {
@@ -57,13 +59,14 @@ impl Value {
             Value::Bytes(_) => 13,
             Value::Symbol(_) => 14,
             Value::Tuple(_) => 15,
+            Value::Map(_) => 16,
         }
     }
 
     /// The value type this value has, `None` for `Nil`.
     pub fn value_type(&self) -> Option<ValueType> {
         Some(match self {
-            Value::Nil => return None,
+            Value::Nil | Value::Map(_) => return None,
             Value::Ref(_) => ValueType::Ref,
             Value::Keyword(_) => ValueType::Keyword,
             Value::String(_) => ValueType::String,
@@ -147,6 +150,7 @@ impl Value {
             }
             Value::Symbol(s) => Edn::Symbol(s.clone()),
             Value::Tuple(items) => Edn::Vector(items.iter().map(Value::to_edn).collect()),
+            Value::Map(m) => Edn::Map(m.iter().map(|(k, v)| (k.to_edn(), v.to_edn())).collect()),
         }
     }
 }
@@ -205,6 +209,7 @@ impl Ord for Value {
             (Bytes(a), Bytes(b)) => a.cmp(b),
             (Symbol(a), Symbol(b)) => a.cmp(b),
             (Tuple(a), Tuple(b)) => a.cmp(b),
+            (Map(a), Map(b)) => a.cmp(b),
             _ => self.rank().cmp(&other.rank()),
         }
     }
@@ -229,6 +234,12 @@ impl Hash for Value {
             Value::Bytes(b) => b.hash(state),
             Value::Symbol(s) => s.hash(state),
             Value::Tuple(items) => items.hash(state),
+            Value::Map(m) => {
+                for (k, v) in m.iter() {
+                    k.hash(state);
+                    v.hash(state);
+                }
+            }
         }
     }
 }

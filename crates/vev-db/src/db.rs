@@ -148,6 +148,10 @@ impl Db {
         self.state.basis_t
     }
 
+    pub(crate) fn is_current_view(&self) -> bool {
+        self.view.is_current()
+    }
+
     /// The view this value applies.
     pub fn view(&self) -> View {
         self.view

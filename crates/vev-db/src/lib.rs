@@ -6,6 +6,7 @@ mod bootstrap;
 mod db;
 mod entity;
 mod log;
+mod source;
 pub mod tree;
 mod tx;
 

@@ -176,6 +176,14 @@ impl Tree {
         }
     }
 
+    /// Visit datoms by reference in order, from the first for which `below` is false (see
+    /// `rank`), until `visit` returns false. Walks the borrowed nodes: no reference counting.
+    pub fn visit_from(&self, below: impl Fn(&Datom) -> bool, visit: &mut dyn FnMut(&Datom) -> bool) {
+        if let Some(root) = &self.root {
+            visit_node(root, Some(&below), visit);
+        }
+    }
+
     pub fn iter(&self) -> Iter {
         self.iter_from(|_| false)
     }
@@ -384,6 +392,32 @@ fn branch_entry(entries: Vec<Entry>) -> Entry {
         node: Node::Branch(Arc::new(b)),
         min,
         size,
+    }
+}
+
+/// Visits `node` from the first datom not `below` (all of it when `below` is `None`); returns
+/// whether the visitor wants more.
+fn visit_node(
+    node: &Node,
+    below: Option<&dyn Fn(&Datom) -> bool>,
+    visit: &mut dyn FnMut(&Datom) -> bool,
+) -> bool {
+    match node {
+        Node::Leaf(items) => {
+            let start = below.map_or(0, |b| items.partition_point(|d| b(d)));
+            items[start..].iter().all(|d| visit(d))
+        }
+        Node::Branch(b) => {
+            let start = below.map_or(0, |f| b.mins.partition_point(|d| f(d)).saturating_sub(1));
+            let mut below = below;
+            for child in &b.children[start..] {
+                if !visit_node(child, below, visit) {
+                    return false;
+                }
+                below = None;
+            }
+            true
+        }
     }
 }
 

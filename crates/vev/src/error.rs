@@ -10,6 +10,8 @@ pub enum Error {
     Tx(#[from] TxError),
     #[error(transparent)]
     Edn(#[from] ParseError),
+    #[error(transparent)]
+    Query(#[from] vev_query::QueryError),
 }
 
 impl Error {
@@ -18,6 +20,7 @@ impl Error {
         match self {
             Error::Tx(e) => e.code(),
             Error::Edn(e) => e.code(),
+            Error::Query(e) => e.code(),
         }
     }
 }

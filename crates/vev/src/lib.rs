@@ -38,3 +38,8 @@ pub use vev_db::{
     coerce_value, Datoms, Db, Entity, TimePoint, TxContext, TxFunctions, TxLogEntry, TxReport, View,
 };
 pub use vev_edn as edn;
+pub use vev_query::{
+    pull_many, q, Input, Limits, PlanStep, PullError, Query, QueryError, QueryOptions,
+    QueryResult, Registry, Source,
+};
+pub use vev_datalog::{parse_pull, parse_query, parse_rules};

@@ -1,0 +1,146 @@
+//! `Db` as a query [`Source`]: the engine's only view of the indexes.
+//!
+//! On a current view, scans walk the borrowed tree nodes (no datom is cloned) and counts are
+//! two rank descents. Time-travel views go through the merging scan of `db.rs`; their counts
+//! are estimates from the current and retired trees together.
+
+use std::cmp::Ordering;
+use std::ops::Bound;
+
+use vev_core::{BasisT, Component, Datom, EntityId, IndexOrder, Schema, Value};
+use vev_query::Source;
+
+use crate::db::Db;
+use crate::tree::Tree;
+
+impl Source for Db {
+    fn schema(&self) -> &Schema {
+        Db::schema(self)
+    }
+
+    fn basis_t(&self) -> BasisT {
+        Db::basis_t(self)
+    }
+
+    fn is_history(&self) -> bool {
+        self.view.history
+    }
+
+    fn scan(&self, order: IndexOrder, prefix: &[Component], visit: &mut dyn FnMut(&Datom) -> bool) {
+        if self.is_current_view() {
+            let tree = self.state.current.tree(order);
+            tree.visit_from(
+                |d| order.cmp_prefix(d, prefix) == Ordering::Less,
+                &mut |d| order.cmp_prefix(d, prefix) == Ordering::Equal && visit(d),
+            );
+            return;
+        }
+        for d in self.datoms(order, prefix) {
+            if !visit(&d) {
+                return;
+            }
+        }
+    }
+
+    fn scan_range(
+        &self,
+        a: EntityId,
+        start: Bound<&Value>,
+        end: Bound<&Value>,
+        visit: &mut dyn FnMut(&Datom) -> bool,
+    ) {
+        let below = |d: &Datom| d.a < a || (d.a == a && before_start(&d.v, start));
+        let inside = |d: &Datom| d.a == a && before_end(&d.v, end);
+        if self.is_current_view() {
+            let tree = self.state.current.tree(IndexOrder::Avet);
+            tree.visit_from(below, &mut |d| inside(d) && visit(d));
+            return;
+        }
+        let start_v = match start {
+            Bound::Included(v) | Bound::Excluded(v) => Some(v.clone()),
+            Bound::Unbounded => None,
+        };
+        for d in self.index_range(a, start_v, None) {
+            if !inside(&d) {
+                return;
+            }
+            if before_start(&d.v, start) {
+                continue;
+            }
+            if !visit(&d) {
+                return;
+            }
+        }
+    }
+
+    fn count_estimate(&self, order: IndexOrder, prefix: &[Component]) -> usize {
+        let count = |tree: &Tree| {
+            let hi = tree.rank(|d| order.cmp_prefix(d, prefix) != Ordering::Greater);
+            let lo = tree.rank(|d| order.cmp_prefix(d, prefix) == Ordering::Less);
+            hi - lo
+        };
+        let current = count(self.state.current.tree(order));
+        if self.is_current_view() {
+            return current;
+        }
+        current + count(self.state.retired.tree(order))
+    }
+
+    fn count_range_estimate(&self, a: EntityId, start: Bound<&Value>, end: Bound<&Value>) -> usize {
+        let count = |tree: &Tree| {
+            let lo = tree.rank(|d| d.a < a || (d.a == a && before_start(&d.v, start)));
+            let hi = tree.rank(|d| d.a < a || (d.a == a && before_end(&d.v, end)));
+            hi.saturating_sub(lo)
+        };
+        let current = count(self.state.current.tree(IndexOrder::Avet));
+        if self.is_current_view() {
+            return current;
+        }
+        current + count(self.state.retired.tree(IndexOrder::Avet))
+    }
+}
+
+/// Whether `v` sorts before the range that starts at `start`.
+fn before_start(v: &Value, start: Bound<&Value>) -> bool {
+    match start {
+        Bound::Included(s) => v < s,
+        Bound::Excluded(s) => v <= s,
+        Bound::Unbounded => false,
+    }
+}
+
+/// Whether `v` sorts before the end of the range.
+fn before_end(v: &Value, end: Bound<&Value>) -> bool {
+    match end {
+        Bound::Included(e) => v <= e,
+        Bound::Excluded(e) => v < e,
+        Bound::Unbounded => true,
+    }
+}
+
+impl Db {
+    /// Run a query with this database as its first input (`$`) and `args` as the rest.
+    pub fn q(&self, query: &str, args: &[vev_core::Edn]) -> Result<vev_query::QueryResult, vev_query::QueryError> {
+        let prepared = vev_query::Query::parse(query)?;
+        self.q_prepared(&prepared, args, &vev_query::QueryOptions::default())
+    }
+
+    /// Run a prepared query with this database as `$` and `args` as the remaining inputs.
+    pub fn q_prepared(
+        &self,
+        query: &vev_query::Query,
+        args: &[vev_core::Edn],
+        opts: &vev_query::QueryOptions,
+    ) -> Result<vev_query::QueryResult, vev_query::QueryError> {
+        let mut inputs = Vec::with_capacity(args.len() + 1);
+        inputs.push(vev_query::Input::Db(self));
+        inputs.extend(args.iter().map(vev_query::Input::Edn));
+        query.run(&inputs, opts)
+    }
+
+    /// Pull `pattern` (EDN text) for entity `e`.
+    pub fn pull(&self, pattern: &str, e: EntityId) -> Result<vev_core::Edn, vev_query::QueryError> {
+        let pattern = vev_datalog::parse_pull(pattern)?;
+        Ok(vev_query::pull(self, &pattern, e)?)
+    }
+}

@@ -1,0 +1,699 @@
+//! The executor: evaluates a clause list against a relation, choosing the next clause by cost.
+//!
+//! The loop: apply every filter that is ready (predicates, functions and `not` whose inputs are
+//! bound) as soon as it is; otherwise pick the pattern, `or` or rule call that the source's
+//! real index counts say yields the fewest rows given what is bound now. After each step, the
+//! variables no later clause needs are projected away. This greedy order is what makes `q2`
+//! and `q2-switch` the same plan.
+
+use std::cell::RefCell;
+use std::collections::{HashMap, HashSet};
+use std::ops::Bound;
+use std::time::Instant;
+
+use vev_core::{Cardinality, Component, IndexOrder, Value};
+use vev_edn::Symbol;
+
+use crate::compile::{CArg, CBinding, CClause, CTerm, Scope};
+use crate::error::QueryError;
+use crate::funcs::{self, Registry};
+use crate::pattern::{entity_of, Prepared, Range};
+use crate::rel::{Rel, VarId};
+use crate::rules::{RuleSet, Tables};
+use crate::source::Source;
+use crate::values::{edn_to_value, truthy};
+
+/// Limits a query runs under.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Limits {
+    /// Stop with `query/timeout` after this long.
+    pub timeout: Option<std::time::Duration>,
+    /// Stop with `query/too-many-rows` when any intermediate relation passes this many rows.
+    pub max_rows: Option<usize>,
+}
+
+/// One step of the chosen plan, for `explain`.
+#[derive(Clone, Debug, PartialEq)]
+pub struct PlanStep {
+    /// The clause, as written.
+    pub clause: String,
+    /// How it ran: the index and prefix of a pattern, "filter", "function", ...
+    pub method: String,
+    /// The planner's estimate of the rows after this step (patterns only).
+    pub estimated_rows: Option<u64>,
+    /// The rows after this step.
+    pub actual_rows: u64,
+}
+
+/// Everything a query evaluation shares.
+pub(crate) struct Ctx<'a> {
+    pub sources: Vec<Option<&'a dyn Source>>,
+    pub rules: &'a RuleSet,
+    pub registry: &'a Registry,
+    pub limits: Limits,
+    pub started: Instant,
+    pub plan: RefCell<Vec<PlanStep>>,
+    pub source_text: &'a dyn Fn(&CClause) -> String,
+}
+
+/// The state of one evaluation: its scope (for names), scalar constants, default source, and
+/// the rule tables when evaluating inside a rule fixpoint.
+#[derive(Clone, Copy)]
+pub(crate) struct Env<'e> {
+    pub scope: &'e Scope,
+    pub consts: &'e HashMap<VarId, Value>,
+    pub default_src: Option<usize>,
+    pub tables: Option<&'e RefCell<Tables>>,
+    /// Semi-naive pass information for rule calls in this body (see `rules`).
+    pub pass: Option<crate::rules::Pass>,
+    /// The rule body being evaluated, to number its rule calls.
+    pub body: Option<&'e [CClause]>,
+    /// Whether to record plan steps (the query's own body only).
+    pub record: bool,
+}
+
+impl<'a> Ctx<'a> {
+    pub fn check(&self, rows: usize) -> Result<(), QueryError> {
+        if let Some(max) = self.limits.max_rows {
+            if rows > max {
+                return Err(QueryError::TooManyRows { limit: max });
+            }
+        }
+        if let Some(t) = self.limits.timeout {
+            if self.started.elapsed() > t {
+                return Err(QueryError::Timeout {
+                    limit_ms: t.as_millis() as u64,
+                });
+            }
+        }
+        Ok(())
+    }
+
+    pub fn source(&self, env: &Env<'_>, src: Option<usize>, span: vev_edn::Span) -> Result<&'a dyn Source, QueryError> {
+        let idx = src.or(env.default_src);
+        match idx.and_then(|i| self.sources.get(i).copied().flatten()) {
+            Some(s) => Ok(s),
+            None => Err(QueryError::Invalid {
+                message: "the query reads a database but none was given as input $".to_owned(),
+                span: Some(span),
+            }),
+        }
+    }
+
+    /// Evaluate `clauses` starting from `rel`; the result binds at least the variables of
+    /// `keep` that the clauses bind.
+    pub fn eval(&self, env: &Env<'_>, mut rel: Rel, clauses: &[CClause], keep: &[VarId]) -> Result<Rel, QueryError> {
+        let mut remaining: Vec<&CClause> = clauses.iter().collect();
+        while !remaining.is_empty() {
+            self.check(rel.len)?;
+            if rel.len == 0 {
+                let mut vars = rel.vars.clone();
+                for c in &remaining {
+                    for v in c.vars() {
+                        if !vars.contains(&v) {
+                            vars.push(v);
+                        }
+                    }
+                }
+                return Ok(Rel::empty(vars));
+            }
+            let idx = match remaining.iter().position(|c| self.filter_ready(env, &rel, c, &remaining)) {
+                Some(i) => i,
+                None => self.choose(env, &rel, &remaining)?,
+            };
+            let clause = remaining.remove(idx);
+            rel = self.apply(env, rel, clause, &remaining)?;
+            let needed: HashSet<VarId> = remaining
+                .iter()
+                .flat_map(|c| c.vars())
+                .chain(keep.iter().copied())
+                .collect();
+            rel = rel.retain_vars(|v| needed.contains(&v));
+        }
+        Ok(rel)
+    }
+
+    /// Predicates, functions and `not` run as soon as their inputs are bound.
+    fn filter_ready(&self, env: &Env<'_>, rel: &Rel, c: &CClause, remaining: &[&CClause]) -> bool {
+        let bound = |v: &VarId| rel.has(*v);
+        match c {
+            CClause::Pred { args, .. } | CClause::Fn { args, .. } => args.iter().all(|a| match a {
+                CArg::Var(v) => bound(v),
+                _ => true,
+            }),
+            CClause::Not { join: Some(vars), .. } => vars.iter().all(bound),
+            CClause::Not { .. } => {
+                let others: HashSet<VarId> = remaining
+                    .iter()
+                    .filter(|o| !std::ptr::eq(**o, c))
+                    .flat_map(|o| o.vars())
+                    .collect();
+                let vars = c.vars();
+                let _ = env;
+                vars.iter().any(bound) && vars.iter().all(|v| bound(v) || !others.contains(v))
+            }
+            _ => false,
+        }
+    }
+
+    /// Pick the cheapest generator (pattern, or, rule call); error if nothing can run.
+    fn choose(&self, env: &Env<'_>, rel: &Rel, remaining: &[&CClause]) -> Result<usize, QueryError> {
+        let mut best: Option<(f64, usize)> = None;
+        for (i, c) in remaining.iter().enumerate() {
+            let cost = match c {
+                CClause::Pattern { src, terms, span } => {
+                    let source = self.source(env, *src, *span)?;
+                    let mut p = Prepared::new(source, terms, rel, *span)?;
+                    p.range = value_range(env, terms, rel, remaining);
+                    p.estimate(rel)?
+                }
+                CClause::Or { join, .. } => {
+                    let vars = c.vars();
+                    let required_ok = match join {
+                        Some((req, _)) => req.iter().all(|v| rel.has(*v)),
+                        None => true,
+                    };
+                    if !required_ok {
+                        continue;
+                    }
+                    if vars.iter().any(|v| rel.has(*v)) {
+                        rel.len as f64 * 4.0
+                    } else {
+                        1e12
+                    }
+                }
+                CClause::Rule { args, name, .. } => {
+                    if !self.rules.required_bound(name, args, rel) {
+                        continue;
+                    }
+                    let bound = args.iter().any(|a| match a {
+                        CArg::Var(v) => rel.has(*v),
+                        _ => true,
+                    });
+                    if bound {
+                        rel.len as f64 * 8.0
+                    } else {
+                        1e12
+                    }
+                }
+                _ => continue,
+            };
+            if best.is_none_or(|(b, _)| cost < b) {
+                best = Some((cost, i));
+            }
+        }
+        match best {
+            Some((_, i)) => Ok(i),
+            None => Err(self.unbound_error(env, rel, remaining[0])),
+        }
+    }
+
+    fn unbound_error(&self, env: &Env<'_>, rel: &Rel, c: &CClause) -> QueryError {
+        let (vars, context) = match c {
+            CClause::Pred { args, .. } => (arg_vars(args), "in predicate"),
+            CClause::Fn { args, .. } => (arg_vars(args), "in function call"),
+            CClause::Not { .. } => (c.vars(), "in not clause"),
+            CClause::Or { join: Some((req, _)), .. } => (req.clone(), "for or-join's required variables"),
+            CClause::Rule { args, .. } => (arg_vars(args), "for rule's required variables"),
+            _ => (c.vars(), "in clause"),
+        };
+        let var = vars
+            .into_iter()
+            .find(|v| !rel.has(*v))
+            .map(|v| env.scope.name(v).to_owned())
+            .unwrap_or_default();
+        QueryError::UnboundVariable {
+            var,
+            context,
+            span: Some(c.span()),
+        }
+    }
+
+    fn record(&self, env: &Env<'_>, c: &CClause, method: String, est: Option<f64>, rows: usize) {
+        if env.record {
+            self.plan.borrow_mut().push(PlanStep {
+                clause: (self.source_text)(c),
+                method,
+                estimated_rows: est.map(|e| e.round() as u64),
+                actual_rows: rows as u64,
+            });
+        }
+    }
+
+    fn apply(&self, env: &Env<'_>, rel: Rel, c: &CClause, remaining: &[&CClause]) -> Result<Rel, QueryError> {
+        match c {
+            CClause::Pattern { src, terms, span } => {
+                let source = self.source(env, *src, *span)?;
+                let mut p = Prepared::new(source, terms, &rel, *span)?;
+                p.range = value_range(env, terms, &rel, remaining);
+                let est = if env.record { Some(p.estimate(&rel)?) } else { None };
+                let out = p.join(&rel, |n| self.check(n))?;
+                self.record(env, c, p.index_name(), est, out.len);
+                Ok(out)
+            }
+            CClause::Pred { name, args, span } => {
+                let out = self.apply_pred(env, rel, name, args, *span)?;
+                self.record(env, c, "filter".into(), None, out.len);
+                Ok(out)
+            }
+            CClause::Fn { name, args, binding, span } => {
+                let out = self.apply_fn(env, rel, name, args, binding, *span)?;
+                self.record(env, c, "function".into(), None, out.len);
+                Ok(out)
+            }
+            CClause::Not { src, join, clauses, .. } => {
+                let join: Vec<VarId> = match join {
+                    Some(j) => j.clone(),
+                    None => c.vars().into_iter().filter(|v| rel.has(*v)).collect(),
+                };
+                let input = rel.project(&join);
+                let inner_env = Env { default_src: src.or(env.default_src), record: false, ..*env };
+                let matched = self.eval(&inner_env, input, clauses, &join)?;
+                let matched = project_bound(&matched, &join);
+                let set: HashSet<Vec<Value>> = matched.rows().map(|r| r.to_vec()).collect();
+                let cols: Vec<usize> = join.iter().map(|v| rel.col(*v).expect("join var bound")).collect();
+                let mut rel = rel;
+                rel.retain(|row| !set.contains(&cols.iter().map(|c| row[*c].clone()).collect::<Vec<_>>()));
+                self.record(env, c, "not".into(), None, rel.len);
+                Ok(rel)
+            }
+            CClause::Or { src, join, branches, span } => {
+                let needed: HashSet<VarId> = remaining.iter().flat_map(|c| c.vars()).collect();
+                let out_vars: Vec<VarId> = match join {
+                    Some((req, free)) => req.iter().chain(free).copied().collect(),
+                    None => c.vars(),
+                };
+                let _ = needed;
+                let in_vars: Vec<VarId> = out_vars.iter().copied().filter(|v| rel.has(*v)).collect();
+                let input = rel.project(&in_vars);
+                let inner_env = Env { default_src: src.or(env.default_src), record: false, ..*env };
+                let mut union = Rel::empty(out_vars.clone());
+                for branch in branches {
+                    let r = self.eval(&inner_env, input.clone(), branch, &out_vars)?;
+                    if r.len == 0 {
+                        continue;
+                    }
+                    if let Some(v) = out_vars.iter().find(|v| !r.has(**v)) {
+                        return Err(QueryError::Invalid {
+                            message: format!(
+                                "every branch of or must bind the same variables, but a branch does not bind {}",
+                                env.scope.name(*v)
+                            ),
+                            span: Some(*span),
+                        });
+                    }
+                    union.union_in(&r.project(&out_vars));
+                }
+                let out = rel.join(&union.dedup());
+                self.record(env, c, "or".into(), None, out.len);
+                Ok(out)
+            }
+            CClause::Rule { src, name, args, span } => {
+                let out = crate::rules::call(self, env, rel, src.or(env.default_src), name, args, *span, c)?;
+                self.record(env, c, "rule".into(), None, out.len);
+                Ok(out)
+            }
+        }
+    }
+
+    /// The values of arguments for one row (sources stay as their index).
+    fn arg_values(&self, env: &Env<'_>, args: &[CArg], rel: &Rel, row: &[Value]) -> Vec<Value> {
+        args.iter()
+            .map(|a| match a {
+                CArg::Var(v) => row[rel.col(*v).expect("argument bound")].clone(),
+                CArg::Const(c) => edn_to_value(c),
+                CArg::Src(i) => Value::Long(*i as i64),
+                CArg::Blank => Value::Nil,
+            })
+            .inspect(|_| {
+                let _ = env;
+            })
+            .collect()
+    }
+
+    fn apply_pred(&self, env: &Env<'_>, mut rel: Rel, name: &Symbol, args: &[CArg], span: vev_edn::Span) -> Result<Rel, QueryError> {
+        let fname = name.as_str();
+        if !funcs::exists(self.registry, fname) {
+            return Err(QueryError::UnknownFunction { name: fname.to_owned(), span: Some(span) });
+        }
+        let mut err = None;
+        let rel_vars = rel.clone_header();
+        rel.retain(|row| {
+            if err.is_some() {
+                return false;
+            }
+            let vals = self.arg_values(env, args, &rel_vars, row);
+            match self.call(env, fname, args, &vals, span) {
+                Ok(v) => truthy(&v),
+                Err(e) => {
+                    err = Some(e);
+                    false
+                }
+            }
+        });
+        match err {
+            Some(e) => Err(with_span(e, span)),
+            None => Ok(rel),
+        }
+    }
+
+    fn apply_fn(
+        &self,
+        env: &Env<'_>,
+        rel: Rel,
+        name: &Symbol,
+        args: &[CArg],
+        binding: &CBinding,
+        span: vev_edn::Span,
+    ) -> Result<Rel, QueryError> {
+        let fname = name.as_str();
+        if !funcs::exists(self.registry, fname) {
+            return Err(QueryError::UnknownFunction { name: fname.to_owned(), span: Some(span) });
+        }
+        // Output variables already bound are checked for equality, not rebound.
+        let bvars = binding.vars();
+        let new_vars: Vec<VarId> = {
+            let mut seen = Vec::new();
+            for v in &bvars {
+                if !rel.has(*v) && !seen.contains(v) {
+                    seen.push(*v);
+                }
+            }
+            seen
+        };
+        let mut vars = rel.vars.clone();
+        vars.extend(new_vars.iter().copied());
+        let mut out = Rel::empty(vars);
+        let mut buf: Vec<Value> = Vec::new();
+        for row in rel.rows() {
+            let vals = self.arg_values(env, args, &rel, row);
+            let result = self.call(env, fname, args, &vals, span).map_err(|e| with_span(e, span))?;
+            for tuple in bind_tuples(fname, binding, result, span)? {
+                // tuple: one value per binding position (None for `_`).
+                buf.clear();
+                buf.extend_from_slice(row);
+                buf.resize(out.width(), Value::Nil);
+                let mut ok = true;
+                for (var, val) in tuple {
+                    if let Some(col) = rel.col(var) {
+                        if !funcs::values_equal(&row[col], &val) {
+                            ok = false;
+                            break;
+                        }
+                        continue;
+                    }
+                    let col = out.col(var).expect("new var has a column");
+                    if col < row.len() {
+                        continue;
+                    }
+                    // A variable bound twice in one binding must get equal values.
+                    if !matches!(buf[col], Value::Nil) && buf[col] != val {
+                        ok = false;
+                        break;
+                    }
+                    buf[col] = val;
+                }
+                if ok {
+                    out.push_row(&buf);
+                }
+            }
+            self.check(out.len)?;
+        }
+        Ok(out)
+    }
+
+    /// Call a function, handling those that read a database.
+    fn call(&self, env: &Env<'_>, name: &str, args: &[CArg], vals: &[Value], span: vev_edn::Span) -> Result<Value, QueryError> {
+        if funcs::DB_FNS.contains(&name) {
+            return self.db_fn(env, name, args, vals, span);
+        }
+        funcs::call(self.registry, name, vals)
+    }
+
+    fn db_fn(&self, env: &Env<'_>, name: &str, args: &[CArg], vals: &[Value], span: vev_edn::Span) -> Result<Value, QueryError> {
+        let src_idx = match args.first() {
+            Some(CArg::Src(i)) => Some(*i),
+            _ => {
+                return Err(QueryError::type_error(
+                    name,
+                    "expects a source ($) as its first argument".to_owned(),
+                ))
+            }
+        };
+        let src = self.source(env, src_idx, span)?;
+        let want = |n: usize| {
+            if vals.len() < n {
+                Err(QueryError::type_error(name, format!("expects at least {n} arguments, got {}", vals.len())))
+            } else {
+                Ok(())
+            }
+        };
+        want(3)?;
+        let Some(e) = entity_of(src, &vals[1])? else {
+            return Ok(match name {
+                "missing?" => Value::Boolean(true),
+                "get-else" => vals.get(3).cloned().unwrap_or(Value::Nil),
+                _ => Value::Nil,
+            });
+        };
+        let attr_of = |v: &Value| -> Result<std::sync::Arc<vev_core::Attribute>, QueryError> {
+            let found = match v {
+                Value::Keyword(k) => src.schema().attribute_by_ident(k),
+                other => entity_of(src, other)?.and_then(|id| src.schema().attribute(id)),
+            };
+            found.cloned().ok_or_else(|| QueryError::UnknownAttribute { attr: v.to_string(), span: Some(span) })
+        };
+        let first_value = |a: u64| {
+            let mut found = None;
+            src.scan(IndexOrder::Eavt, &[Component::Entity(e), Component::Entity(a)], &mut |d| {
+                if d.added {
+                    found = Some(d.v.clone());
+                    false
+                } else {
+                    true
+                }
+            });
+            found
+        };
+        match name {
+            "missing?" => {
+                let a = attr_of(&vals[2])?;
+                Ok(Value::Boolean(first_value(a.id).is_none()))
+            }
+            "get-else" => {
+                want(4)?;
+                let a = attr_of(&vals[2])?;
+                if a.cardinality == Cardinality::Many {
+                    return Err(QueryError::type_error(
+                        name,
+                        format!("attribute {} is cardinality-many; get-else needs cardinality-one", a.ident),
+                    ));
+                }
+                if matches!(vals[3], Value::Nil) {
+                    return Err(QueryError::type_error(name, "the default value must not be nil".to_owned()));
+                }
+                Ok(first_value(a.id).unwrap_or_else(|| vals[3].clone()))
+            }
+            _ => {
+                for v in &vals[2..] {
+                    let a = attr_of(v)?;
+                    if let Some(x) = first_value(a.id) {
+                        return Ok(Value::Tuple(vec![Value::Ref(a.id), x].into()));
+                    }
+                }
+                Ok(Value::Nil)
+            }
+        }
+    }
+}
+
+impl Rel {
+    /// A relation with this one's variables and no rows (to read column positions from).
+    pub(crate) fn clone_header(&self) -> Rel {
+        Rel::empty(self.vars.clone())
+    }
+}
+
+fn with_span(e: QueryError, span: vev_edn::Span) -> QueryError {
+    match e {
+        QueryError::Type { name, message, span: None } => QueryError::Type { name, message, span: Some(span) },
+        QueryError::UnknownFunction { name, span: None } => QueryError::UnknownFunction { name, span: Some(span) },
+        other => other,
+    }
+}
+
+fn arg_vars(args: &[CArg]) -> Vec<VarId> {
+    args.iter()
+        .filter_map(|a| match a {
+            CArg::Var(v) => Some(*v),
+            _ => None,
+        })
+        .collect()
+}
+
+/// The relation restricted to `vars`, dropping rows where one is missing (an empty result).
+fn project_bound(rel: &Rel, vars: &[VarId]) -> Rel {
+    if vars.iter().all(|v| rel.has(*v)) {
+        rel.project(vars)
+    } else {
+        Rel::empty(vars.to_vec())
+    }
+}
+
+/// The assignments a function result makes under a binding form: one list per output tuple.
+fn bind_tuples(
+    name: &str,
+    binding: &CBinding,
+    result: Value,
+    span: vev_edn::Span,
+) -> Result<Vec<Vec<(VarId, Value)>>, QueryError> {
+    if matches!(result, Value::Nil) {
+        return Ok(Vec::new());
+    }
+    let seq = |v: Value| -> Result<Vec<Value>, QueryError> {
+        match v {
+            Value::Tuple(items) => Ok(items.to_vec()),
+            Value::Nil => Ok(Vec::new()),
+            other => Err(QueryError::Type {
+                name: name.to_owned(),
+                message: format!("returned {other}, which cannot be bound to a collection or tuple"),
+                span: Some(span),
+            }),
+        }
+    };
+    let tuple = |vars: &[Option<VarId>], v: Value| -> Result<Option<Vec<(VarId, Value)>>, QueryError> {
+        let items = seq(v)?;
+        if items.len() < vars.len() {
+            return Err(QueryError::Type {
+                name: name.to_owned(),
+                message: format!("returned a tuple of {} values, the binding needs {}", items.len(), vars.len()),
+                span: Some(span),
+            });
+        }
+        Ok(Some(
+            vars.iter()
+                .zip(items)
+                .filter_map(|(var, val)| var.map(|var| (var, val)))
+                .collect(),
+        ))
+    };
+    Ok(match binding {
+        CBinding::Scalar(v) => vec![vec![(*v, result)]],
+        CBinding::Tuple(vars) => tuple(vars, result)?.into_iter().collect(),
+        CBinding::Coll(var) => seq(result)?
+            .into_iter()
+            .map(|v| var.map(|var| vec![(var, v)]).unwrap_or_default())
+            .collect(),
+        CBinding::Rel(vars) => {
+            let mut out = Vec::new();
+            for row in seq(result)? {
+                if let Some(t) = tuple(vars, row)? {
+                    out.push(t);
+                }
+            }
+            out
+        }
+    })
+}
+
+/// A value range for a pattern's value variable, from comparison predicates against constants
+/// (including scalar inputs) among the remaining clauses.
+fn value_range(env: &Env<'_>, terms: &[CTerm; 5], rel: &Rel, remaining: &[&CClause]) -> Option<Range> {
+    let CTerm::Var(v) = &terms[2] else {
+        return None;
+    };
+    if rel.has(*v) || !matches!(terms[1], CTerm::Const(_)) || matches!(terms[0], CTerm::Const(_)) {
+        return None;
+    }
+    if let CTerm::Var(e) = &terms[0] {
+        if rel.has(*e) {
+            return None;
+        }
+    }
+    let constant = |a: &CArg| -> Option<Value> {
+        match a {
+            CArg::Const(c) => Some(edn_to_value(c)),
+            CArg::Var(x) => env.consts.get(x).cloned(),
+            CArg::Src(_) | CArg::Blank => None,
+        }
+    };
+    let mut lo: Bound<Value> = Bound::Unbounded;
+    let mut hi: Bound<Value> = Bound::Unbounded;
+    let mut found = false;
+    for c in remaining {
+        let CClause::Pred { name, args, .. } = c else {
+            continue;
+        };
+        if args.len() != 2 {
+            continue;
+        }
+        let (op, k) = match (&args[0], &args[1]) {
+            (CArg::Var(x), other) if x == v => (name.as_str().to_owned(), constant(other)),
+            (other, CArg::Var(x)) if x == v => (flip(name.as_str()), constant(other)),
+            _ => continue,
+        };
+        let Some(k) = k else { continue };
+        match op.as_str() {
+            ">" => lo = tighter_lo(lo, Bound::Excluded(k)),
+            ">=" => lo = tighter_lo(lo, Bound::Included(k)),
+            "<" => hi = tighter_hi(hi, Bound::Excluded(k)),
+            "<=" => hi = tighter_hi(hi, Bound::Included(k)),
+            _ => continue,
+        }
+        found = true;
+    }
+    if !found {
+        return None;
+    }
+    // Only same-typed bounds order like the index does.
+    let kinds: Vec<&Value> = [&lo, &hi]
+        .into_iter()
+        .filter_map(|b| match b {
+            Bound::Included(v) | Bound::Excluded(v) => Some(v),
+            Bound::Unbounded => None,
+        })
+        .collect();
+    if kinds.windows(2).any(|p| std::mem::discriminant(p[0]) != std::mem::discriminant(p[1])) {
+        return None;
+    }
+    Some((lo, hi))
+}
+
+fn flip(op: &str) -> String {
+    match op {
+        ">" => "<",
+        "<" => ">",
+        ">=" => "<=",
+        "<=" => ">=",
+        other => other,
+    }
+    .to_owned()
+}
+
+fn tighter_lo(a: Bound<Value>, b: Bound<Value>) -> Bound<Value> {
+    match (&a, &b) {
+        (Bound::Unbounded, _) => b,
+        (_, Bound::Unbounded) => a,
+        (Bound::Included(x) | Bound::Excluded(x), Bound::Included(y) | Bound::Excluded(y)) => {
+            if y > x || (y == x && matches!(b, Bound::Excluded(_))) {
+                b
+            } else {
+                a
+            }
+        }
+    }
+}
+
+fn tighter_hi(a: Bound<Value>, b: Bound<Value>) -> Bound<Value> {
+    match (&a, &b) {
+        (Bound::Unbounded, _) => b,
+        (_, Bound::Unbounded) => a,
+        (Bound::Included(x) | Bound::Excluded(x), Bound::Included(y) | Bound::Excluded(y)) => {
+            if y < x || (y == x && matches!(b, Bound::Excluded(_))) {
+                b
+            } else {
+                a
+            }
+        }
+    }
+}

@@ -1,0 +1,607 @@
+//! Built-in functions and predicates of `:where` expressions, and user-registered ones.
+//!
+//! Functions take and return database values. Numbers follow Clojure where it matters to
+//! results: integer arithmetic stays integral and errors on overflow, `=` does not equate an
+//! integer with a double, comparisons order numbers of any kind numerically. Entity ids (refs)
+//! act as integers. Functions that need a database (`get-else`, `get-some`, `missing?`) live
+//! in the executor.
+
+use std::cell::RefCell;
+use std::cmp::Ordering;
+use std::collections::{BTreeMap, HashMap};
+use std::sync::Arc;
+
+use regex::Regex;
+use vev_core::Value;
+use vev_edn::Keyword;
+
+use crate::error::QueryError;
+use crate::values::truthy;
+
+/// A user function: arguments in, a value (or a message saying what was wrong) out.
+pub type UserFn = Arc<dyn Fn(&[Value]) -> Result<Value, String> + Send + Sync>;
+
+/// A user aggregate: the values of the aggregated variable (a bag) in, a value out.
+pub type UserAggregate = Arc<dyn Fn(&[Value]) -> Result<Value, String> + Send + Sync>;
+
+/// Functions and aggregates users registered, by symbol.
+#[derive(Clone, Default)]
+pub struct Registry {
+    pub(crate) functions: HashMap<String, UserFn>,
+    pub(crate) aggregates: HashMap<String, UserAggregate>,
+}
+
+impl Registry {
+    pub fn new() -> Registry {
+        Registry::default()
+    }
+
+    /// Register `f` under `name` (e.g. `"my/discount"`); usable as a predicate or function.
+    pub fn register_fn(
+        &mut self,
+        name: &str,
+        f: impl Fn(&[Value]) -> Result<Value, String> + Send + Sync + 'static,
+    ) {
+        self.functions.insert(name.to_owned(), Arc::new(f));
+    }
+
+    /// Register an aggregate usable in `:find` as `(name ?x)`.
+    pub fn register_aggregate(
+        &mut self,
+        name: &str,
+        f: impl Fn(&[Value]) -> Result<Value, String> + Send + Sync + 'static,
+    ) {
+        self.aggregates.insert(name.to_owned(), Arc::new(f));
+    }
+}
+
+impl std::fmt::Debug for Registry {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Registry")
+            .field("functions", &self.functions.keys().collect::<Vec<_>>())
+            .field("aggregates", &self.aggregates.keys().collect::<Vec<_>>())
+            .finish()
+    }
+}
+
+/// Whether `name` is a built-in or registered function.
+pub(crate) fn exists(registry: &Registry, name: &str) -> bool {
+    registry.functions.contains_key(name) || BUILTINS.contains(&name) || DB_FNS.contains(&name)
+}
+
+/// Functions the executor implements because they read a database.
+pub(crate) const DB_FNS: &[&str] = &["get-else", "get-some", "missing?"];
+
+const BUILTINS: &[&str] = &[
+    "=", "==", "!=", "not=", "<", ">", "<=", ">=", "+", "-", "*", "/", "quot", "rem", "mod",
+    "inc", "dec", "min", "max", "str", "subs", "count", "re-find", "re-matches", "re-seq",
+    "re-pattern", "starts-with?", "ends-with?", "includes?", "clojure.string/starts-with?",
+    "clojure.string/ends-with?", "clojure.string/includes?", "clojure.string/blank?", "blank?",
+    "nil?", "some?", "zero?", "pos?", "neg?", "even?", "odd?", "vector", "list", "hash-map",
+    "type", "name", "namespace", "keyword", "identity", "ground", "tuple", "untuple", "true?",
+    "false?", "not", "abs", "lower-case", "upper-case", "clojure.string/lower-case",
+    "clojure.string/upper-case",
+];
+
+/// Call function `name` on `args`.
+pub(crate) fn call(registry: &Registry, name: &str, args: &[Value]) -> Result<Value, QueryError> {
+    if let Some(f) = registry.functions.get(name) {
+        return f(args).map_err(|m| QueryError::type_error(name, m));
+    }
+    builtin(name, args)
+}
+
+fn arity(name: &str, args: &[Value], min: usize, max: usize) -> Result<(), QueryError> {
+    if args.len() < min || args.len() > max {
+        let want = if min == max {
+            format!("{min}")
+        } else if max == usize::MAX {
+            format!("at least {min}")
+        } else {
+            format!("{min} to {max}")
+        };
+        return Err(QueryError::type_error(
+            name,
+            format!("expects {want} arguments, got {}", args.len()),
+        ));
+    }
+    Ok(())
+}
+
+/// A number as the arithmetic sees it.
+#[derive(Clone, Copy, Debug)]
+enum Num {
+    Int(i64),
+    Float(f64),
+}
+
+fn num(name: &str, v: &Value) -> Result<Num, QueryError> {
+    Ok(match v {
+        Value::Long(n) => Num::Int(*n),
+        Value::Ref(e) => Num::Int(*e as i64),
+        Value::Double(d) => Num::Float(*d),
+        Value::Float(f) => Num::Float(*f as f64),
+        Value::BigInt(b) => match i64::try_from(&**b) {
+            Ok(n) => Num::Int(n),
+            Err(_) => Num::Float(b.to_string().parse().unwrap_or(f64::NAN)),
+        },
+        Value::BigDec(d) => Num::Float(d.to_string().parse().unwrap_or(f64::NAN)),
+        other => {
+            return Err(QueryError::type_error(
+                name,
+                format!("expects numbers, got {other}"),
+            ))
+        }
+    })
+}
+
+fn is_num(v: &Value) -> bool {
+    matches!(
+        v,
+        Value::Long(_)
+            | Value::Ref(_)
+            | Value::Double(_)
+            | Value::Float(_)
+            | Value::BigInt(_)
+            | Value::BigDec(_)
+    )
+}
+
+fn num_value(n: Num) -> Value {
+    match n {
+        Num::Int(i) => Value::Long(i),
+        Num::Float(f) => Value::Double(f),
+    }
+}
+
+fn as_f64(n: Num) -> f64 {
+    match n {
+        Num::Int(i) => i as f64,
+        Num::Float(f) => f,
+    }
+}
+
+fn overflow(name: &str) -> QueryError {
+    QueryError::type_error(name, "integer overflow".to_owned())
+}
+
+fn arith(name: &str, args: &[Value]) -> Result<Value, QueryError> {
+    let op = |a: Num, b: Num| -> Result<Num, QueryError> {
+        Ok(match (a, b) {
+            (Num::Int(x), Num::Int(y)) => Num::Int(
+                match name {
+                    "+" => x.checked_add(y),
+                    "-" => x.checked_sub(y),
+                    _ => x.checked_mul(y),
+                }
+                .ok_or_else(|| overflow(name))?,
+            ),
+            (x, y) => {
+                let (x, y) = (as_f64(x), as_f64(y));
+                Num::Float(match name {
+                    "+" => x + y,
+                    "-" => x - y,
+                    _ => x * y,
+                })
+            }
+        })
+    };
+    let nums = args
+        .iter()
+        .map(|a| num(name, a))
+        .collect::<Result<Vec<_>, _>>()?;
+    let result = match (name, nums.as_slice()) {
+        ("+", []) => Num::Int(0),
+        ("*", []) => Num::Int(1),
+        ("-", []) => return Err(QueryError::type_error(name, "expects at least 1 argument".into())),
+        ("-", [x]) => op(Num::Int(0), *x)?,
+        (_, [first, rest @ ..]) => {
+            let mut acc = *first;
+            for n in rest {
+                acc = op(acc, *n)?;
+            }
+            acc
+        }
+        _ => unreachable!("empty argument lists are matched above"),
+    };
+    Ok(num_value(result))
+}
+
+fn divide(args: &[Value]) -> Result<Value, QueryError> {
+    arity("/", args, 1, usize::MAX)?;
+    let nums = args
+        .iter()
+        .map(|a| num("/", a))
+        .collect::<Result<Vec<_>, _>>()?;
+    let (mut acc, rest) = if nums.len() == 1 {
+        (Num::Int(1), &nums[..])
+    } else {
+        (nums[0], &nums[1..])
+    };
+    for n in rest {
+        acc = match (acc, *n) {
+            (Num::Int(_), Num::Int(0)) => {
+                return Err(QueryError::type_error("/", "divide by zero".into()))
+            }
+            (Num::Int(x), Num::Int(y)) if x % y == 0 => {
+                Num::Int(x.checked_div(y).ok_or_else(|| overflow("/"))?)
+            }
+            (x, y) => Num::Float(as_f64(x) / as_f64(y)),
+        };
+    }
+    Ok(num_value(acc))
+}
+
+fn int_op(name: &str, args: &[Value]) -> Result<Value, QueryError> {
+    arity(name, args, 2, 2)?;
+    let (x, y) = match (num(name, &args[0])?, num(name, &args[1])?) {
+        (Num::Int(x), Num::Int(y)) => (x, y),
+        (x, y) => {
+            let (x, y) = (as_f64(x), as_f64(y));
+            if y == 0.0 {
+                return Err(QueryError::type_error(name, "divide by zero".into()));
+            }
+            let q = (x / y).trunc();
+            return Ok(Value::Double(match name {
+                "quot" => q,
+                "rem" => x - q * y,
+                _ => x - (x / y).floor() * y,
+            }));
+        }
+    };
+    if y == 0 {
+        return Err(QueryError::type_error(name, "divide by zero".into()));
+    }
+    let r = match name {
+        "quot" => x.checked_div(y),
+        "rem" => x.checked_rem(y),
+        _ => x.checked_rem(y).map(|r| if r != 0 && (r < 0) != (y < 0) { r + y } else { r }),
+    };
+    r.map(Value::Long).ok_or_else(|| overflow(name))
+}
+
+/// Equality as Clojure's `=`, with entity ids equal to the same integer.
+pub(crate) fn values_equal(a: &Value, b: &Value) -> bool {
+    match (a, b) {
+        (Value::Ref(x), Value::Long(y)) | (Value::Long(y), Value::Ref(x)) => *y >= 0 && *x == *y as u64,
+        _ => a == b,
+    }
+}
+
+/// Order two values for `<` and friends: numbers numerically, otherwise values of one kind.
+pub(crate) fn compare(name: &str, a: &Value, b: &Value) -> Result<Ordering, QueryError> {
+    if is_num(a) && is_num(b) {
+        return Ok(match (num(name, a)?, num(name, b)?) {
+            (Num::Int(x), Num::Int(y)) => x.cmp(&y),
+            (x, y) => as_f64(x).partial_cmp(&as_f64(y)).unwrap_or(Ordering::Equal),
+        });
+    }
+    if std::mem::discriminant(a) == std::mem::discriminant(b)
+        || matches!((a, b), (Value::Nil, _) | (_, Value::Nil))
+    {
+        return Ok(a.cmp(b));
+    }
+    Err(QueryError::type_error(
+        name,
+        format!("cannot compare {a} with {b}"),
+    ))
+}
+
+fn comparison(name: &str, args: &[Value]) -> Result<Value, QueryError> {
+    arity(name, args, 1, usize::MAX)?;
+    for pair in args.windows(2) {
+        let ord = compare(name, &pair[0], &pair[1])?;
+        let ok = match name {
+            "<" => ord == Ordering::Less,
+            ">" => ord == Ordering::Greater,
+            "<=" => ord != Ordering::Greater,
+            _ => ord != Ordering::Less,
+        };
+        if !ok {
+            return Ok(Value::Boolean(false));
+        }
+    }
+    Ok(Value::Boolean(true))
+}
+
+fn extreme(name: &str, args: &[Value]) -> Result<Value, QueryError> {
+    arity(name, args, 1, usize::MAX)?;
+    let mut best = args[0].clone();
+    for v in &args[1..] {
+        let ord = compare(name, v, &best)?;
+        if (name == "min" && ord == Ordering::Less) || (name == "max" && ord == Ordering::Greater) {
+            best = v.clone();
+        }
+    }
+    Ok(best)
+}
+
+/// The text `str` makes of a value: strings as they are, `nil` as nothing, others as EDN.
+pub(crate) fn to_str(v: &Value) -> String {
+    match v {
+        Value::Nil => String::new(),
+        Value::String(s) | Value::Uri(s) => s.to_string(),
+        other => other.to_string(),
+    }
+}
+
+fn string<'v>(name: &str, v: &'v Value) -> Result<&'v str, QueryError> {
+    match v {
+        Value::String(s) => Ok(s),
+        other => Err(QueryError::type_error(
+            name,
+            format!("expects a string, got {other}"),
+        )),
+    }
+}
+
+fn long(name: &str, v: &Value) -> Result<i64, QueryError> {
+    match num(name, v)? {
+        Num::Int(n) => Ok(n),
+        Num::Float(_) => Err(QueryError::type_error(
+            name,
+            format!("expects an integer, got {v}"),
+        )),
+    }
+}
+
+thread_local! {
+    static REGEX_CACHE: RefCell<HashMap<String, Regex>> = RefCell::new(HashMap::new());
+}
+
+fn with_regex<T>(
+    name: &str,
+    pattern: &Value,
+    f: impl FnOnce(&Regex) -> T,
+) -> Result<T, QueryError> {
+    let text = string(name, pattern)?;
+    REGEX_CACHE.with(|cache| {
+        let mut cache = cache.borrow_mut();
+        if !cache.contains_key(text) {
+            let re = Regex::new(text).map_err(|e| {
+                QueryError::type_error(name, format!("invalid regular expression \"{text}\": {e}"))
+            })?;
+            if cache.len() > 256 {
+                cache.clear();
+            }
+            cache.insert(text.to_owned(), re);
+        }
+        Ok(f(&cache[text]))
+    })
+}
+
+/// A regex match as Clojure returns it: the match, or `[match group...]` with groups.
+fn match_value(caps: &regex::Captures<'_>) -> Value {
+    if caps.len() == 1 {
+        return Value::string(caps.get(0).map_or("", |m| m.as_str()));
+    }
+    Value::Tuple(
+        caps.iter()
+            .map(|m| m.map_or(Value::Nil, |m| Value::string(m.as_str())))
+            .collect(),
+    )
+}
+
+fn predicate(name: &str, args: &[Value], f: impl Fn(&Value) -> Result<bool, QueryError>) -> Result<Value, QueryError> {
+    arity(name, args, 1, 1)?;
+    f(&args[0]).map(Value::Boolean)
+}
+
+fn type_name(v: &Value) -> &'static str {
+    match v {
+        Value::Nil => "nil",
+        Value::Ref(_) | Value::Long(_) => "java.lang.Long",
+        Value::Keyword(_) => "clojure.lang.Keyword",
+        Value::String(_) => "java.lang.String",
+        Value::Boolean(_) => "java.lang.Boolean",
+        Value::BigInt(_) => "clojure.lang.BigInt",
+        Value::Double(_) => "java.lang.Double",
+        Value::Float(_) => "java.lang.Float",
+        Value::BigDec(_) => "java.math.BigDecimal",
+        Value::Instant(_) => "java.util.Date",
+        Value::Uuid(_) => "java.util.UUID",
+        Value::Uri(_) => "java.net.URI",
+        Value::Bytes(_) => "[B",
+        Value::Symbol(_) => "clojure.lang.Symbol",
+        Value::Tuple(_) => "clojure.lang.PersistentVector",
+        Value::Map(_) => "clojure.lang.PersistentArrayMap",
+    }
+}
+
+fn builtin(name: &str, args: &[Value]) -> Result<Value, QueryError> {
+    let b = Value::Boolean;
+    match name {
+        "=" | "==" => {
+            arity(name, args, 1, usize::MAX)?;
+            Ok(b(args.windows(2).all(|p| values_equal(&p[0], &p[1]))))
+        }
+        "!=" | "not=" => {
+            arity(name, args, 1, usize::MAX)?;
+            Ok(b(!args.windows(2).all(|p| values_equal(&p[0], &p[1]))))
+        }
+        "<" | ">" | "<=" | ">=" => comparison(name, args),
+        "+" | "-" | "*" => arith(name, args),
+        "/" => divide(args),
+        "quot" | "rem" | "mod" => int_op(name, args),
+        "inc" | "dec" => {
+            arity(name, args, 1, 1)?;
+            let delta = Value::Long(if name == "inc" { 1 } else { -1 });
+            arith("+", &[args[0].clone(), delta])
+        }
+        "abs" => {
+            arity(name, args, 1, 1)?;
+            Ok(match num(name, &args[0])? {
+                Num::Int(n) => Value::Long(n.checked_abs().ok_or_else(|| overflow(name))?),
+                Num::Float(f) => Value::Double(f.abs()),
+            })
+        }
+        "min" | "max" => extreme(name, args),
+        "str" => Ok(Value::from(args.iter().map(to_str).collect::<String>())),
+        "subs" => {
+            arity(name, args, 2, 3)?;
+            let s: Vec<char> = string(name, &args[0])?.chars().collect();
+            let start = long(name, &args[1])?;
+            let end = match args.get(2) {
+                Some(e) => long(name, e)?,
+                None => s.len() as i64,
+            };
+            if start < 0 || end < start || end as usize > s.len() {
+                return Err(QueryError::type_error(
+                    name,
+                    format!("index out of range: {start} to {end} of a string of length {}", s.len()),
+                ));
+            }
+            Ok(Value::from(s[start as usize..end as usize].iter().collect::<String>()))
+        }
+        "count" => {
+            arity(name, args, 1, 1)?;
+            Ok(Value::Long(match &args[0] {
+                Value::Nil => 0,
+                Value::String(s) => s.chars().count() as i64,
+                Value::Tuple(items) => items.len() as i64,
+                Value::Map(m) => m.len() as i64,
+                Value::Bytes(bytes) => bytes.len() as i64,
+                other => {
+                    return Err(QueryError::type_error(
+                        name,
+                        format!("count not supported on {other}"),
+                    ))
+                }
+            }))
+        }
+        "re-pattern" => {
+            arity(name, args, 1, 1)?;
+            with_regex(name, &args[0], |_| ())?;
+            Ok(args[0].clone())
+        }
+        "re-find" => {
+            arity(name, args, 2, 2)?;
+            let s = string(name, &args[1])?;
+            with_regex(name, &args[0], |re| re.captures(s).map_or(Value::Nil, |c| match_value(&c)))
+        }
+        "re-matches" => {
+            arity(name, args, 2, 2)?;
+            let s = string(name, &args[1])?;
+            with_regex(name, &args[0], |re| {
+                re.captures(s)
+                    .filter(|c| c.get(0).is_some_and(|m| m.start() == 0 && m.end() == s.len()))
+                    .map_or(Value::Nil, |c| match_value(&c))
+            })
+        }
+        "re-seq" => {
+            arity(name, args, 2, 2)?;
+            let s = string(name, &args[1])?;
+            with_regex(name, &args[0], |re| {
+                let all: Vec<Value> = re.captures_iter(s).map(|c| match_value(&c)).collect();
+                if all.is_empty() {
+                    Value::Nil
+                } else {
+                    Value::Tuple(all.into())
+                }
+            })
+        }
+        "starts-with?" | "clojure.string/starts-with?" => {
+            arity(name, args, 2, 2)?;
+            Ok(b(string(name, &args[0])?.starts_with(string(name, &args[1])?)))
+        }
+        "ends-with?" | "clojure.string/ends-with?" => {
+            arity(name, args, 2, 2)?;
+            Ok(b(string(name, &args[0])?.ends_with(string(name, &args[1])?)))
+        }
+        "includes?" | "clojure.string/includes?" => {
+            arity(name, args, 2, 2)?;
+            Ok(b(string(name, &args[0])?.contains(string(name, &args[1])?)))
+        }
+        "lower-case" | "clojure.string/lower-case" => {
+            arity(name, args, 1, 1)?;
+            Ok(Value::from(string(name, &args[0])?.to_lowercase()))
+        }
+        "upper-case" | "clojure.string/upper-case" => {
+            arity(name, args, 1, 1)?;
+            Ok(Value::from(string(name, &args[0])?.to_uppercase()))
+        }
+        "blank?" | "clojure.string/blank?" => predicate(name, args, |v| match v {
+            Value::Nil => Ok(true),
+            v => Ok(string(name, v)?.trim().is_empty()),
+        }),
+        "nil?" => predicate(name, args, |v| Ok(matches!(v, Value::Nil))),
+        "some?" => predicate(name, args, |v| Ok(!matches!(v, Value::Nil))),
+        "true?" => predicate(name, args, |v| Ok(matches!(v, Value::Boolean(true)))),
+        "false?" => predicate(name, args, |v| Ok(matches!(v, Value::Boolean(false)))),
+        "not" => predicate(name, args, |v| Ok(!truthy(v))),
+        "zero?" | "pos?" | "neg?" => predicate(name, args, |v| {
+            let x = as_f64(num(name, v)?);
+            Ok(match name {
+                "zero?" => x == 0.0,
+                "pos?" => x > 0.0,
+                _ => x < 0.0,
+            })
+        }),
+        "even?" | "odd?" => predicate(name, args, |v| {
+            let n = long(name, v)?;
+            Ok((n % 2 == 0) == (name == "even?"))
+        }),
+        "vector" | "list" | "tuple" => Ok(Value::Tuple(args.iter().cloned().collect())),
+        "hash-map" => {
+            if args.len() % 2 != 0 {
+                return Err(QueryError::type_error(
+                    name,
+                    format!("expects an even number of arguments, got {}", args.len()),
+                ));
+            }
+            let m: BTreeMap<Value, Value> = args
+                .chunks(2)
+                .map(|kv| (kv[0].clone(), kv[1].clone()))
+                .collect();
+            Ok(Value::Map(Arc::new(m)))
+        }
+        "type" => {
+            arity(name, args, 1, 1)?;
+            Ok(Value::Symbol(vev_edn::Symbol::new(type_name(&args[0]))))
+        }
+        "name" | "namespace" => {
+            arity(name, args, 1, 1)?;
+            let (ns, n) = match &args[0] {
+                Value::Keyword(k) => (k.namespace().map(str::to_owned), k.name().to_owned()),
+                Value::Symbol(s) => (s.namespace().map(str::to_owned), s.name().to_owned()),
+                Value::String(s) if name == "name" => (None, s.to_string()),
+                other => {
+                    return Err(QueryError::type_error(
+                        name,
+                        format!("expects a keyword or symbol, got {other}"),
+                    ))
+                }
+            };
+            Ok(if name == "name" {
+                Value::from(n)
+            } else {
+                ns.map_or(Value::Nil, Value::from)
+            })
+        }
+        "keyword" => {
+            arity(name, args, 1, 2)?;
+            let text = match args {
+                [Value::Keyword(k)] => return Ok(Value::Keyword(k.clone())),
+                [one] => to_str(one),
+                [Value::Nil, n] => to_str(n),
+                [ns, n] => format!("{}/{}", to_str(ns), to_str(n)),
+                _ => unreachable!("arity is checked"),
+            };
+            if !vev_edn::is_valid_keyword(&text) {
+                return Err(QueryError::type_error(
+                    name,
+                    format!("\"{text}\" is not a valid keyword"),
+                ));
+            }
+            Ok(Value::Keyword(Keyword::new(&text)))
+        }
+        "identity" | "ground" | "untuple" => {
+            arity(name, args, 1, 1)?;
+            Ok(args[0].clone())
+        }
+        _ => Err(QueryError::UnknownFunction {
+            name: name.to_owned(),
+            span: None,
+        }),
+    }
+}

@@ -1,0 +1,33 @@
+//! Vev's Datalog engine: Datomic's query dialect and pull API over any [`Source`].
+//!
+//! Layers, each its own module:
+//! - [`source`]: the one trait through which the engine reads indexes (scans and counts).
+//! - `compile`: the syntax tree (from `vev-datalog`) to numbered variables and resolved sources.
+//! - `exec` and `pattern`: the greedy, count-driven planner and the executor over compact
+//!   row relations (`rel`).
+//! - `rules`: semi-naive, seeded evaluation of (mutually) recursive rules.
+//! - `funcs` and `agg`: built-in functions, predicates and aggregates, plus user-registered
+//!   ones.
+//! - [`pull`]: Datomic's pull patterns.
+//! - `query`: the API: [`Query`] (prepare once, run many times), [`q`], `explain`.
+
+mod agg;
+mod compile;
+mod error;
+mod exec;
+mod funcs;
+mod pattern;
+pub mod pull;
+mod query;
+mod rel;
+mod rules;
+pub mod source;
+pub mod testing;
+mod values;
+
+pub use error::QueryError;
+pub use exec::{Limits, PlanStep};
+pub use funcs::Registry;
+pub use pull::{pull, pull_many, PullError};
+pub use query::{q, Input, Query, QueryOptions, QueryResult};
+pub use source::Source;

@@ -1,0 +1,465 @@
+//! Matching one data pattern against a source, joined with the bindings so far.
+//!
+//! A pattern's positions are constants (resolved once against the source's schema), variables
+//! bound by the relation (resolved per row), new variables, or blanks. The known positions pick
+//! the index: `[e a]` → EAVT, `[a v]` → AVET, `[a]` → AEVT (or an AVET range when predicates
+//! bound the value), `[v]` of a ref → VAET. When rows supply part of the prefix, all rows'
+//! prefixes are sorted and handed to the source as one batch, so the index is walked once.
+
+use std::cmp::Ordering;
+use std::ops::Bound;
+use std::sync::Arc;
+
+use vev_core::{ids, Attribute, Component, Datom, EntityId, IndexOrder, Value};
+use vev_edn::{Edn, Span};
+
+use crate::compile::CTerm;
+use crate::error::QueryError;
+use crate::funcs::values_equal;
+use crate::rel::{Rel, VarId};
+use crate::source::Source;
+use crate::values::{coerce_to, edn_to_value, resolve_entity};
+
+const E: usize = 0;
+const A: usize = 1;
+const V: usize = 2;
+const T: usize = 3;
+const ADDED: usize = 4;
+
+/// What one position of the pattern is, for this execution.
+#[derive(Clone, Debug)]
+enum Slot {
+    /// A constant, as the datom holds it.
+    Const(Value),
+    /// A variable bound by the relation: its column.
+    Bound(usize),
+    /// A new variable (its first position in the pattern).
+    Free(VarId),
+    /// The same new variable as an earlier position.
+    Same(usize),
+    Blank,
+}
+
+/// A value range on the pattern's value, from predicates on it.
+pub(crate) type Range = (Bound<Value>, Bound<Value>);
+
+/// A pattern prepared against one source and the current relation.
+pub(crate) struct Prepared<'s> {
+    src: &'s dyn Source,
+    slots: [Slot; 5],
+    /// The attribute, when the pattern names one.
+    attr: Option<Arc<Attribute>>,
+    /// The new variables, in the order their columns are appended.
+    pub new_vars: Vec<VarId>,
+    /// A constant names nothing in the source: the pattern matches nothing.
+    pub impossible: bool,
+    pub range: Option<Range>,
+}
+
+impl<'s> Prepared<'s> {
+    pub fn new(
+        src: &'s dyn Source,
+        terms: &[CTerm; 5],
+        rel: &Rel,
+        span: Span,
+    ) -> Result<Prepared<'s>, QueryError> {
+        let mut p = Prepared {
+            src,
+            slots: [Slot::Blank, Slot::Blank, Slot::Blank, Slot::Blank, Slot::Blank],
+            attr: None,
+            new_vars: Vec::new(),
+            impossible: false,
+            range: None,
+        };
+        // The attribute first: constants in value position are typed by it.
+        let order = [A, E, V, T, ADDED];
+        let mut first_pos: Vec<(VarId, usize)> = Vec::new();
+        for pos in order {
+            p.slots[pos] = match &terms[pos] {
+                CTerm::Blank => Slot::Blank,
+                CTerm::Var(v) => {
+                    if let Some(col) = rel.col(*v) {
+                        Slot::Bound(col)
+                    } else if let Some((_, at)) = first_pos.iter().find(|(x, _)| x == v) {
+                        Slot::Same(*at)
+                    } else {
+                        first_pos.push((*v, pos));
+                        Slot::Free(*v)
+                    }
+                }
+                CTerm::Const(c) => match p.constant(pos, c, span)? {
+                    Some(v) => Slot::Const(v),
+                    None => {
+                        p.impossible = true;
+                        Slot::Blank
+                    }
+                },
+            };
+        }
+        for pos in 0..5 {
+            if let Slot::Free(v) = p.slots[pos] {
+                p.new_vars.push(v);
+            }
+        }
+        Ok(p)
+    }
+
+    /// A constant of position `pos` as a datom holds it; `None` if it names nothing.
+    fn constant(&mut self, pos: usize, c: &Edn, span: Span) -> Result<Option<Value>, QueryError> {
+        let v = edn_to_value(c);
+        Ok(match pos {
+            A => {
+                let id = match &v {
+                    Value::Keyword(k) => match self.src.schema().entid(k) {
+                        Some(id) => id,
+                        None => {
+                            return Err(QueryError::UnknownAttribute {
+                                attr: k.to_string(),
+                                span: Some(span),
+                            })
+                        }
+                    },
+                    other => match resolve_entity(self.src, other)? {
+                        Some(id) => id,
+                        None => return Ok(None),
+                    },
+                };
+                self.attr = self.src.schema().attribute(id).cloned();
+                Some(Value::Ref(id))
+            }
+            E | T => {
+                let id = resolve_entity(self.src, &v)?;
+                id.map(|id| {
+                    if pos == T && id < (1 << 42) && id > 0 {
+                        Value::Ref(ids::tx_id(id))
+                    } else {
+                        Value::Ref(id)
+                    }
+                })
+            }
+            V => self.value_of(&v)?,
+            _ => Some(v),
+        })
+    }
+
+    /// A value for the value position, typed by the attribute when it is known.
+    fn value_of(&self, v: &Value) -> Result<Option<Value>, QueryError> {
+        match &self.attr {
+            Some(a) if a.is_ref() => Ok(resolve_entity(self.src, v)?.map(Value::Ref)),
+            Some(a) => Ok(coerce_to(a, v.clone())),
+            None => Ok(Some(v.clone())),
+        }
+    }
+
+    /// The value a bound column gives position `pos` in this row (`None`: matches nothing).
+    fn bound_value(&self, pos: usize, v: &Value) -> Result<Option<Value>, QueryError> {
+        match pos {
+            E | A | T => Ok(resolve_entity(self.src, v)?.map(Value::Ref)),
+            V => self.value_of(v),
+            _ => Ok(Some(v.clone())),
+        }
+    }
+
+    fn known(&self, pos: usize) -> bool {
+        matches!(self.slots[pos], Slot::Const(_) | Slot::Bound(_))
+    }
+
+    /// Whether any position takes its value from the relation.
+    pub fn depends_on_rows(&self) -> bool {
+        self.slots.iter().any(|s| matches!(s, Slot::Bound(_)))
+    }
+
+    /// The index and the positions (in that index's order) that form the scan prefix.
+    fn plan_index(&self) -> (IndexOrder, Vec<usize>) {
+        let (e, a, v) = (self.known(E), self.known(A), self.known(V));
+        let v_is_ref = self.attr.as_ref().is_some_and(|at| at.is_ref())
+            || matches!(&self.slots[V], Slot::Const(Value::Ref(_)));
+        match (e, a, v) {
+            (true, true, true) => (IndexOrder::Eavt, vec![E, A, V]),
+            (true, true, false) => (IndexOrder::Eavt, vec![E, A]),
+            (true, false, _) => (IndexOrder::Eavt, vec![E]),
+            (false, true, true) => (IndexOrder::Avet, vec![A, V]),
+            (false, true, false) if self.range.is_some() => (IndexOrder::Avet, vec![A]),
+            (false, true, false) => (IndexOrder::Aevt, vec![A]),
+            (false, false, true) if v_is_ref => (IndexOrder::Vaet, vec![V]),
+            _ => (IndexOrder::Eavt, vec![]),
+        }
+    }
+
+    /// The index this pattern reads, for `explain`.
+    pub fn index_name(&self) -> String {
+        let (order, prefix) = self.plan_index();
+        let names: Vec<&str> = prefix
+            .iter()
+            .map(|p| ["e", "a", "v", "tx", "added"][*p])
+            .collect();
+        let range = if self.range.is_some() { " range" } else { "" };
+        format!("{}[{}]{}", order.name(), names.join(" "), range)
+    }
+
+    /// The prefix components of positions `prefix` for a row (`None`: the row matches nothing).
+    fn prefix_for(&self, prefix: &[usize], row: &[Value]) -> Result<Option<Vec<Component>>, QueryError> {
+        let mut out = Vec::with_capacity(prefix.len());
+        for &pos in prefix {
+            let v = match &self.slots[pos] {
+                Slot::Const(v) => v.clone(),
+                Slot::Bound(col) => match self.bound_value(pos, &row[*col])? {
+                    Some(v) => v,
+                    None => return Ok(None),
+                },
+                _ => unreachable!("prefix positions are known"),
+            };
+            out.push(match v {
+                Value::Ref(id) if pos != V => Component::Entity(id),
+                v => Component::Value(v),
+            });
+        }
+        Ok(Some(out))
+    }
+
+    /// An estimate of the rows this pattern adds per row of `rel` (sampling real counts).
+    pub fn estimate(&self, rel: &Rel) -> Result<f64, QueryError> {
+        if self.impossible || rel.len == 0 {
+            return Ok(0.0);
+        }
+        let (order, prefix) = self.plan_index();
+        if let (Some((lo, hi)), false) = (&self.range, self.depends_on_rows()) {
+            if let Some(Value::Ref(a)) = self.const_at(A) {
+                let n = self.src.count_range_estimate(a, as_ref(lo), as_ref(hi));
+                return Ok(n as f64 * rel.len as f64);
+            }
+        }
+        if !self.depends_on_rows() {
+            let Some(p) = self.prefix_for(&prefix, &[])? else {
+                return Ok(0.0);
+            };
+            let n = self.src.count_estimate(order, &p) as f64;
+            return Ok(n * rel.len as f64);
+        }
+        let samples = rel.len.min(16);
+        let step = rel.len / samples;
+        let mut total = 0.0;
+        for i in 0..samples {
+            if let Some(p) = self.prefix_for(&prefix, rel.row(i * step))? {
+                total += self.src.count_estimate(order, &p) as f64;
+            }
+        }
+        Ok(total / samples as f64 * rel.len as f64)
+    }
+
+    fn const_at(&self, pos: usize) -> Option<Value> {
+        match &self.slots[pos] {
+            Slot::Const(v) => Some(v.clone()),
+            _ => None,
+        }
+    }
+
+    /// Join the pattern with `rel`: each row extended by every matching datom.
+    pub fn join(&self, rel: &Rel, mut check: impl FnMut(usize) -> Result<(), QueryError>) -> Result<Rel, QueryError> {
+        let mut vars = rel.vars.clone();
+        vars.extend(self.new_vars.iter().copied());
+        let mut out = Rel::empty(vars);
+        if self.impossible || rel.len == 0 {
+            return Ok(out);
+        }
+        let (order, prefix) = self.plan_index();
+        // Positions checked per datom: known but not in the prefix, and repeats.
+        let checks: Vec<usize> = (0..5)
+            .filter(|p| !prefix.contains(p) && !matches!(self.slots[*p], Slot::Free(_) | Slot::Blank))
+            .collect();
+        let free_pos: Vec<usize> = (0..5)
+            .filter(|p| matches!(self.slots[*p], Slot::Free(_)))
+            .collect();
+        let history = self.src.is_history();
+        let mut err = None;
+        if !self.depends_on_rows() {
+            // One scan, crossed with every row.
+            let mut matched: Vec<Value> = Vec::new();
+            let mut n = 0usize;
+            let mut visit = |d: &Datom| {
+                if !history && !d.added {
+                    return true;
+                }
+                match self.matches(d, &checks, &[]) {
+                    Ok(true) => {
+                        matched.extend(free_pos.iter().map(|p| datom_value(d, *p)));
+                        n += 1;
+                        if n % 4096 == 0 {
+                            if let Err(e) = check(n) {
+                                err = Some(e);
+                                return false;
+                            }
+                        }
+                    }
+                    Ok(false) => {}
+                    Err(e) => {
+                        err = Some(e);
+                        return false;
+                    }
+                }
+                true
+            };
+            self.run_scan(order, &prefix, &[], &mut visit)?;
+            if let Some(e) = err {
+                return Err(e);
+            }
+            let w = free_pos.len();
+            for row in rel.rows() {
+                for i in 0..n {
+                    out.data.extend_from_slice(row);
+                    out.data.extend_from_slice(&matched[i * w..(i + 1) * w]);
+                }
+                out.len += n;
+                check(out.len)?;
+            }
+            return Ok(out);
+        }
+        // Per-row prefixes, sorted and grouped, scanned as one batch.
+        let mut keyed: Vec<(Vec<Component>, usize)> = Vec::with_capacity(rel.len);
+        for (i, row) in rel.rows().enumerate() {
+            if let Some(p) = self.prefix_for(&prefix, row)? {
+                keyed.push((p, i));
+            }
+        }
+        keyed.sort_by(|x, y| cmp_components(&x.0, &y.0));
+        let mut prefixes: Vec<Vec<Component>> = Vec::new();
+        let mut groups: Vec<(usize, usize)> = Vec::new();
+        for (i, (p, _)) in keyed.iter().enumerate() {
+            if prefixes.last().is_some_and(|last| cmp_components(last, p) == Ordering::Equal) {
+                groups.last_mut().expect("a group per prefix").1 = i + 1;
+            } else {
+                prefixes.push(p.clone());
+                groups.push((i, i + 1));
+            }
+        }
+        let mut visit = |g: usize, d: &Datom| {
+            if !history && !d.added {
+                return true;
+            }
+            let (from, to) = groups[g];
+            for (_, r) in &keyed[from..to] {
+                let row = rel.row(*r);
+                match self.matches(d, &checks, row) {
+                    Ok(true) => {
+                        out.data.extend_from_slice(row);
+                        out.data.extend(free_pos.iter().map(|p| datom_value(d, *p)));
+                        out.len += 1;
+                        if out.len % 4096 == 0 {
+                            if let Err(e) = check(out.len) {
+                                err = Some(e);
+                                return false;
+                            }
+                        }
+                    }
+                    Ok(false) => {}
+                    Err(e) => {
+                        err = Some(e);
+                        return false;
+                    }
+                }
+            }
+            true
+        };
+        self.src.scan_batch(order, &prefixes, &mut visit);
+        if let Some(e) = err {
+            return Err(e);
+        }
+        Ok(out)
+    }
+
+    fn run_scan(
+        &self,
+        order: IndexOrder,
+        prefix: &[usize],
+        row: &[Value],
+        visit: &mut dyn FnMut(&Datom) -> bool,
+    ) -> Result<(), QueryError> {
+        if let (Some((lo, hi)), Some(Value::Ref(a))) = (&self.range, self.const_at(A)) {
+            if prefix == [A] {
+                self.src.scan_range(a, as_ref(lo), as_ref(hi), visit);
+                return Ok(());
+            }
+        }
+        if let Some(p) = self.prefix_for(prefix, row)? {
+            self.src.scan(order, &p, visit);
+        }
+        Ok(())
+    }
+
+    /// Whether datom `d` satisfies the positions in `checks` for this row.
+    fn matches(&self, d: &Datom, checks: &[usize], row: &[Value]) -> Result<bool, QueryError> {
+        for &pos in checks {
+            let ok = match &self.slots[pos] {
+                Slot::Const(v) => self.position_equals(d, pos, v),
+                Slot::Bound(col) => match self.bound_value(pos, &row[*col])? {
+                    Some(v) => self.position_equals(d, pos, &v),
+                    None => false,
+                },
+                Slot::Same(first) => datom_value(d, *first) == datom_value(d, pos),
+                _ => true,
+            };
+            if !ok {
+                return Ok(false);
+            }
+        }
+        Ok(true)
+    }
+
+    fn position_equals(&self, d: &Datom, pos: usize, v: &Value) -> bool {
+        match pos {
+            E => v.as_ref() == Some(d.e),
+            A => v.as_ref() == Some(d.a),
+            T => v.as_ref() == Some(d.tx),
+            ADDED => matches!(v, Value::Boolean(b) if *b == d.added),
+            _ if self.attr.is_some() => d.v == *v,
+            _ => values_equal(&d.v, v) || loose_ref_equal(self.src, &d.v, v),
+        }
+    }
+}
+
+/// With the attribute unknown, a ref value also equals an ident or lookup ref naming it.
+fn loose_ref_equal(src: &dyn Source, datom_v: &Value, v: &Value) -> bool {
+    match datom_v {
+        Value::Ref(e) => matches!(resolve_entity(src, v), Ok(Some(x)) if x == *e),
+        _ => false,
+    }
+}
+
+/// The value a datom has at a pattern position.
+fn datom_value(d: &Datom, pos: usize) -> Value {
+    match pos {
+        E => Value::Ref(d.e),
+        A => Value::Ref(d.a),
+        V => d.v.clone(),
+        T => Value::Ref(d.tx),
+        _ => Value::Boolean(d.added),
+    }
+}
+
+fn as_ref(b: &Bound<Value>) -> Bound<&Value> {
+    match b {
+        Bound::Included(v) => Bound::Included(v),
+        Bound::Excluded(v) => Bound::Excluded(v),
+        Bound::Unbounded => Bound::Unbounded,
+    }
+}
+
+fn cmp_components(x: &[Component], y: &[Component]) -> Ordering {
+    for (a, b) in x.iter().zip(y) {
+        let ord = match (a, b) {
+            (Component::Entity(a), Component::Entity(b)) => a.cmp(b),
+            (Component::Value(a), Component::Value(b)) => a.cmp(b),
+            (Component::Entity(a), Component::Value(b)) => Value::Ref(*a).cmp(b),
+            (Component::Value(a), Component::Entity(b)) => a.cmp(&Value::Ref(*b)),
+        };
+        if ord != Ordering::Equal {
+            return ord;
+        }
+    }
+    Ordering::Equal
+}
+
+/// The entity id of a value used as an entity, for callers outside this module.
+pub(crate) fn entity_of(src: &dyn Source, v: &Value) -> Result<Option<EntityId>, QueryError> {
+    resolve_entity(src, v)
+}

@@ -1,0 +1,1085 @@
+//! Datomic's pull API: a pull pattern applied to entities gives nested maps.
+//!
+//! A pull runs in three steps, each for a reason:
+//!
+//! 1. **Plan.** The pattern tree is resolved against the schema once per call (an explicit
+//!    work list, no recursion): every attribute keyword becomes its installed attribute, and
+//!    an ident that names no attribute, a reverse of a non-ref attribute or a sub-pattern
+//!    under a non-ref attribute is an error before any datom is read, whatever the entities.
+//!    Resolved patterns live in a `Vec`; a recursion (`{:friend ...}`) points back at the
+//!    pattern that holds it, so a recursive pattern is a cycle of indexes, not a deep tree.
+//! 2. **Expand.** Each entity to pull is a node of an arena, expanded in creation order: its
+//!    attributes are read (EAVT for forward attributes and `*`, VAET for reverse ones) and
+//!    every referenced entity that gets a nested pull becomes a new node whose slot in the
+//!    parent names it. Nothing recurses on the Rust stack, however long a chain of refs is.
+//! 3. **Assemble.** Children are created after their parents, so walking the arena backwards
+//!    finishes every child's map before its parent needs it.
+//!
+//! Semantics follow Datomic and, where Datomic's documentation is silent, DataScript (which
+//! our conformance tests use as an outside reference):
+//!
+//! - A pull that finds nothing gives `nil`; `:db/id` counts as found, and `*` implies
+//!   `:db/id`. A nested pull that finds nothing is dropped from its vector (and an attribute
+//!   whose nested pulls all found nothing is left out).
+//! - `*` pulls every attribute of the entity. An explicit spec of an attribute replaces the
+//!   wildcard's entry for it (even under another key with `:as`).
+//! - Refs without a sub-pattern are `{:db/id n}`, except component attributes (named or
+//!   reached through `*`), which pull their entity with `*`, recursively.
+//! - Reverse attributes give a vector, or a single value for a component attribute (a
+//!   component has one owner).
+//! - Card-many values are capped at 1000 unless `:limit` says otherwise (`:limit nil`: no
+//!   cap). The cap counts values read, whether or not their nested pulls find anything.
+//! - Recursion (`...` or a depth) and component expansion stop at an entity already entered
+//!   through a recursion or component attribute on the path from the root; it appears as
+//!   `{:db/id n}`. A depth `n` lets that map entry recurse `n` times along a path.
+//!
+//! Two caps keep any pull safe: nesting stops at [`PULL_DEPTH_MAX`] entity levels, below
+//! which entities appear as `{:db/id n}` (so every result stays within the nesting the EDN
+//! reader accepts, and the recursive comparison, printing and dropping of [`Edn`] stay
+//! shallow); and one pull may build at most [`PULL_ENTITIES_MAX`] entity maps
+//! (`pull/result-too-large`), since recursion over a graph with many paths grows
+//! exponentially.
+
+use std::collections::{BTreeMap, HashSet};
+use std::sync::Arc;
+
+use vev_core::{Attribute, Component, Datom, EntityId, IndexOrder, Schema, Value};
+use vev_datalog::ast::{PullAttr, PullElem, PullPattern, PullSub};
+use vev_edn::{BigInt, Edn, Keyword};
+
+use crate::source::Source;
+
+/// The deepest nesting of entity maps below the root; deeper entities appear as `{:db/id n}`.
+///
+/// Each level costs at most two EDN collections (a vector and a map), and the deepest map may
+/// hold a vector of tuples of tagged values: 254 levels keep the whole result within
+/// [`vev_edn::MAX_DEPTH`].
+pub const PULL_DEPTH_MAX: usize = (vev_edn::MAX_DEPTH - 4) / 2;
+
+/// The most entity maps (the root and every nested pull) one pull may build.
+pub const PULL_ENTITIES_MAX: usize = 1_000_000;
+
+/// How many values of a card-many attribute a pull returns without a `:limit`.
+pub const PULL_LIMIT_DEFAULT: usize = 1000;
+
+/// Why a pull was refused. Every variant is found before any datom is read.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+#[non_exhaustive]
+pub enum PullError {
+    /// The pattern names an ident that is not an installed attribute. Datomic rejects such
+    /// patterns too (the ident does not resolve), where DataScript, having no schema for
+    /// plain attributes, pulls nothing for them.
+    #[error("the pull pattern names {attr}, which is not an attribute of this database")]
+    UnknownAttribute { attr: Keyword },
+    /// A reverse attribute (`:ns/_name`) whose forward attribute is not a ref, or `:db/_id`.
+    #[error("reverse attribute {attr} needs {forward} to be a ref attribute")]
+    InvalidReverse { attr: Keyword, forward: Keyword },
+    /// A sub-pattern or recursion (`{:ns/name [...]}`) under an attribute that is not a ref.
+    #[error("{attr} is not a ref attribute, so it cannot have a sub-pattern or recursion")]
+    NotARef { attr: Keyword },
+    /// The source is a history view, where an attribute has no single current value.
+    #[error("pull reads current facts and cannot read a history view")]
+    HistoryView,
+    /// The pull would build more than [`PULL_ENTITIES_MAX`] entity maps.
+    #[error("the pull of entity {e} reaches more than {entities_max} entities")]
+    ResultTooLarge { e: EntityId, entities_max: usize },
+}
+
+impl PullError {
+    /// The stable code of this error.
+    pub fn code(&self) -> &'static str {
+        match self {
+            PullError::UnknownAttribute { .. } => "pull/unknown-attribute",
+            PullError::InvalidReverse { .. } => "pull/invalid-reverse",
+            PullError::NotARef { .. } => "pull/not-a-ref",
+            PullError::HistoryView => "pull/history-view",
+            PullError::ResultTooLarge { .. } => "pull/result-too-large",
+        }
+    }
+}
+
+/// Pull `pattern` from entity `e`: a map, or `nil` when the pattern finds nothing.
+pub fn pull(src: &dyn Source, pattern: &PullPattern, e: EntityId) -> Result<Edn, PullError> {
+    let mut out = pull_many(src, pattern, std::slice::from_ref(&e))?;
+    Ok(out.pop().unwrap_or(Edn::Nil))
+}
+
+/// Pull `pattern` from each entity of `es`, in order.
+pub fn pull_many(
+    src: &dyn Source,
+    pattern: &PullPattern,
+    es: &[EntityId],
+) -> Result<Vec<Edn>, PullError> {
+    if src.is_history() {
+        return Err(PullError::HistoryView);
+    }
+    let plan = Plan::new(src.schema(), pattern)?;
+    let mut puller = Puller {
+        src,
+        plan: &plan,
+        nodes: Vec::new(),
+    };
+    es.iter().map(|&e| puller.pull(e)).collect()
+}
+
+/// The index of the root pattern in [`Plan::patterns`].
+const ROOT: usize = 0;
+/// The index of `[*]`, the pattern of component entities reached without a sub-pattern.
+const COMPONENT: usize = 1;
+
+/// A pull pattern resolved against a schema.
+struct Plan {
+    patterns: Vec<Pat>,
+}
+
+#[derive(Default)]
+struct Pat {
+    wildcard: bool,
+    /// Whether the pattern names `:db/id` (so `*` does not add it).
+    names_db_id: bool,
+    /// Forward attributes named explicitly (so `*` does not pull them).
+    named: HashSet<EntityId>,
+    specs: Vec<Spec>,
+}
+
+struct Spec {
+    key: Edn,
+    target: Target,
+    /// `None`: no cap.
+    limit: Option<usize>,
+    default: Option<Edn>,
+    sub: Sub,
+}
+
+enum Target {
+    DbId,
+    Forward(Arc<Attribute>),
+    Reverse(Arc<Attribute>),
+}
+
+#[derive(Clone, Copy)]
+enum Sub {
+    /// Refs appear as `{:db/id n}`.
+    Ids,
+    /// Referenced entities are pulled with this pattern.
+    Pattern(usize),
+    /// Referenced entities are pulled with `pattern` (the one holding this spec), at most
+    /// `depth` times along a path; `id` tells this spec's depth budget from others.
+    Recurse {
+        pattern: usize,
+        depth: Option<usize>,
+        id: usize,
+    },
+}
+
+impl Plan {
+    fn new(schema: &Schema, root: &PullPattern) -> Result<Plan, PullError> {
+        let component = Pat {
+            wildcard: true,
+            ..Pat::default()
+        };
+        let mut patterns = vec![Pat::default(), component];
+        let mut todo = vec![(ROOT, root)];
+        let mut recursions = 0;
+        while let Some((index, pattern)) = todo.pop() {
+            let mut pat = Pat::default();
+            for elem in &pattern.elems {
+                let entries = match elem {
+                    PullElem::Wildcard => {
+                        pat.wildcard = true;
+                        continue;
+                    }
+                    PullElem::Attr(attr) => {
+                        pat.push(resolve(schema, attr, None)?);
+                        continue;
+                    }
+                    PullElem::Map(entries) => entries,
+                };
+                for (attr, sub) in entries {
+                    let sub = match sub {
+                        PullSub::Pattern(p) => {
+                            patterns.push(Pat::default());
+                            todo.push((patterns.len() - 1, p));
+                            Sub::Pattern(patterns.len() - 1)
+                        }
+                        PullSub::Recurse(depth) => {
+                            recursions += 1;
+                            let (pattern, depth, id) = (index, *depth, recursions);
+                            Sub::Recurse { pattern, depth, id }
+                        }
+                    };
+                    pat.push(resolve(schema, attr, Some(sub))?);
+                }
+            }
+            patterns[index] = pat;
+        }
+        Ok(Plan { patterns })
+    }
+}
+
+impl Pat {
+    fn push(&mut self, spec: Spec) {
+        match &spec.target {
+            Target::DbId => self.names_db_id = true,
+            Target::Forward(attr) => {
+                self.named.insert(attr.id);
+            }
+            Target::Reverse(_) => {}
+        }
+        self.specs.push(spec);
+    }
+}
+
+fn is_db_id(k: &Keyword) -> bool {
+    k.namespace() == Some("db") && k.name() == "id"
+}
+
+/// Resolve one attribute spec; `sub` is what a map entry gives it.
+fn resolve(schema: &Schema, attr: &PullAttr, sub: Option<Sub>) -> Result<Spec, PullError> {
+    let written = &attr.attr;
+    let lookup = |k: &Keyword| {
+        let found = schema.attribute_by_ident(k).cloned();
+        found.ok_or_else(|| PullError::UnknownAttribute {
+            attr: written.clone(),
+        })
+    };
+    let not_a_ref = || PullError::NotARef {
+        attr: written.clone(),
+    };
+    let (target, sub) = if is_db_id(written) {
+        if sub.is_some() {
+            return Err(not_a_ref());
+        }
+        (Target::DbId, Sub::Ids)
+    } else if written.is_reverse() {
+        let forward = written.reversed();
+        let invalid = || PullError::InvalidReverse {
+            attr: written.clone(),
+            forward: forward.clone(),
+        };
+        if is_db_id(&forward) {
+            return Err(invalid());
+        }
+        let a = lookup(&forward)?;
+        if !a.is_ref() {
+            return Err(invalid());
+        }
+        (Target::Reverse(a), sub.unwrap_or(Sub::Ids))
+    } else {
+        let a = lookup(written)?;
+        if sub.is_some() && !a.is_ref() {
+            return Err(not_a_ref());
+        }
+        let sub = sub.unwrap_or_else(|| default_sub(&a));
+        (Target::Forward(a), sub)
+    };
+    Ok(Spec {
+        key: attr
+            .as_key
+            .clone()
+            .unwrap_or_else(|| Edn::Keyword(written.clone())),
+        target,
+        limit: attr.limit.unwrap_or(Some(PULL_LIMIT_DEFAULT)),
+        default: attr.default.clone(),
+        sub,
+    })
+}
+
+/// What a forward attribute without a sub-pattern pulls from the entities it refers to.
+fn default_sub(attr: &Attribute) -> Sub {
+    if attr.is_ref() && attr.is_component {
+        Sub::Pattern(COMPONENT)
+    } else {
+        Sub::Ids
+    }
+}
+
+/// One entity being pulled.
+struct Node {
+    e: EntityId,
+    pattern: usize,
+    parent: Option<usize>,
+    /// Entity maps above this one.
+    depth: usize,
+    /// Set when this node was entered through a recursion or a component attribute: its
+    /// descendants show `e` as `{:db/id e}` instead of pulling it again.
+    guards: bool,
+    /// The depth budget left to a recursion spec (its id) below this node.
+    budget: Option<(usize, usize)>,
+    entries: Vec<(Edn, Slot)>,
+}
+
+/// The value of one attribute of a node, before assembly.
+enum Slot {
+    Done(Edn),
+    One(Item),
+    Many(Vec<Item>),
+}
+
+enum Item {
+    Done(Edn),
+    Node(usize),
+    /// A recursion whose depth is spent: contributes nothing.
+    Nothing,
+}
+
+struct Puller<'a> {
+    src: &'a dyn Source,
+    plan: &'a Plan,
+    nodes: Vec<Node>,
+}
+
+impl Puller<'_> {
+    fn pull(&mut self, e: EntityId) -> Result<Edn, PullError> {
+        self.nodes.clear();
+        self.nodes.push(Node {
+            e,
+            pattern: ROOT,
+            parent: None,
+            depth: 0,
+            guards: false,
+            budget: None,
+            entries: Vec::new(),
+        });
+        let mut next = 0;
+        while next < self.nodes.len() {
+            self.expand(next)?;
+            next += 1;
+        }
+        Ok(self.assemble())
+    }
+
+    /// Read the attributes of node `i`.
+    fn expand(&mut self, i: usize) -> Result<(), PullError> {
+        let (e, plan) = (self.nodes[i].e, self.plan);
+        let pat = &plan.patterns[self.nodes[i].pattern];
+        let mut entries = Vec::new();
+        if pat.wildcard {
+            self.wildcard(i, pat, &mut entries)?;
+        }
+        for spec in &pat.specs {
+            let values = match &spec.target {
+                Target::DbId => {
+                    entries.push((spec.key.clone(), Slot::Done(id_edn(e))));
+                    continue;
+                }
+                Target::Forward(a) => {
+                    let cap = if a.is_many() { spec.limit } else { Some(1) };
+                    self.values(IndexOrder::Eavt, [e, a.id], cap, |d| d.v.clone())
+                }
+                Target::Reverse(a) => {
+                    let cap = if a.is_component { Some(1) } else { spec.limit };
+                    self.values(IndexOrder::Vaet, [e, a.id], cap, |d| Value::Ref(d.e))
+                }
+            };
+            if let Some(slot) = self.slot(i, spec, values)? {
+                entries.push((spec.key.clone(), slot));
+            }
+        }
+        self.nodes[i].entries = entries;
+        Ok(())
+    }
+
+    /// The entries `*` gives node `i`: `:db/id` and every attribute the pattern does not name.
+    fn wildcard(
+        &mut self,
+        i: usize,
+        pat: &Pat,
+        entries: &mut Vec<(Edn, Slot)>,
+    ) -> Result<(), PullError> {
+        let e = self.nodes[i].e;
+        if !pat.names_db_id {
+            entries.push((Edn::Keyword(Keyword::new("db/id")), Slot::Done(id_edn(e))));
+        }
+        let mut datoms: Vec<Datom> = Vec::new();
+        self.src
+            .scan(IndexOrder::Eavt, &[Component::Entity(e)], &mut |d| {
+                datoms.push(d.clone());
+                true
+            });
+        let schema = self.src.schema();
+        for group in datoms.chunk_by(|x, y| x.a == y.a) {
+            let a = group[0].a;
+            if pat.named.contains(&a) {
+                continue;
+            }
+            let values = group.iter().map(|d| d.v.clone());
+            let Some(attr) = schema.attribute(a) else {
+                // A datom of an attribute the schema lacks: shown as is, keyed by its ident
+                // or id, rather than dropped.
+                let key = schema
+                    .ident(a)
+                    .map_or(id_edn(a), |k| Edn::Keyword(k.clone()));
+                let mut vs: Vec<Edn> = values.map(|v| v.to_edn()).collect();
+                let value = if vs.len() == 1 {
+                    vs.remove(0)
+                } else {
+                    Edn::Vector(vs)
+                };
+                entries.push((key, Slot::Done(value)));
+                continue;
+            };
+            let cap = if attr.is_many() {
+                PULL_LIMIT_DEFAULT
+            } else {
+                1
+            };
+            let spec = Spec {
+                key: Edn::Keyword(attr.ident.clone()),
+                target: Target::Forward(attr.clone()),
+                limit: Some(PULL_LIMIT_DEFAULT),
+                default: None,
+                sub: default_sub(attr),
+            };
+            if let Some(slot) = self.slot(i, &spec, values.take(cap).collect())? {
+                entries.push((spec.key, slot));
+            }
+        }
+        Ok(())
+    }
+
+    /// The values under `[e a]` in `order`, at most `cap` of them.
+    fn values(
+        &self,
+        order: IndexOrder,
+        [e, a]: [EntityId; 2],
+        cap: Option<usize>,
+        value: impl Fn(&Datom) -> Value,
+    ) -> Vec<Value> {
+        let cap = cap.unwrap_or(usize::MAX);
+        let mut out = Vec::new();
+        if cap == 0 {
+            return out;
+        }
+        let prefix = [Component::Entity(e), Component::Entity(a)];
+        self.src.scan(order, &prefix, &mut |d| {
+            out.push(value(d));
+            out.len() < cap
+        });
+        out
+    }
+
+    /// The slot of `spec` with `values` (refs for ref and reverse attributes); `None` when
+    /// there is nothing to show.
+    fn slot(
+        &mut self,
+        i: usize,
+        spec: &Spec,
+        values: Vec<Value>,
+    ) -> Result<Option<Slot>, PullError> {
+        if values.is_empty() {
+            return Ok(spec.default.clone().map(Slot::Done));
+        }
+        let (is_ref, single) = match &spec.target {
+            Target::DbId => (false, true),
+            Target::Forward(a) => (a.is_ref(), !a.is_many()),
+            Target::Reverse(a) => (true, a.is_component),
+        };
+        if !is_ref {
+            let mut vs: Vec<Edn> = values.iter().map(Value::to_edn).collect();
+            return Ok(Some(Slot::Done(if single {
+                vs.swap_remove(0)
+            } else {
+                Edn::Vector(vs)
+            })));
+        }
+        let mut items = Vec::with_capacity(values.len());
+        for v in &values {
+            items.push(match v {
+                Value::Ref(t) => self.item(i, spec, *t)?,
+                other => Item::Done(other.to_edn()),
+            });
+        }
+        Ok(Some(if single {
+            Slot::One(items.swap_remove(0))
+        } else {
+            Slot::Many(items)
+        }))
+    }
+
+    /// What node `i` shows for entity `t`, reached through `spec`.
+    fn item(&mut self, i: usize, spec: &Spec, t: EntityId) -> Result<Item, PullError> {
+        let (pattern, recursion) = match spec.sub {
+            Sub::Ids => return Ok(Item::Done(id_map(t))),
+            Sub::Pattern(p) => (p, None),
+            Sub::Recurse { pattern, depth, id } => (pattern, Some((id, depth))),
+        };
+        let depth = self.nodes[i].depth + 1;
+        if depth > PULL_DEPTH_MAX {
+            return Ok(Item::Done(id_map(t)));
+        }
+        let component = match &spec.target {
+            Target::Forward(a) | Target::Reverse(a) => a.is_component,
+            Target::DbId => false,
+        };
+        let guards = recursion.is_some() || component;
+        let mut budget = None;
+        if guards {
+            if self.entered(i, t) {
+                return Ok(Item::Done(id_map(t)));
+            }
+            if let Some((id, depth_max)) = recursion {
+                match self.budget(i, id).or(depth_max) {
+                    Some(0) => return Ok(Item::Nothing),
+                    Some(left) => budget = Some((id, left - 1)),
+                    None => {}
+                }
+            }
+        }
+        if self.nodes.len() >= PULL_ENTITIES_MAX {
+            return Err(PullError::ResultTooLarge {
+                e: self.nodes[0].e,
+                entities_max: PULL_ENTITIES_MAX,
+            });
+        }
+        self.nodes.push(Node {
+            e: t,
+            pattern,
+            parent: Some(i),
+            depth,
+            guards,
+            budget,
+            entries: Vec::new(),
+        });
+        Ok(Item::Node(self.nodes.len() - 1))
+    }
+
+    /// Node `i` and its ancestors, up to the root.
+    fn path(&self, i: usize) -> impl Iterator<Item = &Node> {
+        std::iter::successors(Some(&self.nodes[i]), |n| n.parent.map(|p| &self.nodes[p]))
+    }
+
+    /// Whether `t` was entered through a recursion or component attribute on the path to `i`.
+    fn entered(&self, i: usize, t: EntityId) -> bool {
+        self.path(i).any(|n| n.guards && n.e == t)
+    }
+
+    /// The depth budget recursion `id` has left at node `i`, if it recursed above it.
+    fn budget(&self, i: usize, id: usize) -> Option<usize> {
+        self.path(i)
+            .find_map(|n| n.budget.filter(|(b, _)| *b == id).map(|(_, left)| left))
+    }
+
+    /// Build the maps, children (later nodes) first.
+    fn assemble(&mut self) -> Edn {
+        let mut built = vec![Edn::Nil; self.nodes.len()];
+        for i in (0..self.nodes.len()).rev() {
+            let mut map = BTreeMap::new();
+            for (key, slot) in std::mem::take(&mut self.nodes[i].entries) {
+                let mut take = |item| match item {
+                    Item::Done(v) => Some(v),
+                    Item::Node(j) => match std::mem::replace(&mut built[j], Edn::Nil) {
+                        Edn::Nil => None,
+                        v => Some(v),
+                    },
+                    Item::Nothing => None,
+                };
+                let value = match slot {
+                    Slot::Done(v) => Some(v),
+                    Slot::One(item) => take(item),
+                    Slot::Many(items) => {
+                        let vs: Vec<Edn> = items.into_iter().filter_map(take).collect();
+                        (!vs.is_empty()).then_some(Edn::Vector(vs))
+                    }
+                };
+                if let Some(v) = value {
+                    map.insert(key, v);
+                }
+            }
+            if !map.is_empty() {
+                built[i] = Edn::Map(map);
+            }
+        }
+        built.swap_remove(0)
+    }
+}
+
+/// An entity id as EDN: an integer, or a bigint past `i64::MAX` (ids a caller made up).
+fn id_edn(e: EntityId) -> Edn {
+    i64::try_from(e).map_or_else(|_| Edn::BigInt(BigInt::from(e)), Edn::Integer)
+}
+
+fn id_map(e: EntityId) -> Edn {
+    Edn::Map(BTreeMap::from([(
+        Edn::Keyword(Keyword::new("db/id")),
+        id_edn(e),
+    )]))
+}
+
+#[cfg(test)]
+mod tests {
+    use vev_core::{Cardinality, ValueType};
+    use vev_datalog::parse_pull;
+
+    use super::*;
+    use crate::testing::{AttrDef, VecSource};
+
+    const ANN: EntityId = 1000;
+    const BOB: EntityId = 1001;
+    const CY: EntityId = 1002;
+    const ADDRESS: EntityId = 1100;
+    const ORDER: EntityId = 1200;
+    const PART: EntityId = 1400;
+    const MANY: EntityId = 1500;
+    const CHAIN: EntityId = 10_000;
+
+    fn attrs() -> Vec<AttrDef<'static>> {
+        use Cardinality::{Many, One};
+        use ValueType::{Long, Ref, String};
+        vec![
+            ("person/name", String, One, None, false),
+            ("person/aka", String, Many, None, false),
+            ("person/email", String, One, None, false),
+            ("person/friend", Ref, Many, None, false),
+            ("person/follows", Ref, One, None, false),
+            ("person/address", Ref, One, None, true),
+            ("address/street", String, One, None, false),
+            ("order/line", Ref, Many, None, true),
+            ("line/qty", Long, One, None, false),
+            ("part/sub", Ref, One, None, true),
+        ]
+    }
+
+    /// Ann, Bob and Cy are friends; Ann follows Bob, who follows Cy, who follows Ann.
+    fn db() -> VecSource {
+        let s = Value::string;
+        let mut facts = vec![
+            (ANN, "person/name", s("Ann")),
+            (ANN, "person/aka", s("A")),
+            (ANN, "person/aka", s("Annie")),
+            (ANN, "person/friend", Value::Ref(BOB)),
+            (ANN, "person/friend", Value::Ref(CY)),
+            (ANN, "person/follows", Value::Ref(BOB)),
+            (ANN, "person/address", Value::Ref(ADDRESS)),
+            (BOB, "person/name", s("Bob")),
+            (BOB, "person/friend", Value::Ref(CY)),
+            (BOB, "person/follows", Value::Ref(CY)),
+            (CY, "person/name", s("Cy")),
+            (CY, "person/follows", Value::Ref(ANN)),
+            (ADDRESS, "address/street", s("Main")),
+            (ORDER, "order/line", Value::Ref(ORDER + 1)),
+            (ORDER, "order/line", Value::Ref(ORDER + 2)),
+            (ORDER + 1, "line/qty", Value::Long(1)),
+            (ORDER + 2, "line/qty", Value::Long(2)),
+            (PART, "part/sub", Value::Ref(PART + 1)),
+            (PART + 1, "part/sub", Value::Ref(PART)),
+        ];
+        for n in 0..1500 {
+            facts.push((MANY, "person/aka", s(&format!("v{n:04}"))));
+        }
+        VecSource::of_facts(&attrs(), &facts)
+    }
+
+    fn run(src: &VecSource, pattern: &str, e: EntityId) -> Result<Edn, PullError> {
+        let pattern = parse_pull(pattern).expect("test patterns parse");
+        pull(src, &pattern, e)
+    }
+
+    /// Pull `pattern` from `e` and compare with the EDN text `expected`.
+    #[track_caller]
+    fn check(pattern: &str, e: EntityId, expected: &str) {
+        let expected = vev_edn::parse(expected).expect("expected results parse");
+        assert_eq!(run(&db(), pattern, e), Ok(expected), "pattern {pattern}");
+    }
+
+    #[track_caller]
+    fn check_err(pattern: &str, code: &str, message: &str) {
+        let err = run(&db(), pattern, ANN).expect_err(pattern);
+        assert_eq!((err.code(), err.to_string().as_str()), (code, message));
+    }
+
+    fn count(result: &Edn, key: &str) -> usize {
+        let map = result.as_map().expect("a map");
+        map[&Edn::keyword(key)].as_seq().map_or(0, <[Edn]>::len)
+    }
+
+    #[test]
+    fn card_one_and_many() {
+        check(
+            "[:person/name :person/aka]",
+            ANN,
+            r#"{:person/name "Ann" :person/aka ["A" "Annie"]}"#,
+        );
+        check("[:person/email]", ANN, "nil");
+    }
+
+    #[test]
+    fn db_id() {
+        check(
+            "[:db/id :person/name]",
+            BOB,
+            r#"{:db/id 1001 :person/name "Bob"}"#,
+        );
+        check("[:db/id]", 123_456, "{:db/id 123456}");
+        check("[:db/id]", u64::MAX, "{:db/id 18446744073709551615N}");
+    }
+
+    #[test]
+    fn missing_entity_is_nil() {
+        check("[:person/name :person/_friend]", 999, "nil");
+        check("[]", ANN, "nil");
+        check("[*]", 999, "{:db/id 999}");
+    }
+
+    #[test]
+    fn wildcard() {
+        let ann = r#"{:db/id 1000 :person/name "Ann" :person/aka ["A" "Annie"]
+            :person/friend [{:db/id 1001} {:db/id 1002}] :person/follows {:db/id 1001}
+            :person/address {:db/id 1100 :address/street "Main"}}"#;
+        check("[*]", ANN, ann);
+        check("[* :person/name]", ANN, ann);
+    }
+
+    #[test]
+    fn wildcard_yields_to_explicit_specs() {
+        check(
+            "[* [:person/aka :as :alias] {:person/friend [:person/name]} [:db/id :as :id]]",
+            ANN,
+            r#"{:id 1000 :alias ["A" "Annie"] :person/name "Ann" :person/follows {:db/id 1001}
+                :person/friend [{:person/name "Bob"} {:person/name "Cy"}]
+                :person/address {:db/id 1100 :address/street "Main"}}"#,
+        );
+    }
+
+    #[test]
+    fn limit() {
+        let src = db();
+        let aka = |pattern: &str| count(&run(&src, pattern, MANY).expect("pulls"), "person/aka");
+        assert_eq!(aka("[:person/aka]"), PULL_LIMIT_DEFAULT);
+        assert_eq!(aka("[*]"), PULL_LIMIT_DEFAULT);
+        assert_eq!(aka("[[:person/aka :limit 1200]]"), 1200);
+        assert_eq!(aka("[(limit :person/aka nil)]"), 1500);
+        check(
+            "[[:person/aka :limit 2]]",
+            MANY,
+            r#"{:person/aka ["v0000" "v0001"]}"#,
+        );
+        check("[[:person/aka :limit 0]]", MANY, "nil");
+        check(
+            "[[:person/_friend :limit 1]]",
+            CY,
+            "{:person/_friend [{:db/id 1000}]}",
+        );
+        check(
+            "[{(limit :person/friend 1) [:person/name]}]",
+            ANN,
+            r#"{:person/friend [{:person/name "Bob"}]}"#,
+        );
+    }
+
+    #[test]
+    fn as_key() {
+        check(
+            r#"[[:person/name :as "Name"] [:person/aka :as :alias]]"#,
+            ANN,
+            r#"{"Name" "Ann" :alias ["A" "Annie"]}"#,
+        );
+    }
+
+    #[test]
+    fn default() {
+        check(
+            r#"[:person/name [:person/email :default "none"]]"#,
+            BOB,
+            r#"{:person/name "Bob" :person/email "none"}"#,
+        );
+        check(
+            r#"[(default :person/email "none")]"#,
+            999,
+            r#"{:person/email "none"}"#,
+        );
+        check(
+            "[[:person/email :as :mail :default false]]",
+            ANN,
+            "{:mail false}",
+        );
+        check(
+            "[[:person/_friend :default :nobody]]",
+            ANN,
+            "{:person/_friend :nobody}",
+        );
+        check(
+            "[[:person/name :default :unused]]",
+            ANN,
+            r#"{:person/name "Ann"}"#,
+        );
+    }
+
+    #[test]
+    fn nested_map() {
+        check(
+            "[{:person/follows [:person/name]}]",
+            ANN,
+            r#"{:person/follows {:person/name "Bob"}}"#,
+        );
+        check(
+            "[:person/name {:person/friend [:person/name {:person/friend [:db/id]}]}]",
+            ANN,
+            r#"{:person/name "Ann" :person/friend [{:person/name "Bob" :person/friend [{:db/id 1002}]}
+                                                 {:person/name "Cy"}]}"#,
+        );
+        // Nested pulls that find nothing are dropped, and so is an attribute left empty.
+        check(
+            "[:person/name {:person/friend [:person/email]}]",
+            ANN,
+            r#"{:person/name "Ann"}"#,
+        );
+        // Seen entities are tracked per path: Bob appears fully under both attributes.
+        check(
+            "[{:person/friend [:person/name] :person/follows [:person/name]}]",
+            ANN,
+            r#"{:person/friend [{:person/name "Bob"} {:person/name "Cy"}]
+                :person/follows {:person/name "Bob"}}"#,
+        );
+    }
+
+    #[test]
+    fn reverse() {
+        check(
+            "[:person/_friend]",
+            CY,
+            "{:person/_friend [{:db/id 1000} {:db/id 1001}]}",
+        );
+        check(
+            "[{:person/_friend [:person/name]}]",
+            CY,
+            r#"{:person/_friend [{:person/name "Ann"} {:person/name "Bob"}]}"#,
+        );
+        check(
+            "[:person/_follows]",
+            ANN,
+            "{:person/_follows [{:db/id 1002}]}",
+        );
+    }
+
+    #[test]
+    fn reverse_component_is_single() {
+        check(
+            "[:person/_address]",
+            ADDRESS,
+            "{:person/_address {:db/id 1000}}",
+        );
+        check(
+            "[{:person/_address [:person/name]}]",
+            ADDRESS,
+            r#"{:person/_address {:person/name "Ann"}}"#,
+        );
+        check("[:order/_line]", ORDER + 2, "{:order/_line {:db/id 1200}}");
+    }
+
+    #[test]
+    fn component_expansion() {
+        let lines = "{:order/line [{:db/id 1201 :line/qty 1} {:db/id 1202 :line/qty 2}]}";
+        check("[:order/line]", ORDER, lines);
+        check("[*]", ORDER, &format!("{{:db/id 1200 {}", &lines[1..]));
+        // A sub-pattern overrides the expansion.
+        check(
+            "[{:order/line [:line/qty]}]",
+            ORDER,
+            "{:order/line [{:line/qty 1} {:line/qty 2}]}",
+        );
+        // Expansion stops at an entity it already expanded on the path.
+        check(
+            "[*]",
+            PART,
+            "{:db/id 1400 :part/sub {:db/id 1401 :part/sub {:db/id 1400 :part/sub {:db/id 1401}}}}",
+        );
+    }
+
+    #[test]
+    fn recursion_unbounded_with_cycle() {
+        // Ann -> Bob -> Cy -> Ann: the second visit of Bob on the path is only its id.
+        check(
+            "[:person/name {:person/follows ...}]",
+            ANN,
+            r#"{:person/name "Ann" :person/follows {:person/name "Bob" :person/follows
+                 {:person/name "Cy" :person/follows {:person/name "Ann" :person/follows
+                   {:db/id 1001}}}}}"#,
+        );
+    }
+
+    #[test]
+    fn recursion_depth_limit() {
+        check(
+            "[:person/name {:person/follows 2}]",
+            ANN,
+            r#"{:person/name "Ann" :person/follows {:person/name "Bob" :person/follows
+                 {:person/name "Cy"}}}"#,
+        );
+        check(
+            "[:person/name {:person/follows 0}]",
+            ANN,
+            r#"{:person/name "Ann"}"#,
+        );
+        // Each map entry has its own budget; an entity seen on the path is its id even where
+        // the budget is spent (Cy, at the end).
+        check(
+            "[:db/id {:person/follows 1 :person/friend 1}]",
+            ANN,
+            "{:db/id 1000 :person/follows {:db/id 1001 :person/friend [{:db/id 1002}]}
+              :person/friend [{:db/id 1001 :person/follows {:db/id 1002}}
+                              {:db/id 1002 :person/follows {:db/id 1000
+                                                            :person/friend [{:db/id 1002}]}}]}",
+        );
+    }
+
+    #[test]
+    fn recursion_long_chain_is_capped() {
+        let n = 100_000;
+        let follows = |i: u64| (CHAIN + i, "person/follows", Value::Ref(CHAIN + i + 1));
+        let facts: Vec<_> = (0..n).map(follows).collect();
+        let src = VecSource::of_facts(&attrs(), &facts);
+        let result = run(&src, "[:db/id {:person/follows ...}]", CHAIN).expect("pulls");
+        let (id, next) = (Edn::keyword("db/id"), Edn::keyword("person/follows"));
+        let mut level = &result;
+        let mut depth = 0;
+        while let Some(inner) = level.as_map().and_then(|m| m.get(&next)) {
+            level = inner;
+            depth += 1;
+        }
+        assert_eq!(depth, PULL_DEPTH_MAX + 1);
+        let last = level.as_map().expect("a map");
+        assert_eq!(last.get(&id), Some(&id_edn(CHAIN + depth as u64)));
+        assert_eq!(last.len(), 1);
+        // The capped result prints as EDN that reads back.
+        assert_eq!(vev_edn::parse(&result.to_string()), Ok(result));
+    }
+
+    #[test]
+    fn pull_many_in_order() {
+        let pattern = parse_pull("[:person/name]").expect("parses");
+        let got = pull_many(&db(), &pattern, &[BOB, 999, ANN]);
+        let want = [r#"{:person/name "Bob"}"#, "nil", r#"{:person/name "Ann"}"#];
+        let want = want.map(|text| vev_edn::parse(text).expect("parses"));
+        assert_eq!(got, Ok(want.to_vec()));
+    }
+
+    #[test]
+    fn unknown_attribute() {
+        let message =
+            "the pull pattern names :person/age, which is not an attribute of this database";
+        check_err("[:person/age]", "pull/unknown-attribute", message);
+        check_err(
+            "[{:person/friend [:person/age]}]",
+            "pull/unknown-attribute",
+            message,
+        );
+        check_err(
+            "[:db.type/long]",
+            "pull/unknown-attribute",
+            "the pull pattern names :db.type/long, which is not an attribute of this database",
+        );
+        check_err(
+            "[:person/_nope]",
+            "pull/unknown-attribute",
+            "the pull pattern names :person/_nope, which is not an attribute of this database",
+        );
+    }
+
+    #[test]
+    fn invalid_reverse_and_not_a_ref() {
+        let reverse = "reverse attribute :person/_name needs :person/name to be a ref attribute";
+        check_err("[:person/_name]", "pull/invalid-reverse", reverse);
+        let id = "reverse attribute :db/_id needs :db/id to be a ref attribute";
+        check_err("[:db/_id]", "pull/invalid-reverse", id);
+        let map =
+            ":person/name is not a ref attribute, so it cannot have a sub-pattern or recursion";
+        check_err("[{:person/name [:db/id]}]", "pull/not-a-ref", map);
+        check_err(
+            "[{:db/id ...}]",
+            "pull/not-a-ref",
+            &map.replace("person/name", "db/id"),
+        );
+    }
+
+    /// Any pattern over known and unknown attributes, from any entity: a result or one of the
+    /// documented errors, never a panic.
+    mod arbitrary {
+        use std::sync::OnceLock;
+
+        use proptest::prelude::*;
+
+        use super::*;
+
+        fn attr() -> impl Strategy<Value = PullAttr> {
+            const NAMES: [&str; 13] = [
+                "db/id",
+                "db/_id",
+                "person/name",
+                "person/aka",
+                "person/friend",
+                "person/_friend",
+                "person/follows",
+                "person/_address",
+                "order/line",
+                "order/_line",
+                "part/sub",
+                "person/_name",
+                "nope/x",
+            ];
+            let limit = prop::option::of(prop::option::of(0usize..3));
+            let default = prop::option::of(Just(Edn::keyword("d")));
+            (
+                prop::sample::select(&NAMES[..]),
+                limit,
+                default,
+                any::<bool>(),
+            )
+                .prop_map(|(name, limit, default, renamed)| PullAttr {
+                    attr: Keyword::new(name),
+                    as_key: renamed.then(|| Edn::string(name)),
+                    limit,
+                    default,
+                })
+        }
+
+        fn pattern() -> impl Strategy<Value = PullPattern> {
+            let leaf = prop_oneof![Just(PullElem::Wildcard), attr().prop_map(PullElem::Attr)];
+            let elems = prop::collection::vec(leaf, 0..4);
+            let leaf_pattern = elems.prop_map(|elems| PullPattern { elems });
+            leaf_pattern.prop_recursive(3, 24, 4, |inner| {
+                let sub = prop_oneof![
+                    inner.clone().prop_map(PullSub::Pattern),
+                    prop::option::of(0usize..3).prop_map(PullSub::Recurse),
+                ];
+                let map = prop::collection::vec((attr(), sub), 1..3).prop_map(PullElem::Map);
+                let elem = prop_oneof![
+                    map,
+                    attr().prop_map(PullElem::Attr),
+                    Just(PullElem::Wildcard)
+                ];
+                prop::collection::vec(elem, 0..4).prop_map(|elems| PullPattern { elems })
+            })
+        }
+
+        fn entity() -> impl Strategy<Value = EntityId> {
+            prop_oneof![
+                prop::sample::select(vec![ANN, BOB, CY, ADDRESS, ORDER, ORDER + 2, PART, MANY]),
+                any::<u64>(),
+            ]
+        }
+
+        proptest! {
+            #[test]
+            fn pull_never_panics(pattern in pattern(), es in prop::collection::vec(entity(), 1..4)) {
+                static DB: OnceLock<VecSource> = OnceLock::new();
+                let src = DB.get_or_init(db);
+                match pull_many(src, &pattern, &es) {
+                    Ok(results) => prop_assert_eq!(results.len(), es.len()),
+                    Err(err) => prop_assert!(
+                        ["pull/unknown-attribute", "pull/invalid-reverse", "pull/not-a-ref"]
+                            .contains(&err.code()),
+                        "{err}"
+                    ),
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn history_view() {
+        let src = db().with_history(true);
+        let err = run(&src, "[:person/name]", ANN).expect_err("refused");
+        assert_eq!(err.code(), "pull/history-view");
+    }
+}

@@ -1,0 +1,576 @@
+//! The query API: prepare once, run many times with new inputs and newer databases.
+
+use std::cell::RefCell;
+use std::collections::{BTreeMap, HashMap, HashSet};
+use std::sync::Arc;
+use std::time::Instant;
+
+use vev_datalog::ast::{self, FindElem, FindSpec, PullSource, ReturnMapKind};
+use vev_edn::{Edn, Keyword, Symbol};
+
+use crate::agg;
+use crate::compile::{CBinding, CClause, CTerm, Compiler, Scope};
+use crate::error::QueryError;
+use crate::exec::{Ctx, Env, Limits, PlanStep};
+use crate::funcs::{self, Registry};
+use crate::pull::pull;
+use crate::rel::{Rel, VarId};
+use crate::rules::RuleSet;
+use crate::source::Source;
+use crate::values::{edn_to_value, resolve_entity};
+
+/// One input of a query, in `:in` order.
+#[derive(Clone, Copy)]
+pub enum Input<'a> {
+    /// A database, for `$` or `$name`.
+    Db(&'a dyn Source),
+    /// A value for a binding (`?x`, `[?x ...]`, ...), a rule set for `%`, or a pull pattern.
+    Edn(&'a Edn),
+}
+
+/// How to run a query.
+#[derive(Clone, Debug, Default)]
+pub struct QueryOptions {
+    pub limits: Limits,
+    pub registry: Registry,
+}
+
+/// A query's result, shaped by its `:find` (and `:keys`/`:strs`/`:syms`).
+#[derive(Clone, Debug, PartialEq)]
+pub enum QueryResult {
+    /// `:find ?a ?b`: distinct tuples (a bag when the query has `:with`).
+    Rel(Vec<Vec<Edn>>),
+    /// `:find [?a ...]`
+    Coll(Vec<Edn>),
+    /// `:find ?a .`
+    Scalar(Option<Edn>),
+    /// `:find [?a ?b]`
+    Tuple(Option<Vec<Edn>>),
+    /// A relation or tuple find with `:keys`, `:strs` or `:syms`: one map per row.
+    Maps(Vec<Edn>),
+}
+
+impl QueryResult {
+    /// The number of rows (1 or 0 for a scalar or tuple).
+    pub fn len(&self) -> usize {
+        match self {
+            QueryResult::Rel(r) => r.len(),
+            QueryResult::Coll(c) | QueryResult::Maps(c) => c.len(),
+            QueryResult::Scalar(s) => usize::from(s.is_some()),
+            QueryResult::Tuple(t) => usize::from(t.is_some()),
+        }
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// The result as Datomic prints it: a set of vectors, a vector, a value, or `nil`.
+    pub fn to_edn(&self) -> Edn {
+        match self {
+            QueryResult::Rel(rows) => Edn::Set(rows.iter().map(|r| Edn::Vector(r.clone())).collect()),
+            QueryResult::Coll(items) => Edn::Vector(items.clone()),
+            QueryResult::Maps(items) => Edn::Vector(items.clone()),
+            QueryResult::Scalar(v) => v.clone().unwrap_or(Edn::Nil),
+            QueryResult::Tuple(t) => t.clone().map_or(Edn::Nil, Edn::Vector),
+        }
+    }
+}
+
+/// A parsed and compiled query, ready to run many times.
+#[derive(Clone)]
+pub struct Query {
+    ast: Arc<ast::Query>,
+    text: Option<Arc<str>>,
+    scope: Arc<Scope>,
+    clauses: Arc<Vec<CClause>>,
+    /// Source name → input position.
+    sources: Arc<HashMap<Symbol, usize>>,
+    /// Binding inputs: input position → compiled binding.
+    bindings: Arc<Vec<(usize, CBinding)>>,
+    find: Arc<Vec<Find>>,
+    with: Vec<VarId>,
+}
+
+#[derive(Clone, Debug)]
+enum Find {
+    Var(VarId),
+    Agg { name: String, args: Vec<Edn>, var: VarId },
+    Pull { src: usize, var: VarId, pattern: PullPat },
+}
+
+#[derive(Clone, Debug)]
+enum PullPat {
+    Fixed(Arc<ast::PullPattern>),
+    Input(VarId),
+}
+
+impl std::fmt::Debug for Query {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Query").field("ast", &self.ast).finish()
+    }
+}
+
+impl Query {
+    /// Parse and compile query text.
+    pub fn parse(text: &str) -> Result<Query, QueryError> {
+        let ast = vev_datalog::parse_query(text)?;
+        let mut q = Query::from_ast(ast)?;
+        q.text = Some(Arc::from(text));
+        Ok(q)
+    }
+
+    /// Compile an already-parsed query.
+    pub fn from_ast(ast: ast::Query) -> Result<Query, QueryError> {
+        let mut sources = HashMap::new();
+        for (i, input) in ast.inputs.iter().enumerate() {
+            if let ast::Input::Src(s, _) = input {
+                sources.insert(s.0.clone(), i);
+            }
+        }
+        let mut c = Compiler::new(&sources);
+        let mut bindings = Vec::new();
+        for (i, input) in ast.inputs.iter().enumerate() {
+            if let ast::Input::Binding(b, _) = input {
+                bindings.push((i, c.binding(b)));
+            }
+        }
+        let clauses = c.clauses(&ast.clauses)?;
+        let default_src = sources.get(&Symbol::new("$")).copied();
+        let mut find = Vec::new();
+        for elem in ast.find.elems() {
+            find.push(match elem {
+                FindElem::Var(v, _) => Find::Var(c.scope.var(v)),
+                FindElem::Aggregate { name, args, var, span } => {
+                    let _ = span;
+                    Find::Agg { name: name.to_string(), args: args.clone(), var: c.scope.var(var) }
+                }
+                FindElem::Pull { src, var, pattern, span } => {
+                    let src_idx = if src.name() == "$" {
+                        default_src
+                    } else {
+                        sources.get(&src.0).copied()
+                    };
+                    let Some(src_idx) = src_idx else {
+                        return Err(QueryError::UnknownSource { name: src.name().to_owned(), span: Some(*span) });
+                    };
+                    let pattern = match pattern {
+                        PullSource::Pattern(p) => PullPat::Fixed(p.clone()),
+                        PullSource::Input(v) => PullPat::Input(c.scope.var(v)),
+                    };
+                    Find::Pull { src: src_idx, var: c.scope.var(var), pattern }
+                }
+            });
+        }
+        let with = ast.with.iter().map(|v| c.scope.var(v)).collect();
+        Ok(Query {
+            text: None,
+            scope: Arc::new(c.scope),
+            clauses: Arc::new(clauses),
+            sources: Arc::new(sources),
+            bindings: Arc::new(bindings),
+            find: Arc::new(find),
+            with,
+            ast: Arc::new(ast),
+        })
+    }
+
+    pub fn ast(&self) -> &ast::Query {
+        &self.ast
+    }
+
+    /// Run with these inputs.
+    pub fn run(&self, inputs: &[Input<'_>], opts: &QueryOptions) -> Result<QueryResult, QueryError> {
+        self.execute(inputs, opts).map(|(r, _)| r)
+    }
+
+    /// Run, and return the plan that ran with estimated and actual row counts.
+    pub fn explain(&self, inputs: &[Input<'_>], opts: &QueryOptions) -> Result<(QueryResult, Vec<PlanStep>), QueryError> {
+        self.execute(inputs, opts)
+    }
+
+    fn clause_text(&self, c: &CClause) -> String {
+        let span = c.span();
+        match &self.text {
+            Some(t) if span.end.offset <= t.len() && span.start.offset < span.end.offset => {
+                t.get(span.start.offset..span.end.offset).unwrap_or("?").to_owned()
+            }
+            _ => format!("clause at {}:{}", span.start.line, span.start.column),
+        }
+    }
+
+    fn execute(&self, inputs: &[Input<'_>], opts: &QueryOptions) -> Result<(QueryResult, Vec<PlanStep>), QueryError> {
+        let started = Instant::now();
+        if inputs.len() != self.ast.inputs.len() {
+            return Err(QueryError::InputCount {
+                expected: self.ast.inputs.len(),
+                given: inputs.len(),
+                names: self.input_names(),
+            });
+        }
+        let mut sources: Vec<Option<&dyn Source>> = vec![None; inputs.len()];
+        let mut rules = RuleSet::default();
+        let mut rel = Rel::unit();
+        let mut consts: HashMap<VarId, vev_core::Value> = HashMap::new();
+        for (i, (decl, given)) in self.ast.inputs.iter().zip(inputs).enumerate() {
+            match (decl, given) {
+                (ast::Input::Src(..), Input::Db(db)) => sources[i] = Some(*db),
+                (ast::Input::Rules(_), Input::Edn(edn)) => {
+                    let parsed = vev_datalog::parse_rules_value(edn)?;
+                    rules = RuleSet::compile(&parsed, &self.sources)?;
+                }
+                (ast::Input::Binding(..), Input::Edn(edn)) => {
+                    let binding = &self.bindings.iter().find(|(p, _)| *p == i).expect("compiled binding").1;
+                    let input_rel = bind_input(&self.scope, binding, edn, &mut consts)?;
+                    rel = rel.join(&input_rel);
+                }
+                (decl, given) => {
+                    return Err(QueryError::InputShape {
+                        name: input_name(decl),
+                        expected: match decl {
+                            ast::Input::Src(..) => "a database",
+                            ast::Input::Rules(_) => "a rule set",
+                            ast::Input::Binding(..) => "a value",
+                        },
+                        got: match given {
+                            Input::Db(_) => "a database".to_owned(),
+                            Input::Edn(e) => e.to_string(),
+                        },
+                    })
+                }
+            }
+        }
+        self.check_static(&rules, opts, &sources)?;
+        let default_src = self.sources.get(&Symbol::new("$")).copied();
+        let text = |c: &CClause| self.clause_text(c);
+        let ctx = Ctx {
+            sources,
+            rules: &rules,
+            registry: &opts.registry,
+            limits: opts.limits,
+            started,
+            plan: RefCell::new(Vec::new()),
+            source_text: &text,
+        };
+        let env = Env {
+            scope: &self.scope,
+            consts: &consts,
+            default_src,
+            tables: None,
+            pass: None,
+            body: None,
+            record: true,
+        };
+        let mut keep: Vec<VarId> = Vec::new();
+        for f in self.find.iter() {
+            let v = match f {
+                Find::Var(v) | Find::Agg { var: v, .. } | Find::Pull { var: v, .. } => *v,
+            };
+            keep.push(v);
+            if let Find::Pull { pattern: PullPat::Input(p), .. } = f {
+                keep.push(*p);
+            }
+        }
+        keep.extend(self.with.iter().copied());
+        let mut uniq = Vec::new();
+        for v in keep {
+            if !uniq.contains(&v) {
+                uniq.push(v);
+            }
+        }
+        let rel = ctx.eval(&env, rel, &self.clauses, &uniq)?;
+        if let Some(v) = uniq.iter().find(|v| !rel.has(**v)) {
+            return Err(QueryError::UnboundVariable {
+                var: self.scope.name(*v).to_owned(),
+                context: "in :find or :with: no clause binds it",
+                span: Some(self.ast.find.elems().first().map_or(self.ast.span, |e| e.span())),
+            });
+        }
+        let rel = rel.project(&uniq);
+        let result = self.shape(&ctx, rel)?;
+        let plan = ctx.plan.take();
+        Ok((result, plan))
+    }
+
+    fn input_names(&self) -> String {
+        let names: Vec<String> = self.ast.inputs.iter().map(input_name).collect();
+        format!("[{}]", names.join(" "))
+    }
+
+    /// Errors that must not depend on the data: unknown functions, rules, aggregates, attributes.
+    fn check_static(&self, rules: &RuleSet, opts: &QueryOptions, sources: &[Option<&dyn Source>]) -> Result<(), QueryError> {
+        fn walk(c: &CClause, f: &mut dyn FnMut(&CClause) -> Result<(), QueryError>) -> Result<(), QueryError> {
+            f(c)?;
+            match c {
+                CClause::Not { clauses, .. } => clauses.iter().try_for_each(|x| walk(x, f)),
+                CClause::Or { branches, .. } => branches.iter().flatten().try_for_each(|x| walk(x, f)),
+                _ => Ok(()),
+            }
+        }
+        let default_src = self.sources.get(&Symbol::new("$")).copied();
+        let mut check = |c: &CClause| -> Result<(), QueryError> {
+            match c {
+                CClause::Pred { name, span, .. } | CClause::Fn { name, span, .. } => {
+                    if !funcs::exists(&opts.registry, name.as_str()) {
+                        return Err(QueryError::UnknownFunction { name: name.to_string(), span: Some(*span) });
+                    }
+                }
+                CClause::Rule { name, span, .. } => {
+                    if !rules.contains(name) {
+                        return Err(QueryError::UnknownRule { rule: name.to_string(), span: Some(*span) });
+                    }
+                }
+                CClause::Pattern { src, terms, span } => {
+                    let source = src.or(default_src).and_then(|i| sources.get(i).copied().flatten());
+                    if let (Some(source), CTerm::Const(Edn::Keyword(k))) = (source, &terms[1]) {
+                        if source.schema().entid(k).is_none() {
+                            return Err(QueryError::UnknownAttribute { attr: k.to_string(), span: Some(*span) });
+                        }
+                    }
+                }
+                _ => {}
+            }
+            Ok(())
+        };
+        for c in self.clauses.iter() {
+            walk(c, &mut check)?;
+        }
+        for f in self.find.iter() {
+            if let Find::Agg { name, .. } = f {
+                if !agg::exists(&opts.registry, name) {
+                    return Err(QueryError::UnknownAggregate { name: name.clone(), span: None });
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Turn the final relation into the find shape, aggregating and pulling.
+    fn shape(&self, ctx: &Ctx<'_>, rel: Rel) -> Result<QueryResult, QueryError> {
+        let has_agg = self.find.iter().any(|f| matches!(f, Find::Agg { .. }));
+        let rows: Vec<Vec<Edn>> = if has_agg {
+            self.aggregate(ctx, &rel)?
+        } else {
+            let mut out = Vec::with_capacity(rel.len);
+            // Distinct over the find variables (`:with` variables keep duplicates).
+            let find_vars: Vec<VarId> = self.find_vars();
+            let rel = if self.with.is_empty() { rel.project(&find_vars) } else { rel };
+            let cols: Vec<usize> = find_vars.iter().map(|v| rel.col(*v).expect("bound")).collect();
+            for row in rel.rows() {
+                let mut cells = Vec::with_capacity(self.find.len());
+                for (f, col) in self.find.iter().zip(&cols) {
+                    cells.push(self.cell(ctx, f, &rel, row, *col)?);
+                }
+                out.push(cells);
+            }
+            out
+        };
+        let maps = self.ast.return_maps.as_ref();
+        let to_map = |row: Vec<Edn>| -> Edn {
+            let maps = maps.expect("maps requested");
+            Edn::Map(
+                maps.names
+                    .iter()
+                    .zip(row)
+                    .map(|(n, v)| {
+                        let key = match maps.kind {
+                            ReturnMapKind::Keys => Edn::Keyword(Keyword::new(n.as_str())),
+                            ReturnMapKind::Strs => Edn::String(n.to_string()),
+                            ReturnMapKind::Syms => Edn::Symbol(n.clone()),
+                        };
+                        (key, v)
+                    })
+                    .collect::<BTreeMap<_, _>>(),
+            )
+        };
+        Ok(match &self.ast.find {
+            FindSpec::Rel(_) if maps.is_some() => QueryResult::Maps(rows.into_iter().map(to_map).collect()),
+            FindSpec::Rel(_) => QueryResult::Rel(rows),
+            FindSpec::Coll(_) => {
+                let mut seen = HashSet::new();
+                QueryResult::Coll(rows.into_iter().filter_map(|mut r| r.pop()).filter(|v| seen.insert(v.clone())).collect())
+            }
+            FindSpec::Scalar(_) => QueryResult::Scalar(rows.into_iter().next().and_then(|mut r| r.pop())),
+            FindSpec::Tuple(_) if maps.is_some() => QueryResult::Maps(rows.into_iter().take(1).map(to_map).collect()),
+            FindSpec::Tuple(_) => QueryResult::Tuple(rows.into_iter().next()),
+        })
+    }
+
+    fn find_vars(&self) -> Vec<VarId> {
+        let mut vars = Vec::new();
+        for f in self.find.iter() {
+            match f {
+                Find::Var(v) | Find::Agg { var: v, .. } | Find::Pull { var: v, .. } => vars.push(*v),
+            }
+            if let Find::Pull { pattern: PullPat::Input(p), .. } = f {
+                vars.push(*p);
+            }
+        }
+        let mut uniq = Vec::new();
+        for v in vars {
+            if !uniq.contains(&v) {
+                uniq.push(v);
+            }
+        }
+        uniq
+    }
+
+    fn cell(&self, ctx: &Ctx<'_>, f: &Find, rel: &Rel, row: &[vev_core::Value], col: usize) -> Result<Edn, QueryError> {
+        match f {
+            Find::Var(_) | Find::Agg { .. } => Ok(row[col].to_edn()),
+            Find::Pull { src, pattern, .. } => {
+                let source = ctx.sources.get(*src).copied().flatten().ok_or_else(|| QueryError::UnknownSource {
+                    name: "$".to_owned(),
+                    span: None,
+                })?;
+                let pattern = match pattern {
+                    PullPat::Fixed(p) => p.clone(),
+                    PullPat::Input(v) => {
+                        let edn = row[rel.col(*v).expect("pattern bound")].to_edn();
+                        Arc::new(vev_datalog::parse_pull_value(&edn)?)
+                    }
+                };
+                match resolve_entity(source, &row[col])? {
+                    Some(e) => Ok(pull(source, &pattern, e)?),
+                    None => Ok(Edn::Nil),
+                }
+            }
+        }
+    }
+
+    fn aggregate(&self, ctx: &Ctx<'_>, rel: &Rel) -> Result<Vec<Vec<Edn>>, QueryError> {
+        // Group by the non-aggregate elements, in first-seen order.
+        let key_elems: Vec<usize> = (0..self.find.len()).filter(|i| !matches!(self.find[*i], Find::Agg { .. })).collect();
+        let var_of = |f: &Find| match f {
+            Find::Var(v) | Find::Agg { var: v, .. } | Find::Pull { var: v, .. } => *v,
+        };
+        let key_cols: Vec<usize> = key_elems.iter().map(|i| rel.col(var_of(&self.find[*i])).expect("bound")).collect();
+        let mut groups: Vec<(Vec<vev_core::Value>, Vec<usize>)> = Vec::new();
+        let mut index: HashMap<Vec<vev_core::Value>, usize> = HashMap::new();
+        for (r, row) in rel.rows().enumerate() {
+            let key: Vec<vev_core::Value> = key_cols.iter().map(|c| row[*c].clone()).collect();
+            let g = *index.entry(key.clone()).or_insert_with(|| {
+                groups.push((key, Vec::new()));
+                groups.len() - 1
+            });
+            groups[g].1.push(r);
+        }
+        let mut out = Vec::with_capacity(groups.len());
+        for (_, rows) in groups {
+            let first = rel.row(rows[0]);
+            let mut cells = Vec::with_capacity(self.find.len());
+            for f in self.find.iter() {
+                let col = rel.col(var_of(f)).expect("bound");
+                cells.push(match f {
+                    Find::Agg { name, args, .. } => {
+                        let vals = rows.iter().map(|r| rel.row(*r)[col].clone()).collect();
+                        agg::aggregate(ctx.registry, name, args, vals)?
+                    }
+                    other => self.cell(ctx, other, rel, first, col)?,
+                });
+            }
+            out.push(cells);
+        }
+        Ok(out)
+    }
+}
+
+fn input_name(i: &ast::Input) -> String {
+    match i {
+        ast::Input::Src(s, _) => s.name().to_owned(),
+        ast::Input::Rules(_) => "%".to_owned(),
+        ast::Input::Binding(b, _) => binding_text(b),
+    }
+}
+
+fn binding_text(b: &ast::Binding) -> String {
+    let elem = |e: &ast::BindElem| match e {
+        ast::BindElem::Var(v) => v.name().to_owned(),
+        ast::BindElem::Blank => "_".to_owned(),
+    };
+    match b {
+        ast::Binding::Scalar(v) => v.name().to_owned(),
+        ast::Binding::Tuple(es) => format!("[{}]", es.iter().map(elem).collect::<Vec<_>>().join(" ")),
+        ast::Binding::Coll(e) => format!("[{} ...]", elem(e)),
+        ast::Binding::Rel(es) => format!("[[{}]]", es.iter().map(elem).collect::<Vec<_>>().join(" ")),
+    }
+}
+
+/// The relation an input value makes under its binding; scalars are also recorded as
+/// constants so the planner can inline them (e.g. as range bounds).
+fn bind_input(
+    scope: &Scope,
+    binding: &CBinding,
+    edn: &Edn,
+    consts: &mut HashMap<VarId, vev_core::Value>,
+) -> Result<Rel, QueryError> {
+    let shape_err = |expected: &'static str| QueryError::InputShape {
+        name: match binding {
+            CBinding::Scalar(v) => scope.name(*v).to_owned(),
+            other => format!("{:?}", other.vars().iter().map(|v| scope.name(*v)).collect::<Vec<_>>()),
+        },
+        expected,
+        got: edn.to_string(),
+    };
+    let seq = |e: &Edn| -> Option<Vec<Edn>> {
+        match e {
+            Edn::Vector(items) | Edn::List(items) => Some(items.clone()),
+            Edn::Set(items) => Some(items.iter().cloned().collect()),
+            _ => None,
+        }
+    };
+    let tuple_row = |vars: &[Option<VarId>], e: &Edn| -> Option<Vec<(VarId, vev_core::Value)>> {
+        let items = seq(e)?;
+        if items.len() != vars.len() {
+            return None;
+        }
+        Some(vars.iter().zip(items).filter_map(|(v, x)| v.map(|v| (v, edn_to_value(&x)))).collect())
+    };
+    let rel_of = |vars: Vec<VarId>, rows: Vec<Vec<(VarId, vev_core::Value)>>| -> Rel {
+        let mut rel = Rel::empty(vars.clone());
+        for row in rows {
+            let vals: Vec<vev_core::Value> = vars.iter().map(|v| row.iter().find(|(x, _)| x == v).expect("bound").1.clone()).collect();
+            rel.push_row(&vals);
+        }
+        rel.dedup()
+    };
+    match binding {
+        CBinding::Scalar(v) => {
+            let value = edn_to_value(edn);
+            consts.insert(*v, value.clone());
+            let mut rel = Rel::empty(vec![*v]);
+            rel.push_row(&[value]);
+            Ok(rel)
+        }
+        CBinding::Tuple(vars) => {
+            let row = tuple_row(vars, edn).ok_or_else(|| shape_err("a tuple of matching length"))?;
+            for (v, x) in &row {
+                consts.insert(*v, x.clone());
+            }
+            Ok(rel_of(vars.iter().flatten().copied().collect(), vec![row]))
+        }
+        CBinding::Coll(var) => {
+            let items = seq(edn).ok_or_else(|| shape_err("a collection"))?;
+            let vars: Vec<VarId> = var.iter().copied().collect();
+            let rows = items.iter().map(|x| var.map(|v| vec![(v, edn_to_value(x))]).unwrap_or_default()).collect();
+            let mut rel = rel_of(vars, rows);
+            if var.is_none() {
+                rel.len = usize::from(!items.is_empty());
+            }
+            Ok(rel)
+        }
+        CBinding::Rel(vars) => {
+            let items = seq(edn).ok_or_else(|| shape_err("a collection of tuples"))?;
+            let rows = items
+                .iter()
+                .map(|x| tuple_row(vars, x).ok_or_else(|| shape_err("a collection of tuples of matching length")))
+                .collect::<Result<Vec<_>, _>>()?;
+            Ok(rel_of(vars.iter().flatten().copied().collect(), rows))
+        }
+    }
+}
+
+/// Parse, compile and run a query once.
+pub fn q(text: &str, inputs: &[Input<'_>]) -> Result<QueryResult, QueryError> {
+    Query::parse(text)?.run(inputs, &QueryOptions::default())
+}

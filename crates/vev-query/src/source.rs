@@ -1,0 +1,64 @@
+//! The one door between the query engine and storage.
+//!
+//! The engine reads datoms only through [`Source`]: ordered scans over the four index orders
+//! and counts of index prefixes. The in-memory `Db` implements it today; durable and shared
+//! storage implement the same trait, so the planner and executor never change with storage.
+
+use std::ops::Bound;
+
+use vev_core::{BasisT, Component, Datom, EntityId, IndexOrder, Schema, Value};
+
+/// A database value as the query engine sees it.
+///
+/// Scans visit datoms by reference in index order and stop when the visitor returns `false`.
+/// A scan reflects the source's view: an as-of or since view yields the datoms true in it, a
+/// history view yields every assertion and retraction (`added` tells which).
+pub trait Source: Send + Sync {
+    fn schema(&self) -> &Schema;
+
+    fn basis_t(&self) -> BasisT;
+
+    /// Whether scans yield history (assertions and retractions) rather than current facts.
+    fn is_history(&self) -> bool;
+
+    /// Visit the datoms of `order` whose leading components equal `prefix` (positions in the
+    /// order's own sequence: `[a v e tx]` for AVET).
+    fn scan(&self, order: IndexOrder, prefix: &[Component], visit: &mut dyn FnMut(&Datom) -> bool);
+
+    /// Visit AVET datoms of attribute `a` with a value inside the bounds, in value order.
+    fn scan_range(
+        &self,
+        a: EntityId,
+        start: Bound<&Value>,
+        end: Bound<&Value>,
+        visit: &mut dyn FnMut(&Datom) -> bool,
+    );
+
+    /// Visit, for each prefix of `prefixes` (all the same length, sorted in `order`), the
+    /// datoms under it; the visitor gets the prefix's index. Sources may walk the index once
+    /// for the whole batch; the default does one scan per prefix.
+    fn scan_batch(
+        &self,
+        order: IndexOrder,
+        prefixes: &[Vec<Component>],
+        visit: &mut dyn FnMut(usize, &Datom) -> bool,
+    ) {
+        for (i, prefix) in prefixes.iter().enumerate() {
+            let mut go = true;
+            self.scan(order, prefix, &mut |d| {
+                go = visit(i, d);
+                go
+            });
+            if !go {
+                return;
+            }
+        }
+    }
+
+    /// An estimate of how many datoms `scan(order, prefix)` visits, cheap to compute
+    /// (logarithmic in the index size). Exact on a current view.
+    fn count_estimate(&self, order: IndexOrder, prefix: &[Component]) -> usize;
+
+    /// An estimate of how many AVET datoms of `a` lie inside the bounds.
+    fn count_range_estimate(&self, a: EntityId, start: Bound<&Value>, end: Bound<&Value>) -> usize;
+}
