@@ -30,6 +30,10 @@ pub struct Limits {
     pub timeout: Option<std::time::Duration>,
     /// Stop with `query/too-many-rows` when any intermediate relation passes this many rows.
     pub max_rows: Option<usize>,
+    /// Run the naive plan: clauses in written order (each as soon as its inputs are bound),
+    /// one index lookup per row, no range scans. The reference the optimized plan is tested
+    /// against.
+    pub naive: bool,
 }
 
 /// One step of the chosen plan, for `explain`.
@@ -117,9 +121,13 @@ impl<'a> Ctx<'a> {
                 }
                 return Ok(Rel::empty(vars));
             }
-            let idx = match remaining.iter().position(|c| self.filter_ready(env, &rel, c, &remaining)) {
-                Some(i) => i,
-                None => self.choose(env, &rel, &remaining)?,
+            let idx = if self.limits.naive {
+                self.first_ready(env, &rel, &remaining)?
+            } else {
+                match remaining.iter().position(|c| self.filter_ready(env, &rel, c, &remaining)) {
+                    Some(i) => i,
+                    None => self.choose(env, &rel, &remaining)?,
+                }
             };
             let clause = remaining.remove(idx);
             rel = self.apply(env, rel, clause, &remaining)?;
@@ -156,6 +164,23 @@ impl<'a> Ctx<'a> {
         }
     }
 
+    /// The first clause in written order that can run now (the naive plan).
+    fn first_ready(&self, env: &Env<'_>, rel: &Rel, remaining: &[&CClause]) -> Result<usize, QueryError> {
+        for (i, c) in remaining.iter().enumerate() {
+            let ready = match c {
+                CClause::Pattern { .. } => true,
+                CClause::Or { join: Some((req, _)), .. } => req.iter().all(|v| rel.has(*v)),
+                CClause::Or { .. } => true,
+                CClause::Rule { name, args, .. } => self.rules.required_bound(name, args, rel),
+                _ => self.filter_ready(env, rel, c, remaining),
+            };
+            if ready {
+                return Ok(i);
+            }
+        }
+        Err(self.unbound_error(env, rel, remaining[0]))
+    }
+
     /// Pick the cheapest generator (pattern, or, rule call); error if nothing can run.
     fn choose(&self, env: &Env<'_>, rel: &Rel, remaining: &[&CClause]) -> Result<usize, QueryError> {
         let mut best: Option<(f64, usize)> = None;
@@ -164,7 +189,7 @@ impl<'a> Ctx<'a> {
                 CClause::Pattern { src, terms, span } => {
                     let source = self.source(env, *src, *span)?;
                     let mut p = Prepared::new(source, terms, rel, *span)?;
-                    p.range = value_range(env, terms, rel, remaining);
+                    p.range = value_range(env, terms, rel, remaining).filter(|r| p.range_fits(r));
                     p.estimate(rel)?
                 }
                 CClause::Or { join, .. } => {
@@ -245,7 +270,10 @@ impl<'a> Ctx<'a> {
             CClause::Pattern { src, terms, span } => {
                 let source = self.source(env, *src, *span)?;
                 let mut p = Prepared::new(source, terms, &rel, *span)?;
-                p.range = value_range(env, terms, &rel, remaining);
+                if !self.limits.naive {
+                    p.range = value_range(env, terms, &rel, remaining).filter(|r| p.range_fits(r));
+                }
+                p.naive = self.limits.naive;
                 let est = if env.record { Some(p.estimate(&rel)?) } else { None };
                 let out = p.join(&rel, |n| self.check(n))?;
                 self.record(env, c, p.index_name(), est, out.len);

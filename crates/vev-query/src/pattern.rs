@@ -54,6 +54,8 @@ pub(crate) struct Prepared<'s> {
     /// A constant names nothing in the source: the pattern matches nothing.
     pub impossible: bool,
     pub range: Option<Range>,
+    /// One lookup per row instead of one batch (the naive plan).
+    pub naive: bool,
 }
 
 impl<'s> Prepared<'s> {
@@ -70,6 +72,7 @@ impl<'s> Prepared<'s> {
             new_vars: Vec::new(),
             impossible: false,
             range: None,
+            naive: false,
         };
         // The attribute first: constants in value position are typed by it.
         let order = [A, E, V, T, ADDED];
@@ -158,6 +161,18 @@ impl<'s> Prepared<'s> {
             V => self.value_of(v),
             _ => Ok(Some(v.clone())),
         }
+    }
+
+    /// Whether a range's bounds have the attribute's value type (only then does the index
+    /// order them as the comparison does).
+    pub fn range_fits(&self, range: &Range) -> bool {
+        let Some(attr) = &self.attr else {
+            return false;
+        };
+        [&range.0, &range.1].into_iter().all(|b| match b {
+            Bound::Included(v) | Bound::Excluded(v) => v.value_type() == Some(attr.value_type) && !attr.is_ref(),
+            Bound::Unbounded => true,
+        })
     }
 
     fn known(&self, pos: usize) -> bool {
@@ -310,6 +325,34 @@ impl<'s> Prepared<'s> {
                     out.data.extend_from_slice(&matched[i * w..(i + 1) * w]);
                 }
                 out.len += n;
+                check(out.len)?;
+            }
+            return Ok(out);
+        }
+        if self.naive {
+            for row in rel.rows() {
+                let mut visit = |d: &Datom| {
+                    if !history && !d.added {
+                        return true;
+                    }
+                    match self.matches(d, &checks, row) {
+                        Ok(true) => {
+                            out.data.extend_from_slice(row);
+                            out.data.extend(free_pos.iter().map(|p| datom_value(d, *p)));
+                            out.len += 1;
+                        }
+                        Ok(false) => {}
+                        Err(e) => {
+                            err = Some(e);
+                            return false;
+                        }
+                    }
+                    true
+                };
+                self.run_scan(order, &prefix, row, &mut visit)?;
+                if let Some(e) = err {
+                    return Err(e);
+                }
                 check(out.len)?;
             }
             return Ok(out);
