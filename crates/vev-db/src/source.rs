@@ -42,6 +42,46 @@ impl Source for Db {
         }
     }
 
+    fn scan_batch(
+        &self,
+        order: IndexOrder,
+        prefixes: &[Vec<Component>],
+        visit: &mut dyn FnMut(usize, &Datom) -> bool,
+    ) {
+        if !self.is_current_view() {
+            for (i, prefix) in prefixes.iter().enumerate() {
+                for d in self.datoms(order, prefix) {
+                    if !visit(i, &d) {
+                        return;
+                    }
+                }
+            }
+            return;
+        }
+        let tree = self.state.current.tree(order);
+        if let Some(keys) = id_keys(order, prefixes) {
+            // Prefixes of ids only (e and a): compare machine words, not components.
+            let len = prefixes[0].len();
+            let ids = |d: &Datom| match order {
+                IndexOrder::Aevt => [d.a, d.e],
+                _ => [d.e, d.a],
+            };
+            tree.visit_batch(
+                keys.len(),
+                &|k, d| ids(d)[..len] < keys[k][..len],
+                &|k, d| ids(d)[..len] > keys[k][..len],
+                visit,
+            );
+            return;
+        }
+        tree.visit_batch(
+            prefixes.len(),
+            &|k, d| order.cmp_prefix(d, &prefixes[k]) == Ordering::Less,
+            &|k, d| order.cmp_prefix(d, &prefixes[k]) == Ordering::Greater,
+            visit,
+        );
+    }
+
     fn scan_range(
         &self,
         a: EntityId,
@@ -98,6 +138,30 @@ impl Source for Db {
         }
         current + count(self.state.retired.tree(IndexOrder::Avet))
     }
+}
+
+/// The prefixes as id pairs, when they are EAVT or AEVT prefixes of at most two ids.
+fn id_keys(order: IndexOrder, prefixes: &[Vec<Component>]) -> Option<Vec<[u64; 2]>> {
+    if !matches!(order, IndexOrder::Eavt | IndexOrder::Aevt) {
+        return None;
+    }
+    let len = prefixes.first()?.len();
+    if len == 0 || len > 2 {
+        return None;
+    }
+    prefixes
+        .iter()
+        .map(|p| {
+            let mut key = [0u64; 2];
+            for (i, c) in p.iter().enumerate() {
+                match c {
+                    Component::Entity(id) => key[i] = *id,
+                    Component::Value(_) => return None,
+                }
+            }
+            Some(key)
+        })
+        .collect()
 }
 
 /// Whether `v` sorts before the range that starts at `start`.

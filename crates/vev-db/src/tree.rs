@@ -184,6 +184,23 @@ impl Tree {
         }
     }
 
+    /// Visit, for each of `n` sorted, non-overlapping key ranges, the datoms inside it, in
+    /// index order, walking the tree once. `below(k, d)`: `d` sorts before range `k`;
+    /// `after(k, d)`: `d` sorts after range `k`. `visit(k, d)` returns false to stop.
+    pub fn visit_batch(
+        &self,
+        n: usize,
+        below: &dyn Fn(usize, &Datom) -> bool,
+        after: &dyn Fn(usize, &Datom) -> bool,
+        visit: &mut dyn FnMut(usize, &Datom) -> bool,
+    ) {
+        if let Some(root) = &self.root {
+            if n > 0 {
+                batch_node(root, 0, n, below, after, visit);
+            }
+        }
+    }
+
     pub fn iter(&self) -> Iter {
         self.iter_from(|_| false)
     }
@@ -421,6 +438,56 @@ fn visit_node(
     }
 }
 
+/// `visit_batch` on one node, for ranges `lo..hi`; returns whether to go on.
+fn batch_node(
+    node: &Node,
+    lo: usize,
+    hi: usize,
+    below: &dyn Fn(usize, &Datom) -> bool,
+    after: &dyn Fn(usize, &Datom) -> bool,
+    visit: &mut dyn FnMut(usize, &Datom) -> bool,
+) -> bool {
+    match node {
+        Node::Leaf(items) => {
+            let mut pos = 0;
+            for k in lo..hi {
+                pos += items[pos..].partition_point(|d| below(k, d));
+                let mut j = pos;
+                while j < items.len() && !after(k, &items[j]) {
+                    if !visit(k, &items[j]) {
+                        return false;
+                    }
+                    j += 1;
+                }
+                pos = j;
+            }
+            true
+        }
+        Node::Branch(b) => {
+            let n = b.children.len();
+            let mut first = lo;
+            for c in 0..n {
+                // Ranges wholly before this child were handled by earlier children.
+                while first < hi && c > 0 && after(first, &b.mins[c]) {
+                    first += 1;
+                }
+                if first >= hi {
+                    break;
+                }
+                // Ranges that start at or after the next child's first datom belong there.
+                let mut last = first;
+                while last < hi && !(c + 1 < n && below(last, &b.mins[c + 1])) {
+                    last += 1;
+                }
+                if first < last && !batch_node(&b.children[c], first, last, below, after, visit) {
+                    return false;
+                }
+            }
+            true
+        }
+    }
+}
+
 /// An owning iterator over a tree (it keeps the nodes it walks alive, so it outlives the
 /// `Tree` it came from).
 pub struct Iter {
@@ -561,5 +628,41 @@ mod tests {
         let want: Vec<u64> = model.into_iter().collect();
         assert_eq!(got, want);
         assert_eq!(t.len(), got.len());
+    }
+}
+
+#[cfg(test)]
+mod batch_tests {
+    use super::*;
+    use std::cell::Cell;
+    use vev_core::Value;
+
+    #[test]
+    fn batch_visits_each_range_once_and_compares_little() {
+        let datoms: Vec<Datom> = (0..100_000u64)
+            .map(|i| Datom::new(i / 5 + 1000, 64 + i % 5, Value::Long(i as i64), 1, true))
+            .collect();
+        let tree = Tree::from_datoms(IndexOrder::Eavt, datoms);
+        let keys: Vec<[u64; 2]> = (0..2500u64).map(|i| [1000 + i * 8, 66]).collect();
+        let calls = Cell::new(0usize);
+        let mut seen = Vec::new();
+        tree.visit_batch(
+            keys.len(),
+            &|k, d| {
+                calls.set(calls.get() + 1);
+                [d.e, d.a] < keys[k]
+            },
+            &|k, d| {
+                calls.set(calls.get() + 1);
+                [d.e, d.a] > keys[k]
+            },
+            &mut |k, d| {
+                seen.push((k, d.e));
+                true
+            },
+        );
+        assert_eq!(seen.len(), 2500);
+        assert!(seen.iter().enumerate().all(|(i, (k, e))| *k == i && *e == 1000 + i as u64 * 8));
+        assert!(calls.get() < 2500 * 30, "{} comparisons", calls.get());
     }
 }

@@ -298,10 +298,14 @@ impl<'a> Ctx<'a> {
                 let inner_env = Env { default_src: src.or(env.default_src), record: false, ..*env };
                 let matched = self.eval(&inner_env, input, clauses, &join)?;
                 let matched = project_bound(&matched, &join);
-                let set: HashSet<Vec<Value>> = matched.rows().map(|r| r.to_vec()).collect();
+                let all: Vec<usize> = (0..join.len()).collect();
+                let mut index = crate::rel::RowIndex::with_capacity(matched.len);
+                for i in 0..matched.len {
+                    index.insert(&matched, &all, i);
+                }
                 let cols: Vec<usize> = join.iter().map(|v| rel.col(*v).expect("join var bound")).collect();
                 let mut rel = rel;
-                rel.retain(|row| !set.contains(&cols.iter().map(|c| row[*c].clone()).collect::<Vec<_>>()));
+                rel.retain(|row| index.find(&matched, &all, row, &cols).is_none());
                 self.record(env, c, "not".into(), None, rel.len);
                 Ok(rel)
             }
@@ -412,6 +416,7 @@ impl<'a> Ctx<'a> {
         let mut vars = rel.vars.clone();
         vars.extend(new_vars.iter().copied());
         let mut out = Rel::empty(vars);
+        out.distinct = rel.distinct && matches!(binding, CBinding::Scalar(_));
         let mut buf: Vec<Value> = Vec::new();
         for row in rel.rows() {
             let vals = self.arg_values(env, args, &rel, row);

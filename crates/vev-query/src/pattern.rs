@@ -179,6 +179,13 @@ impl<'s> Prepared<'s> {
         matches!(self.slots[pos], Slot::Const(_) | Slot::Bound(_))
     }
 
+    /// Whether distinct matching datoms always give distinct rows: no position that tells
+    /// datoms apart is a blank.
+    fn covers_datom(&self) -> bool {
+        let identity: &[usize] = if self.src.is_history() { &[E, A, V, T, ADDED] } else { &[E, A, V] };
+        identity.iter().all(|p| !matches!(self.slots[*p], Slot::Blank))
+    }
+
     /// Whether any position takes its value from the relation.
     pub fn depends_on_rows(&self) -> bool {
         self.slots.iter().any(|s| matches!(s, Slot::Bound(_)))
@@ -274,6 +281,7 @@ impl<'s> Prepared<'s> {
         let mut vars = rel.vars.clone();
         vars.extend(self.new_vars.iter().copied());
         let mut out = Rel::empty(vars);
+        out.distinct = rel.distinct && self.covers_datom();
         if self.impossible || rel.len == 0 {
             return Ok(out);
         }

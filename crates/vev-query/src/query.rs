@@ -540,6 +540,7 @@ fn bind_input(
             consts.insert(*v, value.clone());
             let mut rel = Rel::empty(vec![*v]);
             rel.push_row(&[value]);
+            rel.distinct = true;
             Ok(rel)
         }
         CBinding::Tuple(vars) => {

@@ -5,8 +5,9 @@
 //! later clause needs is projected away (and the rows deduplicated, since query results are
 //! sets over the find and `:with` variables).
 
-use std::collections::HashSet;
+use std::hash::{BuildHasher, Hash, Hasher};
 
+use hashbrown::HashTable;
 use vev_core::Value;
 
 /// A variable of a compiled query scope.
@@ -17,6 +18,70 @@ pub(crate) struct Rel {
     pub vars: Vec<VarId>,
     pub data: Vec<Value>,
     pub len: usize,
+    /// Known to hold no duplicate rows (so projections that keep every column need no
+    /// deduplication). `false` means "not known", not "has duplicates".
+    pub distinct: bool,
+}
+
+/// The hasher of rows: fast, and seeded per process.
+fn hasher() -> foldhash::fast::RandomState {
+    foldhash::fast::RandomState::default()
+}
+
+fn hash_cols(state: &foldhash::fast::RandomState, row: &[Value], cols: &[usize]) -> u64 {
+    let mut h = state.build_hasher();
+    for c in cols {
+        row[*c].hash(&mut h);
+    }
+    h.finish()
+}
+
+/// Groups rows by the values of some columns without building a key per row.
+pub(crate) struct RowIndex {
+    state: foldhash::fast::RandomState,
+    table: HashTable<usize>,
+}
+
+impl RowIndex {
+    pub fn with_capacity(n: usize) -> RowIndex {
+        RowIndex {
+            state: hasher(),
+            table: HashTable::with_capacity(n),
+        }
+    }
+
+    /// Insert row `i` of `rel` keyed by `cols` unless an equal key is present; returns the
+    /// row index holding the key.
+    pub fn insert(&mut self, rel: &Rel, cols: &[usize], i: usize) -> (usize, bool) {
+        let row = rel.row(i);
+        let hash = hash_cols(&self.state, row, cols);
+        let eq = |j: &usize| {
+            let other = rel.row(*j);
+            cols.iter().all(|c| row[*c] == other[*c])
+        };
+        if let Some(j) = self.table.find(hash, eq) {
+            return (*j, false);
+        }
+        let state = &self.state;
+        self.table
+            .insert_unique(hash, i, |j| hash_cols(state, rel.row(*j), cols));
+        (i, true)
+    }
+
+    /// The row of `rel` whose `cols` equal `probe_cols` of `probe`, if any.
+    pub fn find(&self, rel: &Rel, cols: &[usize], probe: &[Value], probe_cols: &[usize]) -> Option<usize> {
+        let mut h = self.state.build_hasher();
+        for c in probe_cols {
+            probe[*c].hash(&mut h);
+        }
+        let hash = h.finish();
+        self.table
+            .find(hash, |j| {
+                let row = rel.row(*j);
+                cols.iter().zip(probe_cols).all(|(a, b)| row[*a] == probe[*b])
+            })
+            .copied()
+    }
 }
 
 impl Rel {
@@ -26,6 +91,7 @@ impl Rel {
             vars: Vec::new(),
             data: Vec::new(),
             len: 1,
+            distinct: true,
         }
     }
 
@@ -34,6 +100,7 @@ impl Rel {
             vars,
             data: Vec::new(),
             len: 0,
+            distinct: false,
         }
     }
 
@@ -92,16 +159,31 @@ impl Rel {
             .map(|v| self.col(*v).expect("projected variable is bound"))
             .collect();
         let mut out = Rel::empty(vars.to_vec());
+        out.distinct = true;
         if vars.is_empty() {
             out.len = usize::from(self.len > 0);
             return out;
         }
-        let mut seen: HashSet<Vec<Value>> = HashSet::with_capacity(self.len);
-        for row in self.rows() {
-            let key: Vec<Value> = cols.iter().map(|c| row[*c].clone()).collect();
-            if !seen.contains(&key) {
-                out.push_row(&key);
-                seen.insert(key);
+        let keeps_all = {
+            let mut sorted = cols.clone();
+            sorted.sort_unstable();
+            sorted.dedup();
+            sorted.len() == self.width()
+        };
+        out.data.reserve(self.len * cols.len());
+        if keeps_all && self.distinct {
+            for row in self.rows() {
+                out.data.extend(cols.iter().map(|c| row[*c].clone()));
+            }
+            out.len = self.len;
+            return out;
+        }
+        let mut index = RowIndex::with_capacity(self.len);
+        for i in 0..self.len {
+            if index.insert(self, &cols, i).1 {
+                let row = self.row(i);
+                out.data.extend(cols.iter().map(|c| row[*c].clone()));
+                out.len += 1;
             }
         }
         out
@@ -137,32 +219,36 @@ impl Rel {
         let mut vars = self.vars.clone();
         vars.extend(extra.iter().map(|c| other.vars[*c]));
         let mut out = Rel::empty(vars);
-        let (build, probe, build_is_other) = if other.len <= self.len {
-            (other, self, true)
-        } else {
-            (self, other, false)
-        };
-        let build_cols: Vec<usize> = shared.iter().map(|v| build.col(*v).unwrap()).collect();
-        let probe_cols: Vec<usize> = shared.iter().map(|v| probe.col(*v).unwrap()).collect();
-        let mut table: std::collections::HashMap<Vec<Value>, Vec<usize>> =
-            std::collections::HashMap::with_capacity(build.len);
-        for (i, row) in build.rows().enumerate() {
-            let key = build_cols.iter().map(|c| row[*c].clone()).collect();
-            table.entry(key).or_default().push(i);
+        out.distinct = self.distinct && other.distinct;
+        let self_cols: Vec<usize> = shared.iter().map(|v| self.col(*v).unwrap()).collect();
+        let other_cols: Vec<usize> = shared.iter().map(|v| other.col(*v).unwrap()).collect();
+        // Index `other` by its shared columns: each key maps to a chain of rows.
+        let mut index = RowIndex::with_capacity(other.len);
+        let mut next: Vec<usize> = vec![usize::MAX; other.len];
+        let mut last: Vec<usize> = vec![usize::MAX; other.len];
+        for i in 0..other.len {
+            let (head, inserted) = index.insert(other, &other_cols, i);
+            if !inserted {
+                let tail = last[head];
+                next[tail] = i;
+                last[head] = i;
+            } else {
+                last[i] = i;
+            }
         }
-        let mut row_buf: Vec<Value> = Vec::with_capacity(out.width());
-        for (j, prow) in probe.rows().enumerate() {
-            let key: Vec<Value> = probe_cols.iter().map(|c| prow[*c].clone()).collect();
-            let Some(matches) = table.get(&key) else {
+        for lrow in self.rows() {
+            let Some(mut j) = index.find(other, &other_cols, lrow, &self_cols) else {
                 continue;
             };
-            for &i in matches {
-                let (left, right) = if build_is_other { (j, i) } else { (i, j) };
-                let (lrow, rrow) = (self.row(left), other.row(right));
-                row_buf.clear();
-                row_buf.extend_from_slice(lrow);
-                row_buf.extend(extra.iter().map(|c| rrow[*c].clone()));
-                out.push_row(&row_buf);
+            loop {
+                let rrow = other.row(j);
+                out.data.extend_from_slice(lrow);
+                out.data.extend(extra.iter().map(|c| rrow[*c].clone()));
+                out.len += 1;
+                j = next[j];
+                if j == usize::MAX {
+                    break;
+                }
             }
         }
         out
@@ -181,5 +267,6 @@ impl Rel {
             }
             self.len += 1;
         }
+        self.distinct = false;
     }
 }

@@ -254,6 +254,7 @@ pub(crate) fn call(
     let mut vars = rel.vars.clone();
     vars.extend(new_vars.iter().copied());
     let mut out = Rel::empty(vars);
+    out.distinct = rel.distinct && eq_pos.is_empty() && !args.iter().any(|a| matches!(a, CArg::Blank));
     let t = tables.borrow();
     let table = &t.tables[&key];
     let mut found = Vec::new();
