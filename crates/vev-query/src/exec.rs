@@ -130,7 +130,18 @@ impl<'a> Ctx<'a> {
                 }
             };
             let clause = remaining.remove(idx);
-            rel = self.apply(env, rel, clause, &remaining)?;
+            if let Some((star, members)) = self.star(env, &rel, clause, &remaining)? {
+                let out = star.join(&rel)?;
+                for m in std::iter::once(clause).chain(members.iter().map(|i| remaining[*i])) {
+                    self.record(env, m, "eavt[e] (one pass per entity)".into(), None, out.len);
+                }
+                for i in members.into_iter().rev() {
+                    remaining.remove(i);
+                }
+                rel = out;
+            } else {
+                rel = self.apply(env, rel, clause, &remaining)?;
+            }
             let needed: HashSet<VarId> = remaining
                 .iter()
                 .flat_map(|c| c.vars())
@@ -162,6 +173,73 @@ impl<'a> Ctx<'a> {
             }
             _ => false,
         }
+    }
+
+    /// When `clause` and other remaining patterns all read constant attributes of one bound
+    /// entity, one pass over each entity's datoms answers them together.
+    #[allow(clippy::type_complexity)]
+    fn star<'s>(
+        &self,
+        env: &Env<'_>,
+        rel: &Rel,
+        clause: &CClause,
+        remaining: &[&CClause],
+    ) -> Result<Option<(crate::pattern::Star<'a>, Vec<usize>)>, QueryError> {
+        use crate::pattern::{Star, StarValue};
+        if self.limits.naive {
+            return Ok(None);
+        }
+        let CClause::Pattern { src, terms, span } = clause else {
+            return Ok(None);
+        };
+        let source = self.source(env, *src, *span)?;
+        if source.is_history() {
+            return Ok(None);
+        }
+        let CTerm::Var(e) = &terms[0] else {
+            return Ok(None);
+        };
+        let Some(e_col) = rel.col(*e) else {
+            return Ok(None);
+        };
+        let mut used: Vec<VarId> = Vec::new();
+        let member = |terms: &[CTerm; 5], used: &mut Vec<VarId>| -> Option<(u64, StarValue)> {
+            if !matches!(terms[0], CTerm::Var(x) if x == *e) || !matches!(terms[3], CTerm::Blank) || !matches!(terms[4], CTerm::Blank) {
+                return None;
+            }
+            let CTerm::Const(vev_edn::Edn::Keyword(k)) = &terms[1] else {
+                return None;
+            };
+            let attr = source.schema().attribute_by_ident(k)?;
+            let v = match &terms[2] {
+                CTerm::Var(v) if !rel.has(*v) && !used.contains(v) && *v != *e => {
+                    used.push(*v);
+                    StarValue::Free(*v)
+                }
+                CTerm::Const(c) if !attr.is_ref() => StarValue::Const(crate::values::coerce_to(attr, edn_to_value(c))?),
+                _ => return None,
+            };
+            Some((attr.id, v))
+        };
+        let Some(first) = member(terms, &mut used) else {
+            return Ok(None);
+        };
+        let mut members = vec![first];
+        let mut picked = Vec::new();
+        for (i, c) in remaining.iter().enumerate() {
+            if let CClause::Pattern { src: s2, terms: t2, .. } = c {
+                if s2 == src {
+                    if let Some(m) = member(t2, &mut used) {
+                        members.push(m);
+                        picked.push(i);
+                    }
+                }
+            }
+        }
+        if picked.is_empty() {
+            return Ok(None);
+        }
+        Ok(Some((Star::new(source, e_col, members), picked)))
     }
 
     /// The first clause in written order that can run now (the naive plan).
