@@ -1,5 +1,5 @@
 //! The README demo: create a database, load people, change some of them, and answer
-//! questions from the indexes, the entity API and the past.
+//! questions from the indexes, the entity API, Datalog queries, pull and the past.
 
 use vev::{Component, Connection, Db, IndexOrder, Keyword, TimePoint, Value};
 
@@ -94,6 +94,59 @@ fn main() -> Result<(), vev::Error> {
             if d.added { "asserted" } else { "retracted" }
         );
     }
+    // Datalog: a join with a predicate, an aggregate, a recursive rule, a pull, and as-of.
+    let show = |title: &str, query: &str, args: &[vev::Edn]| -> Result<(), vev::Error> {
+        let started = std::time::Instant::now();
+        let result = db.q(query, args)?;
+        let text = result.to_edn().to_string();
+        let shown: String = text.chars().take(160).collect();
+        let more = if shown.len() < text.len() { " ..." } else { "" };
+        println!("{title} ({} rows, {:?}): {shown}{more}", result.len(), started.elapsed());
+        Ok(())
+    };
+    show(
+        "Ivans in Riga",
+        r#"[:find ?email :where [?p :person/name "Ivan"] [?p :person/address ?a]
+                             [?a :address/city "Riga"] [?p :person/email ?email]]"#,
+        &[],
+    )?;
+    show(
+        "average age per city",
+        r#"[:find ?city (avg ?age) :with ?p
+            :where [?p :person/age ?age] [?p :person/address ?a] [?a :address/city ?city]]"#,
+        &[],
+    )?;
+    let rules = vev::edn::parse(
+        r#"[[(reach ?a ?b) [?a :person/friend ?b]]
+            [(reach ?a ?b) [?a :person/friend ?x] (reach ?x ?b)]]"#,
+    )?;
+    show(
+        "people p0 reaches through friends",
+        r#"[:find (count ?b) . :in $ % ?email
+            :where [?a :person/email ?email] (reach ?a ?b)]"#,
+        &[rules, vev::Edn::String("p0@example.com".into())],
+    )?;
+    show(
+        "pull p1 with friends",
+        r#"[:find (pull ?p [:person/name :person/age {:person/friend [:person/name]}
+                          {:person/address [:address/city]}]) .
+            :where [?p :person/email "p1@example.com"]]"#,
+        &[],
+    )?;
+    let then = db.as_of(TimePoint::T(t_loaded));
+    let age_then = then.q(
+        r#"[:find ?age . :where [?p :person/email "p1@example.com"] [?p :person/age ?age]]"#,
+        &[],
+    )?;
+    println!("as of t {t_loaded}, the query says p1 was {}", age_then.to_edn());
+    let history = db.history();
+    let changes = history.q(
+        r#"[:find ?name ?added :where [?p :person/email "p2@example.com"]
+                                      [?p :person/name ?name _ ?added]]"#,
+        &[],
+    )?;
+    println!("history query of p2's name: {}", changes.to_edn());
+
     let last = db.tx_range(Some(db.basis_t()), None);
     println!(
         "the last transaction has {} datoms; the database holds {} datoms",
