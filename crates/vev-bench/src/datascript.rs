@@ -41,7 +41,7 @@ fn run_checked(
 }
 
 /// Install the pinned DataScript unless it is already there.
-fn ensure_installed(dir: &Path) -> Result<(), BenchError> {
+pub fn ensure_installed(dir: &Path) -> Result<(), BenchError> {
     if dir.join("node_modules/datascript").is_dir() {
         return Ok(());
     }

@@ -6,8 +6,11 @@ use std::process::ExitStatus;
 #[derive(thiserror::Error, Debug)]
 #[non_exhaustive]
 pub enum BenchError {
+    /// Boxed: `vev::Error` is large, and every bench function returns this type.
     #[error("vev failed: {0}")]
-    Vev(#[from] vev::Error),
+    Vev(Box<vev::Error>),
+    #[error("the pull root {root} is not an entity of the fixture")]
+    MissingRoot { root: u64 },
     #[error("cannot {action} {path}: {source}")]
     Io {
         action: &'static str,
@@ -20,12 +23,20 @@ pub enum BenchError {
         dir: PathBuf,
         status: ExitStatus,
     },
-    #[error("the DataScript runner printed invalid JSON: {0}")]
+    #[error("a peer runner (node or JVM) printed invalid JSON: {0}")]
     Json(#[from] serde_json::Error),
     #[error("/proc/self/status has no numeric field {name}")]
     StatusField { name: &'static str },
-    #[error("the DataScript runner's output has no numeric field {field:?}")]
+    #[error("a peer runner's output has no field {field:?} of the expected type")]
     MissingField { field: &'static str },
+    #[error("{cells} row counts differ from the naive count (marked ✗ in the table)")]
+    RowMismatch { cells: usize },
+}
+
+impl From<vev::Error> for BenchError {
+    fn from(e: vev::Error) -> BenchError {
+        BenchError::Vev(Box::new(e))
+    }
 }
 
 impl BenchError {

@@ -5,14 +5,23 @@
 //! (b) small-transaction latency on a small and on the just-built large database; then (a)
 //! the fixture load in Vev and, through node, in DataScript. Progress goes to stderr, the
 //! table to stdout.
+//!
+//! `vev-bench query` runs the issue-3 query suite: datascript-bench's queries on one fixture
+//! built here, in Vev (the `VEV-QUERY-HOOK` in `vev_query.rs`), in DataScript under node and in
+//! Datalevin on its JVM, in memory and on disk, each peer installed on first use.
 
 mod bulk;
 mod datascript;
 mod error;
 mod fixture;
 mod latency;
+mod peers;
+mod queries;
+mod query_fixture;
+mod query_report;
 mod report;
 mod stats;
+mod vev_query;
 
 use std::process::ExitCode;
 
@@ -32,6 +41,34 @@ struct Cli {
 enum Command {
     /// Fixture load against DataScript, small-transaction latency, memory per datom.
     Core(CoreConfig),
+    /// datascript-bench's queries in Vev, DataScript and Datalevin (memory and disk).
+    Query(QueryConfig),
+}
+
+#[derive(Args)]
+struct QueryConfig {
+    /// Timed runs of each query (after the warm-up).
+    #[arg(long, default_value_t = 30)]
+    reps: usize,
+    /// Untimed runs of each query before the timed ones, at least.
+    #[arg(long, default_value_t = 1)]
+    warmup: usize,
+    /// Untimed runs of each query go on for at least this many ms (the JIT compilers of node
+    /// and the JVM need many runs of a fast query; datascript-bench warms up for 2 s).
+    #[arg(long, default_value_t = 2_000)]
+    warmup_ms: u64,
+    /// Stop a query's timed runs once they have taken this many ms (at least 3 run).
+    #[arg(long, default_value_t = 10_000)]
+    budget_ms: u64,
+    /// Run only these queries (repeatable), e.g. `--only q1 --only rules-long-30x5`.
+    #[arg(long)]
+    only: Vec<String>,
+    /// Skip DataScript (no node needed).
+    #[arg(long)]
+    no_datascript: bool,
+    /// Skip Datalevin (no Python or JVM needed).
+    #[arg(long)]
+    no_datalevin: bool,
 }
 
 #[derive(Args)]
@@ -109,6 +146,99 @@ fn core(cfg: &CoreConfig) -> Result<CoreResults, BenchError> {
     })
 }
 
+/// A scratch directory for the fixture file and Datalevin's disk databases, removed on drop.
+struct Scratch(std::path::PathBuf);
+
+impl Drop for Scratch {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+/// A peer's column of the query report: its run, or `None` timings when skipped.
+fn peer_column(
+    short: &'static str,
+    skip: bool,
+    run: impl FnOnce() -> Result<peers::EngineRun, BenchError>,
+) -> Result<query_report::EngineColumn, BenchError> {
+    if skip {
+        return Ok(query_report::EngineColumn {
+            short,
+            label: String::new(),
+            timings: None,
+        });
+    }
+    eprintln!("running {short}");
+    let run = run()?;
+    Ok(query_report::EngineColumn {
+        short,
+        label: run.label,
+        timings: Some(run.timings),
+    })
+}
+
+fn query(cfg: &QueryConfig) -> Result<query_report::QueryResults, BenchError> {
+    assert!(cfg.reps > 0, "--reps must be positive");
+    let mut machine = report::Machine::probe();
+    let mut specs = queries::all();
+    if !cfg.only.is_empty() {
+        specs.retain(|s| cfg.only.iter().any(|o| o == s.name));
+    }
+    let runner = query_fixture::RunnerConfig {
+        warmup: cfg.warmup,
+        warmup_ms: cfg.warmup_ms,
+        reps: cfg.reps,
+        budget_ms: cfg.budget_ms,
+    };
+    eprintln!("building the fixture for {} queries", specs.len());
+    let fixture = query_fixture::QueryFixture::build(fixture::SEED, &specs);
+    let scratch =
+        Scratch(std::env::temp_dir().join(format!("vev-bench-query-{}", std::process::id())));
+    std::fs::create_dir_all(&scratch.0).map_err(BenchError::io("create", &scratch.0))?;
+    let path = scratch.0.join("query-fixture.json");
+    query_fixture::write_json(&fixture, &specs, &runner, &path)
+        .map_err(BenchError::io("write", &path))?;
+
+    let vev = vev_query::run_vev(&fixture, &specs, &runner)?;
+    let mut engines = vec![query_report::EngineColumn {
+        short: "Vev",
+        label: format!("Vev {}", env!("CARGO_PKG_VERSION")),
+        timings: Some(vev),
+    }];
+    engines.push(peer_column("DataScript", cfg.no_datascript, || {
+        peers::run_datascript(&path)
+    })?);
+    for (short, storage) in [
+        ("Datalevin mem", peers::DatalevinStorage::Memory),
+        ("Datalevin disk", peers::DatalevinStorage::Disk),
+    ] {
+        engines.push(peer_column(short, cfg.no_datalevin, || {
+            peers::run_datalevin(&path, storage, &scratch.0)
+        })?);
+    }
+    machine.finish();
+    let queries = specs
+        .into_iter()
+        .map(|spec| {
+            let db = fixture.db(spec.db);
+            query_report::QueryRow {
+                expected_rows: (spec.rows)(db),
+                datoms: db.datoms.len(),
+                spec,
+            }
+        })
+        .collect();
+    Ok(query_report::QueryResults {
+        machine,
+        warmup: cfg.warmup,
+        warmup_ms: cfg.warmup_ms,
+        reps: cfg.reps,
+        budget_ms: cfg.budget_ms,
+        queries,
+        engines,
+    })
+}
+
 fn main() -> ExitCode {
     let cli = Cli::parse();
     match cli.command {
@@ -122,5 +252,22 @@ fn main() -> ExitCode {
                 ExitCode::FAILURE
             }
         },
+        Command::Query(cfg) => {
+            let result = query(&cfg).and_then(|results| {
+                let (table, mismatches) = query_report::render(&results);
+                print!("{table}");
+                match mismatches {
+                    0 => Ok(()),
+                    cells => Err(BenchError::RowMismatch { cells }),
+                }
+            });
+            match result {
+                Ok(()) => ExitCode::SUCCESS,
+                Err(e) => {
+                    eprintln!("vev-bench: {e}");
+                    ExitCode::FAILURE
+                }
+            }
+        }
     }
 }

@@ -74,7 +74,7 @@ fn met(ok: bool) -> &'static str {
     }
 }
 
-fn thousands(n: usize) -> String {
+pub fn thousands(n: usize) -> String {
     let digits = n.to_string();
     let mut out = String::new();
     for (i, c) in digits.chars().enumerate() {
