@@ -49,6 +49,13 @@ pub struct PlanStep {
     pub actual_rows: u64,
 }
 
+/// The clause order a prepared query chose, and the pattern estimates it chose it on.
+#[derive(Clone, Debug, Default)]
+pub(crate) struct PlanCache {
+    pub order: Vec<usize>,
+    pub stats: Vec<u64>,
+}
+
 /// Everything a query evaluation shares.
 pub(crate) struct Ctx<'a> {
     pub sources: Vec<Option<&'a dyn Source>>,
@@ -58,6 +65,8 @@ pub(crate) struct Ctx<'a> {
     pub started: Instant,
     pub plan: RefCell<Vec<PlanStep>>,
     pub source_text: &'a dyn Fn(&CClause) -> String,
+    /// Whether the top-level clause order came from the plan cache.
+    pub replayed: std::cell::Cell<bool>,
 }
 
 /// The state of one evaluation: its scope (for names), scalar constants, default source, and
@@ -74,6 +83,8 @@ pub(crate) struct Env<'e> {
     pub body: Option<&'e [CClause]>,
     /// Whether to record plan steps (the query's own body only).
     pub record: bool,
+    /// The prepared query's plan cache (the query's own body only).
+    pub cache: Option<&'e std::sync::Mutex<Option<PlanCache>>>,
 }
 
 impl<'a> Ctx<'a> {
@@ -108,6 +119,13 @@ impl<'a> Ctx<'a> {
     /// `keep` that the clauses bind.
     pub fn eval(&self, env: &Env<'_>, mut rel: Rel, clauses: &[CClause], keep: &[VarId]) -> Result<Rel, QueryError> {
         let mut remaining: Vec<&CClause> = clauses.iter().collect();
+        // Original positions of `remaining`, for the plan cache.
+        let mut positions: Vec<usize> = (0..clauses.len()).collect();
+        let (mut replay, stats) = match env.cache {
+            Some(cache) if !self.limits.naive => self.cached_order(env, &rel, clauses, cache)?,
+            _ => (None, Vec::new()),
+        };
+        let mut order: Vec<usize> = Vec::new();
         while !remaining.is_empty() {
             self.check(rel.len)?;
             if rel.len == 0 {
@@ -121,7 +139,18 @@ impl<'a> Ctx<'a> {
                 }
                 return Ok(Rel::empty(vars));
             }
-            let idx = if self.limits.naive {
+            let from_cache = replay.as_mut().and_then(|r| {
+                while let Some(next) = r.first().copied() {
+                    r.remove(0);
+                    if let Some(i) = positions.iter().position(|p| *p == next) {
+                        return Some(i);
+                    }
+                }
+                None
+            });
+            let idx = if let Some(i) = from_cache {
+                i
+            } else if self.limits.naive {
                 self.first_ready(env, &rel, &remaining)?
             } else {
                 match remaining.iter().position(|c| self.filter_ready(env, &rel, c, &remaining)) {
@@ -130,6 +159,7 @@ impl<'a> Ctx<'a> {
                 }
             };
             let clause = remaining.remove(idx);
+            order.push(positions.remove(idx));
             if let Some((star, members)) = self.star(env, &rel, clause, &remaining)? {
                 let out = star.join(&rel)?;
                 for m in std::iter::once(clause).chain(members.iter().map(|i| remaining[*i])) {
@@ -137,6 +167,7 @@ impl<'a> Ctx<'a> {
                 }
                 for i in members.into_iter().rev() {
                     remaining.remove(i);
+                    order.push(positions.remove(i));
                 }
                 rel = out;
             } else {
@@ -149,7 +180,46 @@ impl<'a> Ctx<'a> {
                 .collect();
             rel = rel.retain_vars(|v| needed.contains(&v));
         }
+        if let (Some(cache), false) = (env.cache, stats.is_empty() && clauses.is_empty()) {
+            if !self.limits.naive {
+                let mut c = cache.lock().unwrap_or_else(|p| p.into_inner());
+                if c.as_ref().is_none_or(|c| c.stats != stats || c.order != order) {
+                    *c = Some(PlanCache { order, stats });
+                }
+            }
+        }
         Ok(rel)
+    }
+
+    /// The cached clause order, if the statistics it was chosen on still hold (every
+    /// pattern's starting estimate within a factor of 2, or within 64 rows), and this run's
+    /// statistics.
+    #[allow(clippy::type_complexity)]
+    fn cached_order(
+        &self,
+        env: &Env<'_>,
+        rel: &Rel,
+        clauses: &[CClause],
+        cache: &std::sync::Mutex<Option<PlanCache>>,
+    ) -> Result<(Option<Vec<usize>>, Vec<u64>), QueryError> {
+        let mut stats = Vec::new();
+        for c in clauses {
+            if let CClause::Pattern { src, terms, span } = c {
+                let source = self.source(env, *src, *span)?;
+                let p = Prepared::new(source, terms, rel, *span)?;
+                stats.push(p.estimate(rel)?.round() as u64);
+            }
+        }
+        let c = cache.lock().unwrap_or_else(|p| p.into_inner());
+        let close = |a: u64, b: u64| a.abs_diff(b) <= 64 || (a.max(b) as f64) <= 2.0 * a.min(b) as f64;
+        let replay = c.as_ref().and_then(|c| {
+            (c.stats.len() == stats.len() && c.stats.iter().zip(&stats).all(|(a, b)| close(*a, *b)))
+                .then(|| c.order.clone())
+        });
+        if replay.is_some() {
+            self.replayed.set(true);
+        }
+        Ok((replay, stats))
     }
 
     /// Predicates, functions and `not` run as soon as their inputs are bound.
@@ -373,7 +443,7 @@ impl<'a> Ctx<'a> {
                     None => c.vars().into_iter().filter(|v| rel.has(*v)).collect(),
                 };
                 let input = rel.project(&join);
-                let inner_env = Env { default_src: src.or(env.default_src), record: false, ..*env };
+                let inner_env = Env { default_src: src.or(env.default_src), record: false, cache: None, ..*env };
                 let matched = self.eval(&inner_env, input, clauses, &join)?;
                 let matched = project_bound(&matched, &join);
                 let all: Vec<usize> = (0..join.len()).collect();
@@ -396,7 +466,7 @@ impl<'a> Ctx<'a> {
                 let _ = needed;
                 let in_vars: Vec<VarId> = out_vars.iter().copied().filter(|v| rel.has(*v)).collect();
                 let input = rel.project(&in_vars);
-                let inner_env = Env { default_src: src.or(env.default_src), record: false, ..*env };
+                let inner_env = Env { default_src: src.or(env.default_src), record: false, cache: None, ..*env };
                 let mut union = Rel::empty(out_vars.clone());
                 for branch in branches {
                     let r = self.eval(&inner_env, input.clone(), branch, &out_vars)?;

@@ -90,6 +90,9 @@ pub struct Query {
     bindings: Arc<Vec<(usize, CBinding)>>,
     find: Arc<Vec<Find>>,
     with: Vec<VarId>,
+    /// The clause order of the last run and the statistics it was chosen on; reused while
+    /// they hold (shared by clones of this query).
+    plan: Arc<std::sync::Mutex<Option<crate::exec::PlanCache>>>,
 }
 
 #[derive(Clone, Debug)]
@@ -172,6 +175,7 @@ impl Query {
             find: Arc::new(find),
             with,
             ast: Arc::new(ast),
+            plan: Arc::default(),
         })
     }
 
@@ -251,6 +255,7 @@ impl Query {
             started,
             plan: RefCell::new(Vec::new()),
             source_text: &text,
+            replayed: std::cell::Cell::new(false),
         };
         let env = Env {
             scope: &self.scope,
@@ -260,6 +265,7 @@ impl Query {
             pass: None,
             body: None,
             record: true,
+            cache: Some(&self.plan),
         };
         let mut keep: Vec<VarId> = Vec::new();
         for f in self.find.iter() {
@@ -288,7 +294,12 @@ impl Query {
         }
         let rel = rel.project(&uniq);
         let result = self.shape(&ctx, rel)?;
-        let plan = ctx.plan.take();
+        let mut plan = ctx.plan.take();
+        if ctx.replayed.get() {
+            for step in &mut plan {
+                step.method.push_str(" (cached plan)");
+            }
+        }
         Ok((result, plan))
     }
 

@@ -398,6 +398,7 @@ fn run_body(
         pass: Some(pass),
         body: Some(&branch.clauses),
         record: false,
+        cache: None,
     };
     let mut head_unique: Vec<VarId> = Vec::new();
     for v in &branch.head {
