@@ -15,6 +15,10 @@
 use std::cell::RefCell;
 use std::collections::{HashMap, HashSet};
 
+type Fast = foldhash::fast::RandomState;
+type FastSet<T> = HashSet<T, Fast>;
+type FastMap<K, V> = HashMap<K, V, Fast>;
+
 use vev_core::Value;
 use vev_datalog::ast;
 use vev_edn::{Span, Symbol};
@@ -117,24 +121,25 @@ type Key = (Symbol, Vec<bool>, Option<usize>);
 struct Table {
     /// The argument positions bound by callers.
     bound: Vec<usize>,
-    seeds_old: HashSet<Vec<Value>>,
-    seeds_delta: HashSet<Vec<Value>>,
-    seeds_new: HashSet<Vec<Value>>,
-    all_answers: HashSet<Vec<Value>>,
-    old: HashMap<Vec<Value>, Vec<Vec<Value>>>,
-    delta: HashMap<Vec<Value>, Vec<Vec<Value>>>,
+    seeds_old: FastSet<Vec<Value>>,
+    seeds_delta: FastSet<Vec<Value>>,
+    seeds_new: FastSet<Vec<Value>>,
+    all_answers: FastSet<Vec<Value>>,
+    old: FastMap<Vec<Value>, Vec<Vec<Value>>>,
+    delta: FastMap<Vec<Value>, Vec<Vec<Value>>>,
     new: Vec<Vec<Value>>,
 }
 
 impl Table {
-    fn add_seed(&mut self, s: Vec<Value>) {
-        if !self.seeds_old.contains(&s) && !self.seeds_delta.contains(&s) {
-            self.seeds_new.insert(s);
+    fn add_seed(&mut self, s: &[Value]) {
+        if !self.seeds_old.contains(s) && !self.seeds_delta.contains(s) && !self.seeds_new.contains(s) {
+            self.seeds_new.insert(s.to_vec());
         }
     }
 
     fn add_answer(&mut self, a: Vec<Value>) {
-        if self.all_answers.insert(a.clone()) {
+        if !self.all_answers.contains(&a) {
+            self.all_answers.insert(a.clone());
             self.new.push(a);
         }
     }
@@ -213,7 +218,7 @@ pub(crate) fn call(
             .collect()
     };
     let key: Key = (name.clone(), bound.clone(), src);
-    let seeds: HashSet<Vec<Value>> = rel.rows().map(key_of_row).collect();
+    let seeds: FastSet<Vec<Value>> = rel.rows().map(key_of_row).collect();
 
     let owned;
     let (tables, mode) = match env.tables {
@@ -227,7 +232,7 @@ pub(crate) fn call(
         let mut t = tables.borrow_mut();
         let table = t.tables.entry(key.clone()).or_insert_with(|| Table { bound: bound_pos.clone(), ..Table::default() });
         for s in &seeds {
-            table.add_seed(s.clone());
+            table.add_seed(s);
         }
     }
     if env.tables.is_none() {
@@ -319,7 +324,7 @@ fn fixpoint(ctx: &Ctx<'_>, tables: &RefCell<Tables>) -> Result<(), QueryError> {
                 let mut answers = Vec::new();
                 if branch.nested_calls {
                     if !seeds_delta.is_empty() || !delta_rules.is_empty() {
-                        let all: HashSet<Vec<Value>> = seeds_old.union(&seeds_delta).cloned().collect();
+                        let all: FastSet<Vec<Value>> = seeds_old.union(&seeds_delta).cloned().collect();
                         answers.extend(run_body(ctx, tables, key, branch, &all, Pass::Naive)?);
                     }
                 } else {
@@ -363,7 +368,7 @@ fn run_body(
     tables: &RefCell<Tables>,
     key: &Key,
     branch: &CRule,
-    seeds: &HashSet<Vec<Value>>,
+    seeds: &FastSet<Vec<Value>>,
     pass: Pass,
 ) -> Result<Vec<Vec<Value>>, QueryError> {
     let bound_pos: Vec<usize> = (0..branch.head.len()).filter(|p| key.1[*p]).collect();
