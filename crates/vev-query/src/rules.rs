@@ -15,10 +15,6 @@
 use std::cell::RefCell;
 use std::collections::{HashMap, HashSet};
 
-type Fast = foldhash::fast::RandomState;
-type FastSet<T> = HashSet<T, Fast>;
-type FastMap<K, V> = HashMap<K, V, Fast>;
-
 use vev_core::Value;
 use vev_datalog::ast;
 use vev_edn::{Span, Symbol};
@@ -26,7 +22,7 @@ use vev_edn::{Span, Symbol};
 use crate::compile::{CArg, CClause, Compiler, Scope};
 use crate::error::QueryError;
 use crate::exec::{Ctx, Env};
-use crate::rel::{Rel, VarId};
+use crate::rel::{Rel, RowIndex, VarId};
 use crate::values::edn_to_value;
 
 pub(crate) struct CRule {
@@ -117,58 +113,137 @@ enum Mode {
 
 type Key = (Symbol, Vec<bool>, Option<usize>);
 
-#[derive(Default)]
+/// Rows of one width, deduplicated, kept in insertion order and split by two marks into
+/// old (before the last round), delta (found in the last round) and new (this round).
+struct Rows {
+    rel: Rel,
+    cols: Vec<usize>,
+    index: RowIndex,
+    old_end: usize,
+    delta_end: usize,
+}
+
+impl Rows {
+    fn new(width: usize) -> Rows {
+        let mut rel = Rel::empty((0..width).collect());
+        rel.distinct = true;
+        Rows {
+            rel,
+            cols: (0..width).collect(),
+            index: RowIndex::with_capacity(16),
+            old_end: 0,
+            delta_end: 0,
+        }
+    }
+
+    /// Add a row unless present; whether it was added (its id is then `len - 1`).
+    fn insert(&mut self, row: &[Value]) -> bool {
+        let i = self.rel.len;
+        self.rel.push_row(row);
+        if self.index.insert(&self.rel, &self.cols, i).1 {
+            return true;
+        }
+        self.rel.len -= 1;
+        self.rel.data.truncate(i * self.cols.len());
+        false
+    }
+
+    /// Start a round: delta becomes old, new becomes delta. Whether delta is non-empty.
+    fn advance(&mut self) -> bool {
+        self.old_end = self.delta_end;
+        self.delta_end = self.rel.len;
+        self.delta_end > self.old_end
+    }
+
+    fn has_delta(&self) -> bool {
+        self.delta_end > self.old_end
+    }
+
+    fn ids(&self, mode: Mode) -> std::ops::Range<usize> {
+        match mode {
+            Mode::Old => 0..self.old_end,
+            Mode::Delta => self.old_end..self.delta_end,
+            Mode::All => 0..self.delta_end,
+        }
+    }
+
+    /// The rows of one part, as a relation over `vars`.
+    fn part(&self, mode: Mode, vars: Vec<VarId>) -> Rel {
+        let w = self.cols.len();
+        let ids = self.ids(mode);
+        let mut rel = Rel::empty(vars);
+        rel.data.extend_from_slice(&self.rel.data[ids.start * w..ids.end * w]);
+        rel.len = ids.len();
+        rel.distinct = true;
+        rel
+    }
+}
+
 struct Table {
     /// The argument positions bound by callers.
     bound: Vec<usize>,
-    seeds_old: FastSet<Vec<Value>>,
-    seeds_delta: FastSet<Vec<Value>>,
-    seeds_new: FastSet<Vec<Value>>,
-    all_answers: FastSet<Vec<Value>>,
-    old: FastMap<Vec<Value>, Vec<Vec<Value>>>,
-    delta: FastMap<Vec<Value>, Vec<Vec<Value>>>,
-    new: Vec<Vec<Value>>,
+    seeds: Rows,
+    answers: Rows,
+    /// Answers chained by their bound values: head answer per key, then `next`.
+    by_key: RowIndex,
+    next: Vec<usize>,
+    last: Vec<usize>,
 }
 
 impl Table {
+    fn new(arity: usize, bound: Vec<usize>) -> Table {
+        Table {
+            seeds: Rows::new(bound.len()),
+            answers: Rows::new(arity),
+            bound,
+            by_key: RowIndex::with_capacity(16),
+            next: Vec::new(),
+            last: Vec::new(),
+        }
+    }
+
     fn add_seed(&mut self, s: &[Value]) {
-        if !self.seeds_old.contains(s) && !self.seeds_delta.contains(s) && !self.seeds_new.contains(s) {
-            self.seeds_new.insert(s.to_vec());
+        self.seeds.insert(s);
+    }
+
+    fn add_answer(&mut self, a: &[Value]) {
+        if !self.answers.insert(a) {
+            return;
+        }
+        let i = self.answers.rel.len - 1;
+        self.next.push(usize::MAX);
+        self.last.push(i);
+        let (head, fresh) = self.by_key.insert(&self.answers.rel, &self.bound, i);
+        if !fresh {
+            let tail = self.last[head];
+            self.next[tail] = i;
+            self.last[head] = i;
         }
     }
 
-    fn add_answer(&mut self, a: Vec<Value>) {
-        if !self.all_answers.contains(&a) {
-            self.all_answers.insert(a.clone());
-            self.new.push(a);
-        }
-    }
-
-    /// Move this round's findings to delta and the previous delta to old; any change?
+    /// Start a round; whether anything changed in the last one.
     fn advance(&mut self) -> bool {
-        for (k, mut v) in self.delta.drain() {
-            self.old.entry(k).or_default().append(&mut v);
-        }
-        for a in self.new.drain(..) {
-            let key = self.bound.iter().map(|p| a[*p].clone()).collect();
-            self.delta.entry(key).or_default().push(a);
-        }
-        self.seeds_old.extend(self.seeds_delta.drain());
-        self.seeds_delta = std::mem::take(&mut self.seeds_new);
-        !self.delta.is_empty() || !self.seeds_delta.is_empty()
+        let a = self.answers.advance();
+        let s = self.seeds.advance();
+        a || s
     }
 
-    fn answers(&self, key: &[Value], mode: Mode, out: &mut Vec<Vec<Value>>) {
-        if mode != Mode::Delta {
-            if let Some(v) = self.old.get(key) {
-                out.extend(v.iter().cloned());
+    /// The answers whose bound values equal `key`, within the part `mode` names.
+    fn answers<'t>(&'t self, key: &[Value], mode: Mode) -> impl Iterator<Item = &'t [Value]> + 't {
+        let probe_cols: Vec<usize> = (0..key.len()).collect();
+        let head = self.by_key.find(&self.answers.rel, &self.bound, key, &probe_cols);
+        let ids = self.answers.ids(mode);
+        let mut at = head.unwrap_or(usize::MAX);
+        std::iter::from_fn(move || loop {
+            if at == usize::MAX || at >= ids.end {
+                return None;
             }
-        }
-        if mode != Mode::Old {
-            if let Some(v) = self.delta.get(key) {
-                out.extend(v.iter().cloned());
+            let i = at;
+            at = self.next[i];
+            if i >= ids.start {
+                return Some(self.answers.rel.row(i));
             }
-        }
+        })
     }
 }
 
@@ -176,6 +251,9 @@ impl Table {
 #[derive(Default)]
 pub(crate) struct Tables {
     tables: HashMap<Key, Table>,
+    /// The top-level call bound nothing: every call computes its whole relation (no seeds),
+    /// and calls join with answers by hashing, not per bound key.
+    unseeded: bool,
 }
 
 /// Evaluate a rule call and join its answers with `rel`.
@@ -197,7 +275,7 @@ pub(crate) fn call(
     if args.len() != arity {
         return Err(QueryError::RuleArity { rule: name.to_string(), given: args.len(), expected: arity, span: Some(span) });
     }
-    let bound: Vec<bool> = args
+    let mut bound: Vec<bool> = args
         .iter()
         .map(|a| match a {
             CArg::Var(v) => rel.has(*v),
@@ -205,40 +283,58 @@ pub(crate) fn call(
             _ => true,
         })
         .collect();
+    let unseeded = match env.tables {
+        Some(t) => t.borrow().unseeded && !args.iter().any(|a| matches!(a, CArg::Const(_) | CArg::Src(_))),
+        None => !bound.iter().any(|b| *b),
+    };
+    let join_by_hash = unseeded && bound.iter().any(|b| *b);
+    if unseeded {
+        bound.iter_mut().for_each(|b| *b = false);
+    }
     let bound_pos: Vec<usize> = (0..arity).filter(|p| bound[*p]).collect();
-    let key_of_row = |row: &[Value]| -> Vec<Value> {
-        bound_pos
-            .iter()
-            .map(|p| match &args[*p] {
-                CArg::Var(v) => row[rel.col(*v).expect("bound")].clone(),
-                CArg::Const(c) => edn_to_value(c),
-                CArg::Src(i) => Value::Long(*i as i64),
-                CArg::Blank => unreachable!("blank arguments are never bound"),
-            })
-            .collect()
+    // Where each bound argument's value comes from: a column, or a constant.
+    let sources: Vec<Result<usize, Value>> = bound_pos
+        .iter()
+        .map(|p| match &args[*p] {
+            CArg::Var(v) => Ok(rel.col(*v).expect("bound")),
+            CArg::Const(c) => Err(edn_to_value(c)),
+            CArg::Src(i) => Err(Value::Long(*i as i64)),
+            CArg::Blank => unreachable!("blank arguments are never bound"),
+        })
+        .collect();
+    let key_into = |row: &[Value], out: &mut Vec<Value>| {
+        out.clear();
+        out.extend(sources.iter().map(|s| match s {
+            Ok(col) => row[*col].clone(),
+            Err(v) => v.clone(),
+        }));
     };
     let key: Key = (name.clone(), bound.clone(), src);
-    let seeds: FastSet<Vec<Value>> = rel.rows().map(key_of_row).collect();
 
     let owned;
     let (tables, mode) = match env.tables {
         Some(t) => (t, site_mode(env, clause)),
         None => {
-            owned = RefCell::new(Tables::default());
+            owned = RefCell::new(Tables { unseeded, ..Tables::default() });
             (&owned, Mode::All)
         }
     };
     {
         let mut t = tables.borrow_mut();
-        let table = t.tables.entry(key.clone()).or_insert_with(|| Table { bound: bound_pos.clone(), ..Table::default() });
-        for s in &seeds {
-            table.add_seed(s);
+        let table = t.tables.entry(key.clone()).or_insert_with(|| Table::new(arity, bound_pos.clone()));
+        let mut probe = Vec::with_capacity(bound_pos.len());
+        for row in rel.rows() {
+            key_into(row, &mut probe);
+            table.add_seed(&probe);
         }
     }
     if env.tables.is_none() {
         fixpoint(ctx, tables)?;
     }
 
+    if join_by_hash {
+        return Ok(hash_join_answers(&tables.borrow().tables[&key], &rel, args, mode));
+    }
     // Join: each row with the answers for its key.
     let mut new_vars: Vec<VarId> = Vec::new();
     let mut new_pos: Vec<(usize, usize)> = Vec::new(); // (arg position, output column)
@@ -262,12 +358,11 @@ pub(crate) fn call(
     out.distinct = rel.distinct && eq_pos.is_empty() && !args.iter().any(|a| matches!(a, CArg::Blank));
     let t = tables.borrow();
     let table = &t.tables[&key];
-    let mut found = Vec::new();
     let mut buf = Vec::with_capacity(out.width());
+    let mut probe = Vec::with_capacity(bound_pos.len());
     for row in rel.rows() {
-        found.clear();
-        table.answers(&key_of_row(row), mode, &mut found);
-        for ans in &found {
+        key_into(row, &mut probe);
+        for ans in table.answers(&probe, mode) {
             if eq_pos.iter().any(|(p, f)| ans[*p] != ans[*f]) {
                 continue;
             }
@@ -279,6 +374,38 @@ pub(crate) fn call(
         ctx.check(out.len)?;
     }
     Ok(out)
+}
+
+/// Join `rel` with a whole-relation table's answers (one part of them), matching the bound
+/// arguments by hashing.
+fn hash_join_answers(table: &Table, rel: &Rel, args: &[CArg], mode: Mode) -> Rel {
+    // The answers as a relation over the call's variables (first occurrences only).
+    let mut vars: Vec<VarId> = Vec::new();
+    let mut cols: Vec<usize> = Vec::new();
+    let mut repeats: Vec<(usize, usize)> = Vec::new();
+    for (p, a) in args.iter().enumerate() {
+        if let CArg::Var(v) = a {
+            match vars.iter().position(|x| x == v) {
+                Some(i) => repeats.push((p, cols[i])),
+                None => {
+                    vars.push(*v);
+                    cols.push(p);
+                }
+            }
+        }
+    }
+    let mut answers = Rel::empty(vars);
+    answers.distinct = repeats.is_empty() && !args.iter().any(|a| matches!(a, CArg::Blank));
+    let w = table.answers.cols.len();
+    for i in table.answers.ids(mode) {
+        let row = &table.answers.rel.data[i * w..(i + 1) * w];
+        if repeats.iter().any(|(p, q)| row[*p] != row[*q]) {
+            continue;
+        }
+        answers.data.extend(cols.iter().map(|c| row[*c].clone()));
+        answers.len += 1;
+    }
+    rel.join(&answers)
 }
 
 /// The mode of a call site under the current pass.
@@ -310,26 +437,30 @@ fn fixpoint(ctx: &Ctx<'_>, tables: &RefCell<Tables>) -> Result<(), QueryError> {
             .borrow()
             .tables
             .iter()
-            .filter(|(_, t)| !t.delta.is_empty())
+            .filter(|(_, t)| t.answers.has_delta())
             .map(|(k, _)| k.0.clone())
             .collect();
         for key in &keys {
             let branches = &ctx.rules.rules[&key.0];
-            let (seeds_delta, seeds_old) = {
+            let (seeds_delta, seeds_old, seeds_all) = {
                 let t = tables.borrow();
-                let table = &t.tables[key];
-                (table.seeds_delta.clone(), table.seeds_old.clone())
+                let seeds = &t.tables[key].seeds;
+                let vars: Vec<VarId> = (0..seeds.cols.len()).collect();
+                (
+                    seeds.part(Mode::Delta, vars.clone()),
+                    seeds.part(Mode::Old, vars.clone()),
+                    seeds.part(Mode::All, vars),
+                )
             };
             for branch in branches {
-                let mut answers = Vec::new();
+                let mut found: Vec<Rel> = Vec::new();
                 if branch.nested_calls {
-                    if !seeds_delta.is_empty() || !delta_rules.is_empty() {
-                        let all: FastSet<Vec<Value>> = seeds_old.union(&seeds_delta).cloned().collect();
-                        answers.extend(run_body(ctx, tables, key, branch, &all, Pass::Naive)?);
+                    if seeds_delta.len > 0 || !delta_rules.is_empty() {
+                        found.push(run_body(ctx, tables, key, branch, &seeds_all, Pass::Naive)?);
                     }
                 } else {
-                    if !seeds_delta.is_empty() {
-                        answers.extend(run_body(ctx, tables, key, branch, &seeds_delta, Pass::Seeds)?);
+                    if seeds_delta.len > 0 {
+                        found.push(run_body(ctx, tables, key, branch, &seeds_delta, Pass::Seeds)?);
                     }
                     let sites: Vec<&Symbol> = branch
                         .clauses
@@ -340,15 +471,17 @@ fn fixpoint(ctx: &Ctx<'_>, tables: &RefCell<Tables>) -> Result<(), QueryError> {
                         })
                         .collect();
                     for (d, callee) in sites.iter().enumerate() {
-                        if delta_rules.contains(*callee) && !seeds_old.is_empty() {
-                            answers.extend(run_body(ctx, tables, key, branch, &seeds_old, Pass::Site(d))?);
+                        if delta_rules.contains(*callee) && seeds_old.len > 0 {
+                            found.push(run_body(ctx, tables, key, branch, &seeds_old, Pass::Site(d))?);
                         }
                     }
                 }
                 let mut t = tables.borrow_mut();
                 let table = t.tables.get_mut(key).expect("table exists");
-                for a in answers {
-                    table.add_answer(a);
+                for rel in &found {
+                    for row in rel.rows() {
+                        table.add_answer(row);
+                    }
                 }
             }
         }
@@ -362,16 +495,18 @@ fn fixpoint(ctx: &Ctx<'_>, tables: &RefCell<Tables>) -> Result<(), QueryError> {
     }
 }
 
-/// Evaluate one rule branch for the given seeds; its answers as full argument tuples.
+/// Evaluate one rule branch for the given seeds (rows of the bound argument values); its
+/// answers as rows of full argument tuples.
 fn run_body(
     ctx: &Ctx<'_>,
     tables: &RefCell<Tables>,
     key: &Key,
     branch: &CRule,
-    seeds: &FastSet<Vec<Value>>,
+    seeds: &Rel,
     pass: Pass,
-) -> Result<Vec<Vec<Value>>, QueryError> {
-    let bound_pos: Vec<usize> = (0..branch.head.len()).filter(|p| key.1[*p]).collect();
+) -> Result<Rel, QueryError> {
+    let arity = branch.head.len();
+    let bound_pos: Vec<usize> = (0..arity).filter(|p| key.1[*p]).collect();
     // Seed relation over the distinct bound head variables.
     let mut seed_vars: Vec<VarId> = Vec::new();
     let mut seed_cols: Vec<usize> = Vec::new(); // index into the seed tuple
@@ -387,11 +522,14 @@ fn run_body(
         }
     }
     let mut rel = Rel::empty(seed_vars);
-    for s in seeds {
+    rel.distinct = seed_checks.is_empty();
+    let mut row: Vec<Value> = Vec::with_capacity(seed_cols.len());
+    for s in seeds.rows() {
         if seed_checks.iter().any(|(i, j)| s[*i] != s[*j]) {
             continue;
         }
-        let row: Vec<Value> = seed_cols.iter().map(|i| s[*i].clone()).collect();
+        row.clear();
+        row.extend(seed_cols.iter().map(|i| s[*i].clone()));
         rel.push_row(&row);
     }
     let consts = HashMap::new();
@@ -412,8 +550,9 @@ fn run_body(
         }
     }
     let result = ctx.eval(&env, rel, &branch.clauses, &head_unique)?;
+    let mut out = Rel::empty((0..arity).collect());
     if result.len == 0 {
-        return Ok(Vec::new());
+        return Ok(out);
     }
     if let Some(v) = head_unique.iter().find(|v| !result.has(**v)) {
         return Err(QueryError::UnboundVariable {
@@ -423,5 +562,10 @@ fn run_body(
         });
     }
     let cols: Vec<usize> = branch.head.iter().map(|v| result.col(*v).expect("checked")).collect();
-    Ok(result.rows().map(|row| cols.iter().map(|c| row[*c].clone()).collect()).collect())
+    out.data.reserve(result.len * arity);
+    for r in result.rows() {
+        out.data.extend(cols.iter().map(|c| r[*c].clone()));
+    }
+    out.len = result.len;
+    Ok(out)
 }
