@@ -12,7 +12,7 @@ use std::sync::Arc;
 use vev_edn::{Edn, Keyword, Span, Spanned, Symbol};
 
 use crate::ast::{
-    FindElem, FindSpec, Input, PullSource, Query, ReturnMapKind, ReturnMaps, SrcVar, Var,
+    Binding, FindElem, FindSpec, Input, PullSource, Query, ReturnMapKind, ReturnMaps, SrcVar, Var,
 };
 use crate::binding::parse_binding;
 use crate::clause::parse_clauses;
@@ -300,7 +300,7 @@ fn parse_find_pull(form: &Spanned, args: &[Spanned]) -> Result<FindElem, SyntaxE
     let Some(entity) = var(entity) else {
         return Err(Invalid::Find.at(entity, "the entity of a pull must be a variable"));
     };
-    let pattern = match var(pattern) {
+    let pattern = match var(pattern).or_else(|| pattern_name(pattern)) {
         Some(input) => PullSource::Input(input),
         None if vector_items(pattern).is_some() => {
             PullSource::Pattern(Arc::new(parse_pull_edn(pattern)?))
@@ -376,6 +376,16 @@ fn parse_with(section: &Section<'_>) -> Result<Vec<Var>, SyntaxError> {
 }
 
 /// `:in`: sources, `%` and bindings; no variable, source or `%` twice.
+/// A plain symbol naming a pull pattern input (Datomic's `pattern-name`), as a variable.
+fn pattern_name(form: &Spanned) -> Option<Var> {
+    symbol(form)
+        .filter(|s| {
+            let t = s.as_str();
+            !t.starts_with('?') && !t.starts_with('$') && !["_", "...", "%", "."].contains(&t)
+        })
+        .map(|s| Var(s.clone()))
+}
+
 fn parse_inputs(items: &[Spanned]) -> Result<Vec<Input>, SyntaxError> {
     let mut seen = BTreeSet::new();
     let mut inputs = Vec::with_capacity(items.len());
@@ -392,6 +402,9 @@ fn parse_input(form: &Spanned) -> Result<Input, SyntaxError> {
     }
     if is_symbol(form, "%") {
         return Ok(Input::Rules(form.span));
+    }
+    if let Some(name) = pattern_name(form) {
+        return Ok(Input::Binding(Binding::Scalar(name), form.span));
     }
     Ok(Input::Binding(parse_binding(form, Invalid::In)?, form.span))
 }

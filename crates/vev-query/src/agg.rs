@@ -11,8 +11,18 @@ use crate::error::QueryError;
 use crate::funcs::{compare, Registry};
 
 const BUILTIN: &[&str] = &[
-    "count", "count-distinct", "sum", "avg", "min", "max", "median", "variance", "stddev",
-    "distinct", "rand", "sample",
+    "count",
+    "count-distinct",
+    "sum",
+    "avg",
+    "min",
+    "max",
+    "median",
+    "variance",
+    "stddev",
+    "distinct",
+    "rand",
+    "sample",
 ];
 
 pub(crate) fn exists(registry: &Registry, name: &str) -> bool {
@@ -28,7 +38,10 @@ fn numbers(name: &str, vals: &[Value]) -> Result<Vec<f64>, QueryError> {
             Value::Float(f) => Ok(*f as f64),
             Value::BigInt(b) => Ok(b.to_string().parse().unwrap_or(f64::NAN)),
             Value::BigDec(d) => Ok(d.to_string().parse().unwrap_or(f64::NAN)),
-            other => Err(QueryError::type_error(name, format!("expects numbers, got {other}"))),
+            other => Err(QueryError::type_error(
+                name,
+                format!("expects numbers, got {other}"),
+            )),
         })
         .collect()
 }
@@ -48,14 +61,24 @@ fn sort_values(name: &str, vals: &mut [Value]) -> Result<(), QueryError> {
 fn count_arg(name: &str, args: &[Edn]) -> Result<usize, QueryError> {
     match args {
         [Edn::Integer(n)] if *n >= 0 => Ok(*n as usize),
-        _ => Err(QueryError::type_error(name, format!("expects a count argument, as in ({name} 3 ?x)"))),
+        _ => Err(QueryError::type_error(
+            name,
+            format!("expects a count argument, as in ({name} 3 ?x)"),
+        )),
     }
 }
 
 /// Aggregate `vals` (the aggregated variable's values in one group, duplicates kept).
-pub(crate) fn aggregate(registry: &Registry, name: &str, args: &[Edn], vals: Vec<Value>) -> Result<Edn, QueryError> {
+pub(crate) fn aggregate(
+    registry: &Registry,
+    name: &str,
+    args: &[Edn],
+    vals: Vec<Value>,
+) -> Result<Edn, QueryError> {
     if let Some(f) = registry.aggregates.get(name) {
-        return f(&vals).map(|v| v.to_edn()).map_err(|m| QueryError::type_error(name, m));
+        return f(&vals)
+            .map(|v| v.to_edn())
+            .map_err(|m| QueryError::type_error(name, m));
     }
     let with_n = !args.is_empty();
     Ok(match name {
@@ -63,7 +86,10 @@ pub(crate) fn aggregate(registry: &Registry, name: &str, args: &[Edn], vals: Vec
         "count-distinct" => Edn::Integer(vals.iter().collect::<BTreeSet<_>>().len() as i64),
         "distinct" => Edn::Set(vals.iter().map(Value::to_edn).collect()),
         "sum" => {
-            if vals.iter().all(|v| matches!(v, Value::Long(_) | Value::Ref(_))) {
+            if vals
+                .iter()
+                .all(|v| matches!(v, Value::Long(_) | Value::Ref(_)))
+            {
                 let mut total: i64 = 0;
                 for v in &vals {
                     let n = match v {
@@ -71,7 +97,9 @@ pub(crate) fn aggregate(registry: &Registry, name: &str, args: &[Edn], vals: Vec
                         Value::Ref(n) => *n as i64,
                         _ => unreachable!("checked above"),
                     };
-                    total = total.checked_add(n).ok_or_else(|| QueryError::type_error(name, "integer overflow".into()))?;
+                    total = total
+                        .checked_add(n)
+                        .ok_or_else(|| QueryError::type_error(name, "integer overflow".into()))?;
                 }
                 Edn::Integer(total)
             } else {
@@ -107,7 +135,9 @@ pub(crate) fn aggregate(registry: &Registry, name: &str, args: &[Edn], vals: Vec
             let mut best = vals[0].clone();
             for v in &vals[1..] {
                 let ord = compare(name, v, &best)?;
-                if (name == "min" && ord == Ordering::Less) || (name == "max" && ord == Ordering::Greater) {
+                if (name == "min" && ord == Ordering::Less)
+                    || (name == "max" && ord == Ordering::Greater)
+                {
                     best = v.clone();
                 }
             }
@@ -115,7 +145,7 @@ pub(crate) fn aggregate(registry: &Registry, name: &str, args: &[Edn], vals: Vec
         }
         "min" | "max" => {
             let n = count_arg(name, args)?;
-            let mut xs: Vec<Value> = vals.into_iter().collect::<BTreeSet<_>>().into_iter().collect();
+            let mut xs: Vec<Value> = vals;
             sort_values(name, &mut xs)?;
             if name == "max" {
                 xs.reverse();
@@ -125,14 +155,28 @@ pub(crate) fn aggregate(registry: &Registry, name: &str, args: &[Edn], vals: Vec
         "rand" => {
             let n = count_arg(name, args)?;
             let mut rng = rand::rng();
-            Edn::Vector((0..n).filter_map(|_| vals.choose(&mut rng)).map(Value::to_edn).collect())
+            Edn::Vector(
+                (0..n)
+                    .filter_map(|_| vals.choose(&mut rng))
+                    .map(Value::to_edn)
+                    .collect(),
+            )
         }
         "sample" => {
             let n = count_arg(name, args)?;
-            let mut xs: Vec<Value> = vals.into_iter().collect::<BTreeSet<_>>().into_iter().collect();
+            let mut xs: Vec<Value> = vals
+                .into_iter()
+                .collect::<BTreeSet<_>>()
+                .into_iter()
+                .collect();
             xs.shuffle(&mut rand::rng());
             Edn::Vector(xs.iter().take(n).map(Value::to_edn).collect())
         }
-        _ => return Err(QueryError::UnknownAggregate { name: name.to_owned(), span: None }),
+        _ => {
+            return Err(QueryError::UnknownAggregate {
+                name: name.to_owned(),
+                span: None,
+            })
+        }
     })
 }

@@ -204,15 +204,16 @@ impl<'a> Compiler<'a> {
     fn src(&self, src: &Option<ast::SrcVar>, span: Span) -> Result<Option<usize>, QueryError> {
         match src {
             None => Ok(None),
-            Some(s) => self
-                .sources
-                .get(&s.0)
-                .copied()
-                .map(Some)
-                .ok_or_else(|| QueryError::UnknownSource {
-                    name: s.name().to_owned(),
-                    span: Some(span),
-                }),
+            Some(s) => {
+                self.sources
+                    .get(&s.0)
+                    .copied()
+                    .map(Some)
+                    .ok_or_else(|| QueryError::UnknownSource {
+                        name: s.name().to_owned(),
+                        span: Some(span),
+                    })
+            }
         }
     }
 
@@ -335,7 +336,8 @@ impl<'a> Compiler<'a> {
                         span: *span,
                     },
                     Some(rv) => {
-                        let req: Vec<VarId> = rv.required.iter().map(|v| self.scope.var(v)).collect();
+                        let req: Vec<VarId> =
+                            rv.required.iter().map(|v| self.scope.var(v)).collect();
                         let free: Vec<VarId> = rv.free.iter().map(|v| self.scope.var(v)).collect();
                         let all: Vec<Var> = rv.all().cloned().collect();
                         let branches = branches

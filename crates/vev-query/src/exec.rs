@@ -59,6 +59,8 @@ pub(crate) struct PlanCache {
 /// Everything a query evaluation shares.
 pub(crate) struct Ctx<'a> {
     pub sources: Vec<Option<&'a dyn Source>>,
+    /// Sources given as collections of tuples (`:in $c` bound to `[[1 :likes "pizza"] ...]`).
+    pub collections: Vec<Option<Vec<Vec<Value>>>>,
     pub rules: &'a RuleSet,
     pub registry: &'a Registry,
     pub limits: Limits,
@@ -104,12 +106,17 @@ impl<'a> Ctx<'a> {
         Ok(())
     }
 
-    pub fn source(&self, env: &Env<'_>, src: Option<usize>, span: vev_edn::Span) -> Result<&'a dyn Source, QueryError> {
+    pub fn source(
+        &self,
+        env: &Env<'_>,
+        src: Option<usize>,
+        span: vev_edn::Span,
+    ) -> Result<&'a dyn Source, QueryError> {
         let idx = src.or(env.default_src);
         match idx.and_then(|i| self.sources.get(i).copied().flatten()) {
             Some(s) => Ok(s),
-            None => Err(QueryError::Invalid {
-                message: "the query reads a database but none was given as input $".to_owned(),
+            None => Err(QueryError::UnknownSource {
+                name: "$".to_owned(),
                 span: Some(span),
             }),
         }
@@ -117,7 +124,13 @@ impl<'a> Ctx<'a> {
 
     /// Evaluate `clauses` starting from `rel`; the result binds at least the variables of
     /// `keep` that the clauses bind.
-    pub fn eval(&self, env: &Env<'_>, mut rel: Rel, clauses: &[CClause], keep: &[VarId]) -> Result<Rel, QueryError> {
+    pub fn eval(
+        &self,
+        env: &Env<'_>,
+        mut rel: Rel,
+        clauses: &[CClause],
+        keep: &[VarId],
+    ) -> Result<Rel, QueryError> {
         let mut remaining: Vec<&CClause> = clauses.iter().collect();
         // Original positions of `remaining`, for the plan cache.
         let mut positions: Vec<usize> = (0..clauses.len()).collect();
@@ -153,7 +166,10 @@ impl<'a> Ctx<'a> {
             } else if self.limits.naive {
                 self.first_ready(env, &rel, &remaining)?
             } else {
-                match remaining.iter().position(|c| self.filter_ready(env, &rel, c, &remaining)) {
+                match remaining
+                    .iter()
+                    .position(|c| self.filter_ready(env, &rel, c, &remaining))
+                {
                     Some(i) => i,
                     None => self.choose(env, &rel, &remaining)?,
                 }
@@ -163,7 +179,13 @@ impl<'a> Ctx<'a> {
             if let Some((star, members)) = self.star(env, &rel, clause, &remaining)? {
                 let out = star.join(&rel)?;
                 for m in std::iter::once(clause).chain(members.iter().map(|i| remaining[*i])) {
-                    self.record(env, m, "eavt[e] (one pass per entity)".into(), None, out.len);
+                    self.record(
+                        env,
+                        m,
+                        "eavt[e] (one pass per entity)".into(),
+                        None,
+                        out.len,
+                    );
                 }
                 for i in members.into_iter().rev() {
                     remaining.remove(i);
@@ -183,7 +205,9 @@ impl<'a> Ctx<'a> {
         if let (Some(cache), false) = (env.cache, stats.is_empty() && clauses.is_empty()) {
             if !self.limits.naive {
                 let mut c = cache.lock().unwrap_or_else(|p| p.into_inner());
-                if c.as_ref().is_none_or(|c| c.stats != stats || c.order != order) {
+                if c.as_ref()
+                    .is_none_or(|c| c.stats != stats || c.order != order)
+                {
                     *c = Some(PlanCache { order, stats });
                 }
             }
@@ -205,13 +229,18 @@ impl<'a> Ctx<'a> {
         let mut stats = Vec::new();
         for c in clauses {
             if let CClause::Pattern { src, terms, span } = c {
+                if let Some(tuples) = self.collection(env, *src) {
+                    stats.push(tuples.len() as u64);
+                    continue;
+                }
                 let source = self.source(env, *src, *span)?;
                 let p = Prepared::new(source, terms, rel, *span)?;
                 stats.push(p.estimate(rel)?.round() as u64);
             }
         }
         let c = cache.lock().unwrap_or_else(|p| p.into_inner());
-        let close = |a: u64, b: u64| a.abs_diff(b) <= 64 || (a.max(b) as f64) <= 2.0 * a.min(b) as f64;
+        let close =
+            |a: u64, b: u64| a.abs_diff(b) <= 64 || (a.max(b) as f64) <= 2.0 * a.min(b) as f64;
         let replay = c.as_ref().and_then(|c| {
             (c.stats.len() == stats.len() && c.stats.iter().zip(&stats).all(|(a, b)| close(*a, *b)))
                 .then(|| c.order.clone())
@@ -230,7 +259,9 @@ impl<'a> Ctx<'a> {
                 CArg::Var(v) => bound(v),
                 _ => true,
             }),
-            CClause::Not { join: Some(vars), .. } => vars.iter().all(bound),
+            CClause::Not {
+                join: Some(vars), ..
+            } => vars.iter().all(bound),
             CClause::Not { .. } => {
                 let others: HashSet<VarId> = remaining
                     .iter()
@@ -262,6 +293,9 @@ impl<'a> Ctx<'a> {
         let CClause::Pattern { src, terms, span } = clause else {
             return Ok(None);
         };
+        if self.collection(env, *src).is_some() {
+            return Ok(None);
+        }
         let source = self.source(env, *src, *span)?;
         if source.is_history() {
             return Ok(None);
@@ -274,7 +308,10 @@ impl<'a> Ctx<'a> {
         };
         let mut used: Vec<VarId> = Vec::new();
         let member = |terms: &[CTerm; 5], used: &mut Vec<VarId>| -> Option<(u64, StarValue)> {
-            if !matches!(terms[0], CTerm::Var(x) if x == *e) || !matches!(terms[3], CTerm::Blank) || !matches!(terms[4], CTerm::Blank) {
+            if !matches!(terms[0], CTerm::Var(x) if x == *e)
+                || !matches!(terms[3], CTerm::Blank)
+                || !matches!(terms[4], CTerm::Blank)
+            {
                 return None;
             }
             let CTerm::Const(vev_edn::Edn::Keyword(k)) = &terms[1] else {
@@ -286,7 +323,9 @@ impl<'a> Ctx<'a> {
                     used.push(*v);
                     StarValue::Free(*v)
                 }
-                CTerm::Const(c) if !attr.is_ref() => StarValue::Const(crate::values::coerce_to(attr, edn_to_value(c))?),
+                CTerm::Const(c) if !attr.is_ref() => {
+                    StarValue::Const(crate::values::coerce_to(attr, edn_to_value(c))?)
+                }
                 _ => return None,
             };
             Some((attr.id, v))
@@ -297,7 +336,10 @@ impl<'a> Ctx<'a> {
         let mut members = vec![first];
         let mut picked = Vec::new();
         for (i, c) in remaining.iter().enumerate() {
-            if let CClause::Pattern { src: s2, terms: t2, .. } = c {
+            if let CClause::Pattern {
+                src: s2, terms: t2, ..
+            } = c
+            {
                 if s2 == src {
                     if let Some(m) = member(t2, &mut used) {
                         members.push(m);
@@ -313,11 +355,19 @@ impl<'a> Ctx<'a> {
     }
 
     /// The first clause in written order that can run now (the naive plan).
-    fn first_ready(&self, env: &Env<'_>, rel: &Rel, remaining: &[&CClause]) -> Result<usize, QueryError> {
+    fn first_ready(
+        &self,
+        env: &Env<'_>,
+        rel: &Rel,
+        remaining: &[&CClause],
+    ) -> Result<usize, QueryError> {
         for (i, c) in remaining.iter().enumerate() {
             let ready = match c {
                 CClause::Pattern { .. } => true,
-                CClause::Or { join: Some((req, _)), .. } => req.iter().all(|v| rel.has(*v)),
+                CClause::Or {
+                    join: Some((req, _)),
+                    ..
+                } => req.iter().all(|v| rel.has(*v)),
                 CClause::Or { .. } => true,
                 CClause::Rule { name, args, .. } => self.rules.required_bound(name, args, rel),
                 _ => self.filter_ready(env, rel, c, remaining),
@@ -330,10 +380,19 @@ impl<'a> Ctx<'a> {
     }
 
     /// Pick the cheapest generator (pattern, or, rule call); error if nothing can run.
-    fn choose(&self, env: &Env<'_>, rel: &Rel, remaining: &[&CClause]) -> Result<usize, QueryError> {
+    fn choose(
+        &self,
+        env: &Env<'_>,
+        rel: &Rel,
+        remaining: &[&CClause],
+    ) -> Result<usize, QueryError> {
         let mut best: Option<(f64, usize)> = None;
         for (i, c) in remaining.iter().enumerate() {
             let cost = match c {
+                CClause::Pattern { src, .. } if self.collection(env, *src).is_some() => {
+                    let n = self.collection(env, *src).map_or(0, Vec::len);
+                    n as f64 * rel.len as f64
+                }
                 CClause::Pattern { src, terms, span } => {
                     let source = self.source(env, *src, *span)?;
                     let mut p = Prepared::new(source, terms, rel, *span)?;
@@ -386,7 +445,10 @@ impl<'a> Ctx<'a> {
             CClause::Pred { args, .. } => (arg_vars(args), "in predicate"),
             CClause::Fn { args, .. } => (arg_vars(args), "in function call"),
             CClause::Not { .. } => (c.vars(), "in not clause"),
-            CClause::Or { join: Some((req, _)), .. } => (req.clone(), "for or-join's required variables"),
+            CClause::Or {
+                join: Some((req, _)),
+                ..
+            } => (req.clone(), "for or-join's required variables"),
             CClause::Rule { args, .. } => (arg_vars(args), "for rule's required variables"),
             _ => (c.vars(), "in clause"),
         };
@@ -413,8 +475,66 @@ impl<'a> Ctx<'a> {
         }
     }
 
-    fn apply(&self, env: &Env<'_>, rel: Rel, c: &CClause, remaining: &[&CClause]) -> Result<Rel, QueryError> {
+    /// The collection a pattern's source names, if it is one.
+    fn collection(&self, env: &Env<'_>, src: Option<usize>) -> Option<&Vec<Vec<Value>>> {
+        let idx = src.or(env.default_src)?;
+        self.collections.get(idx)?.as_ref()
+    }
+
+    /// Match a pattern against a collection source: positions compared by value.
+    fn collection_join(&self, rel: Rel, tuples: &[Vec<Value>], terms: &[CTerm; 5]) -> Rel {
+        let mut vars: Vec<VarId> = Vec::new();
+        let mut cols: Vec<usize> = Vec::new();
+        let mut repeats: Vec<(usize, usize)> = Vec::new();
+        let mut consts: Vec<(usize, Value)> = Vec::new();
+        let mut width = 0;
+        for (p, t) in terms.iter().enumerate() {
+            match t {
+                CTerm::Var(v) => {
+                    width = p + 1;
+                    match vars.iter().position(|x| x == v) {
+                        Some(i) => repeats.push((p, cols[i])),
+                        None => {
+                            vars.push(*v);
+                            cols.push(p);
+                        }
+                    }
+                }
+                CTerm::Const(c) => {
+                    width = p + 1;
+                    consts.push((p, edn_to_value(c)));
+                }
+                CTerm::Blank => {}
+            }
+        }
+        let mut matched = Rel::empty(vars);
+        for t in tuples {
+            if t.len() < width
+                || consts.iter().any(|(p, v)| !funcs::values_equal(&t[*p], v))
+                || repeats.iter().any(|(p, q)| t[*p] != t[*q])
+            {
+                continue;
+            }
+            matched.data.extend(cols.iter().map(|c| t[*c].clone()));
+            matched.len += 1;
+        }
+        rel.join(&matched.dedup())
+    }
+
+    fn apply(
+        &self,
+        env: &Env<'_>,
+        rel: Rel,
+        c: &CClause,
+        remaining: &[&CClause],
+    ) -> Result<Rel, QueryError> {
         match c {
+            CClause::Pattern { src, terms, .. } if self.collection(env, *src).is_some() => {
+                let tuples = self.collection(env, *src).expect("checked");
+                let out = self.collection_join(rel, tuples, terms);
+                self.record(env, c, "collection scan".into(), None, out.len);
+                Ok(out)
+            }
             CClause::Pattern { src, terms, span } => {
                 let source = self.source(env, *src, *span)?;
                 let mut p = Prepared::new(source, terms, &rel, *span)?;
@@ -422,7 +542,11 @@ impl<'a> Ctx<'a> {
                     p.range = value_range(env, terms, &rel, remaining).filter(|r| p.range_fits(r));
                 }
                 p.naive = self.limits.naive;
-                let est = if env.record { Some(p.estimate(&rel)?) } else { None };
+                let est = if env.record {
+                    Some(p.estimate(&rel)?)
+                } else {
+                    None
+                };
                 let out = p.join(&rel, |n| self.check(n))?;
                 self.record(env, c, p.index_name(), est, out.len);
                 Ok(out)
@@ -432,18 +556,30 @@ impl<'a> Ctx<'a> {
                 self.record(env, c, "filter".into(), None, out.len);
                 Ok(out)
             }
-            CClause::Fn { name, args, binding, span } => {
+            CClause::Fn {
+                name,
+                args,
+                binding,
+                span,
+            } => {
                 let out = self.apply_fn(env, rel, name, args, binding, *span)?;
                 self.record(env, c, "function".into(), None, out.len);
                 Ok(out)
             }
-            CClause::Not { src, join, clauses, .. } => {
+            CClause::Not {
+                src, join, clauses, ..
+            } => {
                 let join: Vec<VarId> = match join {
                     Some(j) => j.clone(),
                     None => c.vars().into_iter().filter(|v| rel.has(*v)).collect(),
                 };
                 let input = rel.project(&join);
-                let inner_env = Env { default_src: src.or(env.default_src), record: false, cache: None, ..*env };
+                let inner_env = Env {
+                    default_src: src.or(env.default_src),
+                    record: false,
+                    cache: None,
+                    ..*env
+                };
                 let matched = self.eval(&inner_env, input, clauses, &join)?;
                 let matched = project_bound(&matched, &join);
                 let all: Vec<usize> = (0..join.len()).collect();
@@ -451,22 +587,36 @@ impl<'a> Ctx<'a> {
                 for i in 0..matched.len {
                     index.insert(&matched, &all, i);
                 }
-                let cols: Vec<usize> = join.iter().map(|v| rel.col(*v).expect("join var bound")).collect();
+                let cols: Vec<usize> = join
+                    .iter()
+                    .map(|v| rel.col(*v).expect("join var bound"))
+                    .collect();
                 let mut rel = rel;
                 rel.retain(|row| index.find(&matched, &all, row, &cols).is_none());
                 self.record(env, c, "not".into(), None, rel.len);
                 Ok(rel)
             }
-            CClause::Or { src, join, branches, span } => {
+            CClause::Or {
+                src,
+                join,
+                branches,
+                span,
+            } => {
                 let needed: HashSet<VarId> = remaining.iter().flat_map(|c| c.vars()).collect();
                 let out_vars: Vec<VarId> = match join {
                     Some((req, free)) => req.iter().chain(free).copied().collect(),
                     None => c.vars(),
                 };
                 let _ = needed;
-                let in_vars: Vec<VarId> = out_vars.iter().copied().filter(|v| rel.has(*v)).collect();
+                let in_vars: Vec<VarId> =
+                    out_vars.iter().copied().filter(|v| rel.has(*v)).collect();
                 let input = rel.project(&in_vars);
-                let inner_env = Env { default_src: src.or(env.default_src), record: false, cache: None, ..*env };
+                let inner_env = Env {
+                    default_src: src.or(env.default_src),
+                    record: false,
+                    cache: None,
+                    ..*env
+                };
                 let mut union = Rel::empty(out_vars.clone());
                 for branch in branches {
                     let r = self.eval(&inner_env, input.clone(), branch, &out_vars)?;
@@ -488,8 +638,22 @@ impl<'a> Ctx<'a> {
                 self.record(env, c, "or".into(), None, out.len);
                 Ok(out)
             }
-            CClause::Rule { src, name, args, span } => {
-                let out = crate::rules::call(self, env, rel, src.or(env.default_src), name, args, *span, c)?;
+            CClause::Rule {
+                src,
+                name,
+                args,
+                span,
+            } => {
+                let out = crate::rules::call(
+                    self,
+                    env,
+                    rel,
+                    src.or(env.default_src),
+                    name,
+                    args,
+                    *span,
+                    c,
+                )?;
                 self.record(env, c, "rule".into(), None, out.len);
                 Ok(out)
             }
@@ -511,10 +675,20 @@ impl<'a> Ctx<'a> {
             .collect()
     }
 
-    fn apply_pred(&self, env: &Env<'_>, mut rel: Rel, name: &Symbol, args: &[CArg], span: vev_edn::Span) -> Result<Rel, QueryError> {
+    fn apply_pred(
+        &self,
+        env: &Env<'_>,
+        mut rel: Rel,
+        name: &Symbol,
+        args: &[CArg],
+        span: vev_edn::Span,
+    ) -> Result<Rel, QueryError> {
         let fname = name.as_str();
         if !funcs::exists(self.registry, fname) {
-            return Err(QueryError::UnknownFunction { name: fname.to_owned(), span: Some(span) });
+            return Err(QueryError::UnknownFunction {
+                name: fname.to_owned(),
+                span: Some(span),
+            });
         }
         let mut err = None;
         let rel_vars = rel.clone_header();
@@ -548,7 +722,10 @@ impl<'a> Ctx<'a> {
     ) -> Result<Rel, QueryError> {
         let fname = name.as_str();
         if !funcs::exists(self.registry, fname) {
-            return Err(QueryError::UnknownFunction { name: fname.to_owned(), span: Some(span) });
+            return Err(QueryError::UnknownFunction {
+                name: fname.to_owned(),
+                span: Some(span),
+            });
         }
         // Output variables already bound are checked for equality, not rebound.
         let bvars = binding.vars();
@@ -568,7 +745,9 @@ impl<'a> Ctx<'a> {
         let mut buf: Vec<Value> = Vec::new();
         for row in rel.rows() {
             let vals = self.arg_values(env, args, &rel, row);
-            let result = self.call(env, fname, args, &vals, span).map_err(|e| with_span(e, span))?;
+            let result = self
+                .call(env, fname, args, &vals, span)
+                .map_err(|e| with_span(e, span))?;
             for tuple in bind_tuples(fname, binding, result, span)? {
                 // tuple: one value per binding position (None for `_`).
                 buf.clear();
@@ -604,14 +783,28 @@ impl<'a> Ctx<'a> {
     }
 
     /// Call a function, handling those that read a database.
-    fn call(&self, env: &Env<'_>, name: &str, args: &[CArg], vals: &[Value], span: vev_edn::Span) -> Result<Value, QueryError> {
+    fn call(
+        &self,
+        env: &Env<'_>,
+        name: &str,
+        args: &[CArg],
+        vals: &[Value],
+        span: vev_edn::Span,
+    ) -> Result<Value, QueryError> {
         if funcs::DB_FNS.contains(&name) {
             return self.db_fn(env, name, args, vals, span);
         }
         funcs::call(self.registry, name, vals)
     }
 
-    fn db_fn(&self, env: &Env<'_>, name: &str, args: &[CArg], vals: &[Value], span: vev_edn::Span) -> Result<Value, QueryError> {
+    fn db_fn(
+        &self,
+        env: &Env<'_>,
+        name: &str,
+        args: &[CArg],
+        vals: &[Value],
+        span: vev_edn::Span,
+    ) -> Result<Value, QueryError> {
         let src_idx = match args.first() {
             Some(CArg::Src(i)) => Some(*i),
             _ => {
@@ -624,7 +817,10 @@ impl<'a> Ctx<'a> {
         let src = self.source(env, src_idx, span)?;
         let want = |n: usize| {
             if vals.len() < n {
-                Err(QueryError::type_error(name, format!("expects at least {n} arguments, got {}", vals.len())))
+                Err(QueryError::type_error(
+                    name,
+                    format!("expects at least {n} arguments, got {}", vals.len()),
+                ))
             } else {
                 Ok(())
             }
@@ -642,18 +838,25 @@ impl<'a> Ctx<'a> {
                 Value::Keyword(k) => src.schema().attribute_by_ident(k),
                 other => entity_of(src, other)?.and_then(|id| src.schema().attribute(id)),
             };
-            found.cloned().ok_or_else(|| QueryError::UnknownAttribute { attr: v.to_string(), span: Some(span) })
+            found.cloned().ok_or_else(|| QueryError::UnknownAttribute {
+                attr: v.to_string(),
+                span: Some(span),
+            })
         };
         let first_value = |a: u64| {
             let mut found = None;
-            src.scan(IndexOrder::Eavt, &[Component::Entity(e), Component::Entity(a)], &mut |d| {
-                if d.added {
-                    found = Some(d.v.clone());
-                    false
-                } else {
-                    true
-                }
-            });
+            src.scan(
+                IndexOrder::Eavt,
+                &[Component::Entity(e), Component::Entity(a)],
+                &mut |d| {
+                    if d.added {
+                        found = Some(d.v.clone());
+                        false
+                    } else {
+                        true
+                    }
+                },
+            );
             found
         };
         match name {
@@ -667,11 +870,17 @@ impl<'a> Ctx<'a> {
                 if a.cardinality == Cardinality::Many {
                     return Err(QueryError::type_error(
                         name,
-                        format!("attribute {} is cardinality-many; get-else needs cardinality-one", a.ident),
+                        format!(
+                            "attribute {} is cardinality-many; get-else needs cardinality-one",
+                            a.ident
+                        ),
                     ));
                 }
                 if matches!(vals[3], Value::Nil) {
-                    return Err(QueryError::type_error(name, "the default value must not be nil".to_owned()));
+                    return Err(QueryError::type_error(
+                        name,
+                        "the default value must not be nil".to_owned(),
+                    ));
                 }
                 Ok(first_value(a.id).unwrap_or_else(|| vals[3].clone()))
             }
@@ -697,8 +906,19 @@ impl Rel {
 
 fn with_span(e: QueryError, span: vev_edn::Span) -> QueryError {
     match e {
-        QueryError::Type { name, message, span: None } => QueryError::Type { name, message, span: Some(span) },
-        QueryError::UnknownFunction { name, span: None } => QueryError::UnknownFunction { name, span: Some(span) },
+        QueryError::Type {
+            name,
+            message,
+            span: None,
+        } => QueryError::Type {
+            name,
+            message,
+            span: Some(span),
+        },
+        QueryError::UnknownFunction { name, span: None } => QueryError::UnknownFunction {
+            name,
+            span: Some(span),
+        },
         other => other,
     }
 }
@@ -737,27 +957,34 @@ fn bind_tuples(
             Value::Nil => Ok(Vec::new()),
             other => Err(QueryError::Type {
                 name: name.to_owned(),
-                message: format!("returned {other}, which cannot be bound to a collection or tuple"),
+                message: format!(
+                    "returned {other}, which cannot be bound to a collection or tuple"
+                ),
                 span: Some(span),
             }),
         }
     };
-    let tuple = |vars: &[Option<VarId>], v: Value| -> Result<Option<Vec<(VarId, Value)>>, QueryError> {
-        let items = seq(v)?;
-        if items.len() < vars.len() {
-            return Err(QueryError::Type {
-                name: name.to_owned(),
-                message: format!("returned a tuple of {} values, the binding needs {}", items.len(), vars.len()),
-                span: Some(span),
-            });
-        }
-        Ok(Some(
-            vars.iter()
-                .zip(items)
-                .filter_map(|(var, val)| var.map(|var| (var, val)))
-                .collect(),
-        ))
-    };
+    let tuple =
+        |vars: &[Option<VarId>], v: Value| -> Result<Option<Vec<(VarId, Value)>>, QueryError> {
+            let items = seq(v)?;
+            if items.len() < vars.len() {
+                return Err(QueryError::Type {
+                    name: name.to_owned(),
+                    message: format!(
+                        "returned a tuple of {} values, the binding needs {}",
+                        items.len(),
+                        vars.len()
+                    ),
+                    span: Some(span),
+                });
+            }
+            Ok(Some(
+                vars.iter()
+                    .zip(items)
+                    .filter_map(|(var, val)| var.map(|var| (var, val)))
+                    .collect(),
+            ))
+        };
     Ok(match binding {
         CBinding::Scalar(v) => vec![vec![(*v, result)]],
         CBinding::Tuple(vars) => tuple(vars, result)?.into_iter().collect(),
@@ -779,7 +1006,12 @@ fn bind_tuples(
 
 /// A value range for a pattern's value variable, from comparison predicates against constants
 /// (including scalar inputs) among the remaining clauses.
-fn value_range(env: &Env<'_>, terms: &[CTerm; 5], rel: &Rel, remaining: &[&CClause]) -> Option<Range> {
+fn value_range(
+    env: &Env<'_>,
+    terms: &[CTerm; 5],
+    rel: &Rel,
+    remaining: &[&CClause],
+) -> Option<Range> {
     let CTerm::Var(v) = &terms[2] else {
         return None;
     };
@@ -834,7 +1066,10 @@ fn value_range(env: &Env<'_>, terms: &[CTerm; 5], rel: &Rel, remaining: &[&CClau
             Bound::Unbounded => None,
         })
         .collect();
-    if kinds.windows(2).any(|p| std::mem::discriminant(p[0]) != std::mem::discriminant(p[1])) {
+    if kinds
+        .windows(2)
+        .any(|p| std::mem::discriminant(p[0]) != std::mem::discriminant(p[1]))
+    {
         return None;
     }
     Some((lo, hi))

@@ -73,13 +73,65 @@ pub(crate) fn exists(registry: &Registry, name: &str) -> bool {
 pub(crate) const DB_FNS: &[&str] = &["get-else", "get-some", "missing?"];
 
 const BUILTINS: &[&str] = &[
-    "=", "==", "!=", "not=", "<", ">", "<=", ">=", "+", "-", "*", "/", "quot", "rem", "mod",
-    "inc", "dec", "min", "max", "str", "subs", "count", "re-find", "re-matches", "re-seq",
-    "re-pattern", "starts-with?", "ends-with?", "includes?", "clojure.string/starts-with?",
-    "clojure.string/ends-with?", "clojure.string/includes?", "clojure.string/blank?", "blank?",
-    "nil?", "some?", "zero?", "pos?", "neg?", "even?", "odd?", "vector", "list", "hash-map",
-    "type", "name", "namespace", "keyword", "identity", "ground", "tuple", "untuple", "true?",
-    "false?", "not", "abs", "lower-case", "upper-case", "clojure.string/lower-case",
+    "=",
+    "==",
+    "!=",
+    "not=",
+    "<",
+    ">",
+    "<=",
+    ">=",
+    "+",
+    "-",
+    "*",
+    "/",
+    "quot",
+    "rem",
+    "mod",
+    "inc",
+    "dec",
+    "min",
+    "max",
+    "str",
+    "subs",
+    "count",
+    "re-find",
+    "re-matches",
+    "re-seq",
+    "re-pattern",
+    "starts-with?",
+    "ends-with?",
+    "includes?",
+    "clojure.string/starts-with?",
+    "clojure.string/ends-with?",
+    "clojure.string/includes?",
+    "clojure.string/blank?",
+    "blank?",
+    "nil?",
+    "some?",
+    "zero?",
+    "pos?",
+    "neg?",
+    "even?",
+    "odd?",
+    "vector",
+    "list",
+    "hash-map",
+    "type",
+    "name",
+    "namespace",
+    "keyword",
+    "identity",
+    "ground",
+    "tuple",
+    "untuple",
+    "true?",
+    "false?",
+    "not",
+    "abs",
+    "lower-case",
+    "upper-case",
+    "clojure.string/lower-case",
     "clojure.string/upper-case",
 ];
 
@@ -193,7 +245,12 @@ fn arith(name: &str, args: &[Value]) -> Result<Value, QueryError> {
     let result = match (name, nums.as_slice()) {
         ("+", []) => Num::Int(0),
         ("*", []) => Num::Int(1),
-        ("-", []) => return Err(QueryError::type_error(name, "expects at least 1 argument".into())),
+        ("-", []) => {
+            return Err(QueryError::type_error(
+                name,
+                "expects at least 1 argument".into(),
+            ))
+        }
         ("-", [x]) => op(Num::Int(0), *x)?,
         (_, [first, rest @ ..]) => {
             let mut acc = *first;
@@ -255,7 +312,13 @@ fn int_op(name: &str, args: &[Value]) -> Result<Value, QueryError> {
     let r = match name {
         "quot" => x.checked_div(y),
         "rem" => x.checked_rem(y),
-        _ => x.checked_rem(y).map(|r| if r != 0 && (r < 0) != (y < 0) { r + y } else { r }),
+        _ => x.checked_rem(y).map(|r| {
+            if r != 0 && (r < 0) != (y < 0) {
+                r + y
+            } else {
+                r
+            }
+        }),
     };
     r.map(Value::Long).ok_or_else(|| overflow(name))
 }
@@ -263,7 +326,9 @@ fn int_op(name: &str, args: &[Value]) -> Result<Value, QueryError> {
 /// Equality as Clojure's `=`, with entity ids equal to the same integer.
 pub(crate) fn values_equal(a: &Value, b: &Value) -> bool {
     match (a, b) {
-        (Value::Ref(x), Value::Long(y)) | (Value::Long(y), Value::Ref(x)) => *y >= 0 && *x == *y as u64,
+        (Value::Ref(x), Value::Long(y)) | (Value::Long(y), Value::Ref(x)) => {
+            *y >= 0 && *x == *y as u64
+        }
         _ => a == b,
     }
 }
@@ -382,7 +447,11 @@ fn match_value(caps: &regex::Captures<'_>) -> Value {
     )
 }
 
-fn predicate(name: &str, args: &[Value], f: impl Fn(&Value) -> Result<bool, QueryError>) -> Result<Value, QueryError> {
+fn predicate(
+    name: &str,
+    args: &[Value],
+    f: impl Fn(&Value) -> Result<bool, QueryError>,
+) -> Result<Value, QueryError> {
     arity(name, args, 1, 1)?;
     f(&args[0]).map(Value::Boolean)
 }
@@ -448,10 +517,15 @@ fn builtin(name: &str, args: &[Value]) -> Result<Value, QueryError> {
             if start < 0 || end < start || end as usize > s.len() {
                 return Err(QueryError::type_error(
                     name,
-                    format!("index out of range: {start} to {end} of a string of length {}", s.len()),
+                    format!(
+                        "index out of range: {start} to {end} of a string of length {}",
+                        s.len()
+                    ),
                 ));
             }
-            Ok(Value::from(s[start as usize..end as usize].iter().collect::<String>()))
+            Ok(Value::from(
+                s[start as usize..end as usize].iter().collect::<String>(),
+            ))
         }
         "count" => {
             arity(name, args, 1, 1)?;
@@ -477,14 +551,19 @@ fn builtin(name: &str, args: &[Value]) -> Result<Value, QueryError> {
         "re-find" => {
             arity(name, args, 2, 2)?;
             let s = string(name, &args[1])?;
-            with_regex(name, &args[0], |re| re.captures(s).map_or(Value::Nil, |c| match_value(&c)))
+            with_regex(name, &args[0], |re| {
+                re.captures(s).map_or(Value::Nil, |c| match_value(&c))
+            })
         }
         "re-matches" => {
             arity(name, args, 2, 2)?;
             let s = string(name, &args[1])?;
             with_regex(name, &args[0], |re| {
                 re.captures(s)
-                    .filter(|c| c.get(0).is_some_and(|m| m.start() == 0 && m.end() == s.len()))
+                    .filter(|c| {
+                        c.get(0)
+                            .is_some_and(|m| m.start() == 0 && m.end() == s.len())
+                    })
                     .map_or(Value::Nil, |c| match_value(&c))
             })
         }
@@ -502,7 +581,9 @@ fn builtin(name: &str, args: &[Value]) -> Result<Value, QueryError> {
         }
         "starts-with?" | "clojure.string/starts-with?" => {
             arity(name, args, 2, 2)?;
-            Ok(b(string(name, &args[0])?.starts_with(string(name, &args[1])?)))
+            Ok(b(
+                string(name, &args[0])?.starts_with(string(name, &args[1])?)
+            ))
         }
         "ends-with?" | "clojure.string/ends-with?" => {
             arity(name, args, 2, 2)?;

@@ -67,7 +67,13 @@ impl<'s> Prepared<'s> {
     ) -> Result<Prepared<'s>, QueryError> {
         let mut p = Prepared {
             src,
-            slots: [Slot::Blank, Slot::Blank, Slot::Blank, Slot::Blank, Slot::Blank],
+            slots: [
+                Slot::Blank,
+                Slot::Blank,
+                Slot::Blank,
+                Slot::Blank,
+                Slot::Blank,
+            ],
             attr: None,
             new_vars: Vec::new(),
             impossible: false,
@@ -170,7 +176,9 @@ impl<'s> Prepared<'s> {
             return false;
         };
         [&range.0, &range.1].into_iter().all(|b| match b {
-            Bound::Included(v) | Bound::Excluded(v) => v.value_type() == Some(attr.value_type) && !attr.is_ref(),
+            Bound::Included(v) | Bound::Excluded(v) => {
+                v.value_type() == Some(attr.value_type) && !attr.is_ref()
+            }
             Bound::Unbounded => true,
         })
     }
@@ -182,8 +190,14 @@ impl<'s> Prepared<'s> {
     /// Whether distinct matching datoms always give distinct rows: no position that tells
     /// datoms apart is a blank.
     fn covers_datom(&self) -> bool {
-        let identity: &[usize] = if self.src.is_history() { &[E, A, V, T, ADDED] } else { &[E, A, V] };
-        identity.iter().all(|p| !matches!(self.slots[*p], Slot::Blank))
+        let identity: &[usize] = if self.src.is_history() {
+            &[E, A, V, T, ADDED]
+        } else {
+            &[E, A, V]
+        };
+        identity
+            .iter()
+            .all(|p| !matches!(self.slots[*p], Slot::Blank))
     }
 
     /// Whether any position takes its value from the relation.
@@ -220,7 +234,11 @@ impl<'s> Prepared<'s> {
     }
 
     /// The prefix components of positions `prefix` for a row (`None`: the row matches nothing).
-    fn prefix_for(&self, prefix: &[usize], row: &[Value]) -> Result<Option<Vec<Component>>, QueryError> {
+    fn prefix_for(
+        &self,
+        prefix: &[usize],
+        row: &[Value],
+    ) -> Result<Option<Vec<Component>>, QueryError> {
         let mut out = Vec::with_capacity(prefix.len());
         for &pos in prefix {
             let v = match &self.slots[pos] {
@@ -277,7 +295,11 @@ impl<'s> Prepared<'s> {
     }
 
     /// Join the pattern with `rel`: each row extended by every matching datom.
-    pub fn join(&self, rel: &Rel, mut check: impl FnMut(usize) -> Result<(), QueryError>) -> Result<Rel, QueryError> {
+    pub fn join(
+        &self,
+        rel: &Rel,
+        mut check: impl FnMut(usize) -> Result<(), QueryError>,
+    ) -> Result<Rel, QueryError> {
         let mut vars = rel.vars.clone();
         vars.extend(self.new_vars.iter().copied());
         let mut out = Rel::empty(vars);
@@ -288,7 +310,9 @@ impl<'s> Prepared<'s> {
         let (order, prefix) = self.plan_index();
         // Positions checked per datom: known but not in the prefix, and repeats.
         let checks: Vec<usize> = (0..5)
-            .filter(|p| !prefix.contains(p) && !matches!(self.slots[*p], Slot::Free(_) | Slot::Blank))
+            .filter(|p| {
+                !prefix.contains(p) && !matches!(self.slots[*p], Slot::Free(_) | Slot::Blank)
+            })
             .collect();
         let free_pos: Vec<usize> = (0..5)
             .filter(|p| matches!(self.slots[*p], Slot::Free(_)))
@@ -376,7 +400,10 @@ impl<'s> Prepared<'s> {
         let mut prefixes: Vec<Vec<Component>> = Vec::new();
         let mut groups: Vec<(usize, usize)> = Vec::new();
         for (i, (p, _)) in keyed.iter().enumerate() {
-            if prefixes.last().is_some_and(|last| cmp_components(last, p) == Ordering::Equal) {
+            if prefixes
+                .last()
+                .is_some_and(|last| cmp_components(last, p) == Ordering::Equal)
+            {
                 groups.last_mut().expect("a group per prefix").1 = i + 1;
             } else {
                 prefixes.push(p.clone());
@@ -531,7 +558,11 @@ pub(crate) enum StarValue {
 
 impl<'s> Star<'s> {
     pub fn new(src: &'s dyn Source, e_col: usize, members: Vec<(EntityId, StarValue)>) -> Star<'s> {
-        Star { src, e_col, members }
+        Star {
+            src,
+            e_col,
+            members,
+        }
     }
 
     pub fn join(&self, rel: &Rel) -> Result<Rel, QueryError> {
@@ -574,27 +605,28 @@ impl<'s> Star<'s> {
             }
             found.iter_mut().for_each(Vec::clear);
         };
-        self.src.scan_batch(IndexOrder::Eavt, &prefixes, &mut |g, d| {
-            if current != Some(g) {
-                if let Some(prev) = current {
-                    flush(prev, &mut found, &mut out);
+        self.src
+            .scan_batch(IndexOrder::Eavt, &prefixes, &mut |g, d| {
+                if current != Some(g) {
+                    if let Some(prev) = current {
+                        flush(prev, &mut found, &mut out);
+                    }
+                    current = Some(g);
                 }
-                current = Some(g);
-            }
-            if !d.added {
-                return true;
-            }
-            for (m, (a, v)) in self.members.iter().enumerate() {
-                if d.a == *a {
-                    match v {
-                        StarValue::Const(c) if d.v == *c => found[m].push(Value::Nil),
-                        StarValue::Const(_) => {}
-                        StarValue::Free(_) => found[m].push(d.v.clone()),
+                if !d.added {
+                    return true;
+                }
+                for (m, (a, v)) in self.members.iter().enumerate() {
+                    if d.a == *a {
+                        match v {
+                            StarValue::Const(c) if d.v == *c => found[m].push(Value::Nil),
+                            StarValue::Const(_) => {}
+                            StarValue::Free(_) => found[m].push(d.v.clone()),
+                        }
                     }
                 }
-            }
-            true
-        });
+                true
+            });
         if let Some(prev) = current {
             flush(prev, &mut found, &mut out);
         }

@@ -46,15 +46,17 @@ pub enum QueryResult {
     Scalar(Option<Edn>),
     /// `:find [?a ?b]`
     Tuple(Option<Vec<Edn>>),
-    /// A relation or tuple find with `:keys`, `:strs` or `:syms`: one map per row.
+    /// A relation find with `:keys`, `:strs` or `:syms`: one map per row.
     Maps(Vec<Edn>),
+    /// A relation find with `:with`: a bag of tuples (duplicates kept).
+    Bag(Vec<Vec<Edn>>),
 }
 
 impl QueryResult {
     /// The number of rows (1 or 0 for a scalar or tuple).
     pub fn len(&self) -> usize {
         match self {
-            QueryResult::Rel(r) => r.len(),
+            QueryResult::Rel(r) | QueryResult::Bag(r) => r.len(),
             QueryResult::Coll(c) | QueryResult::Maps(c) => c.len(),
             QueryResult::Scalar(s) => usize::from(s.is_some()),
             QueryResult::Tuple(t) => usize::from(t.is_some()),
@@ -68,8 +70,13 @@ impl QueryResult {
     /// The result as Datomic prints it: a set of vectors, a vector, a value, or `nil`.
     pub fn to_edn(&self) -> Edn {
         match self {
-            QueryResult::Rel(rows) => Edn::Set(rows.iter().map(|r| Edn::Vector(r.clone())).collect()),
+            QueryResult::Rel(rows) => {
+                Edn::Set(rows.iter().map(|r| Edn::Vector(r.clone())).collect())
+            }
             QueryResult::Coll(items) => Edn::Vector(items.clone()),
+            QueryResult::Bag(rows) => {
+                Edn::Vector(rows.iter().map(|r| Edn::Vector(r.clone())).collect())
+            }
             QueryResult::Maps(items) => Edn::Vector(items.clone()),
             QueryResult::Scalar(v) => v.clone().unwrap_or(Edn::Nil),
             QueryResult::Tuple(t) => t.clone().map_or(Edn::Nil, Edn::Vector),
@@ -98,8 +105,16 @@ pub struct Query {
 #[derive(Clone, Debug)]
 enum Find {
     Var(VarId),
-    Agg { name: String, args: Vec<Edn>, var: VarId },
-    Pull { src: usize, var: VarId, pattern: PullPat },
+    Agg {
+        name: String,
+        args: Vec<Edn>,
+        var: VarId,
+    },
+    Pull {
+        src: usize,
+        var: VarId,
+        pattern: PullPat,
+    },
 }
 
 #[derive(Clone, Debug)]
@@ -144,28 +159,59 @@ impl Query {
         for elem in ast.find.elems() {
             find.push(match elem {
                 FindElem::Var(v, _) => Find::Var(c.scope.var(v)),
-                FindElem::Aggregate { name, args, var, span } => {
+                FindElem::Aggregate {
+                    name,
+                    args,
+                    var,
+                    span,
+                } => {
                     let _ = span;
-                    Find::Agg { name: name.to_string(), args: args.clone(), var: c.scope.var(var) }
+                    Find::Agg {
+                        name: name.to_string(),
+                        args: args.clone(),
+                        var: c.scope.var(var),
+                    }
                 }
-                FindElem::Pull { src, var, pattern, span } => {
+                FindElem::Pull {
+                    src,
+                    var,
+                    pattern,
+                    span,
+                } => {
                     let src_idx = if src.name() == "$" {
                         default_src
                     } else {
                         sources.get(&src.0).copied()
                     };
                     let Some(src_idx) = src_idx else {
-                        return Err(QueryError::UnknownSource { name: src.name().to_owned(), span: Some(*span) });
+                        return Err(QueryError::UnknownSource {
+                            name: src.name().to_owned(),
+                            span: Some(*span),
+                        });
                     };
                     let pattern = match pattern {
                         PullSource::Pattern(p) => PullPat::Fixed(p.clone()),
                         PullSource::Input(v) => PullPat::Input(c.scope.var(v)),
                     };
-                    Find::Pull { src: src_idx, var: c.scope.var(var), pattern }
+                    Find::Pull {
+                        src: src_idx,
+                        var: c.scope.var(var),
+                        pattern,
+                    }
                 }
             });
         }
-        let with = ast.with.iter().map(|v| c.scope.var(v)).collect();
+        let with: Vec<VarId> = ast.with.iter().map(|v| c.scope.var(v)).collect();
+        if let Some(v) = with
+            .iter()
+            .find(|v| find.iter().any(|f| find_var(f) == **v))
+        {
+            return Err(QueryError::Syntax(vev_datalog::SyntaxError::InvalidWith {
+                form: Edn::Symbol(Symbol::new(c.scope.name(*v))),
+                reason: "the variable is also in :find".to_owned(),
+                span: ast.span,
+            }));
+        }
         Ok(Query {
             text: None,
             scope: Arc::new(c.scope),
@@ -184,26 +230,39 @@ impl Query {
     }
 
     /// Run with these inputs.
-    pub fn run(&self, inputs: &[Input<'_>], opts: &QueryOptions) -> Result<QueryResult, QueryError> {
+    pub fn run(
+        &self,
+        inputs: &[Input<'_>],
+        opts: &QueryOptions,
+    ) -> Result<QueryResult, QueryError> {
         self.execute(inputs, opts).map(|(r, _)| r)
     }
 
     /// Run, and return the plan that ran with estimated and actual row counts.
-    pub fn explain(&self, inputs: &[Input<'_>], opts: &QueryOptions) -> Result<(QueryResult, Vec<PlanStep>), QueryError> {
+    pub fn explain(
+        &self,
+        inputs: &[Input<'_>],
+        opts: &QueryOptions,
+    ) -> Result<(QueryResult, Vec<PlanStep>), QueryError> {
         self.execute(inputs, opts)
     }
 
     fn clause_text(&self, c: &CClause) -> String {
         let span = c.span();
         match &self.text {
-            Some(t) if span.end.offset <= t.len() && span.start.offset < span.end.offset => {
-                t.get(span.start.offset..span.end.offset).unwrap_or("?").to_owned()
-            }
+            Some(t) if span.end.offset <= t.len() && span.start.offset < span.end.offset => t
+                .get(span.start.offset..span.end.offset)
+                .unwrap_or("?")
+                .to_owned(),
             _ => format!("clause at {}:{}", span.start.line, span.start.column),
         }
     }
 
-    fn execute(&self, inputs: &[Input<'_>], opts: &QueryOptions) -> Result<(QueryResult, Vec<PlanStep>), QueryError> {
+    fn execute(
+        &self,
+        inputs: &[Input<'_>],
+        opts: &QueryOptions,
+    ) -> Result<(QueryResult, Vec<PlanStep>), QueryError> {
         let started = Instant::now();
         if inputs.len() != self.ast.inputs.len() {
             return Err(QueryError::InputCount {
@@ -213,18 +272,27 @@ impl Query {
             });
         }
         let mut sources: Vec<Option<&dyn Source>> = vec![None; inputs.len()];
+        let mut collections: Vec<Option<Vec<Vec<vev_core::Value>>>> = vec![None; inputs.len()];
         let mut rules = RuleSet::default();
         let mut rel = Rel::unit();
         let mut consts: HashMap<VarId, vev_core::Value> = HashMap::new();
         for (i, (decl, given)) in self.ast.inputs.iter().zip(inputs).enumerate() {
             match (decl, given) {
                 (ast::Input::Src(..), Input::Db(db)) => sources[i] = Some(*db),
+                (ast::Input::Src(..), Input::Edn(edn)) if collection_of_tuples(edn).is_some() => {
+                    collections[i] = collection_of_tuples(edn);
+                }
                 (ast::Input::Rules(_), Input::Edn(edn)) => {
                     let parsed = vev_datalog::parse_rules_value(edn)?;
                     rules = RuleSet::compile(&parsed, &self.sources)?;
                 }
                 (ast::Input::Binding(..), Input::Edn(edn)) => {
-                    let binding = &self.bindings.iter().find(|(p, _)| *p == i).expect("compiled binding").1;
+                    let binding = &self
+                        .bindings
+                        .iter()
+                        .find(|(p, _)| *p == i)
+                        .expect("compiled binding")
+                        .1;
                     let input_rel = bind_input(&self.scope, binding, edn, &mut consts)?;
                     rel = rel.join(&input_rel);
                 }
@@ -245,10 +313,34 @@ impl Query {
             }
         }
         self.check_static(&rules, opts, &sources)?;
+        let input_vars: HashSet<VarId> = self.bindings.iter().flat_map(|(_, b)| b.vars()).collect();
+        check_bindings(&self.scope, &self.clauses, &input_vars, &rules)?;
+        for (_, branches) in rules.iter() {
+            for r in branches {
+                check_bindings(
+                    &r.scope,
+                    &r.clauses,
+                    &r.head.iter().copied().collect(),
+                    &rules,
+                )?;
+            }
+        }
+        let bindable = bindable_vars(&self.clauses, &input_vars);
+        for f in self.find.iter() {
+            let v = find_var(f);
+            if !bindable.contains(&v) {
+                return Err(QueryError::UnboundVariable {
+                    var: self.scope.name(v).to_owned(),
+                    context: "in :find: no clause binds it",
+                    span: Some(f_span(&self.ast, f, &self.find)),
+                });
+            }
+        }
         let default_src = self.sources.get(&Symbol::new("$")).copied();
         let text = |c: &CClause| self.clause_text(c);
         let ctx = Ctx {
             sources,
+            collections,
             rules: &rules,
             registry: &opts.registry,
             limits: opts.limits,
@@ -273,7 +365,11 @@ impl Query {
                 Find::Var(v) | Find::Agg { var: v, .. } | Find::Pull { var: v, .. } => *v,
             };
             keep.push(v);
-            if let Find::Pull { pattern: PullPat::Input(p), .. } = f {
+            if let Find::Pull {
+                pattern: PullPat::Input(p),
+                ..
+            } = f
+            {
                 keep.push(*p);
             }
         }
@@ -289,7 +385,13 @@ impl Query {
             return Err(QueryError::UnboundVariable {
                 var: self.scope.name(*v).to_owned(),
                 context: "in :find or :with: no clause binds it",
-                span: Some(self.ast.find.elems().first().map_or(self.ast.span, |e| e.span())),
+                span: Some(
+                    self.ast
+                        .find
+                        .elems()
+                        .first()
+                        .map_or(self.ast.span, |e| e.span()),
+                ),
             });
         }
         let rel = rel.project(&uniq);
@@ -309,12 +411,22 @@ impl Query {
     }
 
     /// Errors that must not depend on the data: unknown functions, rules, aggregates, attributes.
-    fn check_static(&self, rules: &RuleSet, opts: &QueryOptions, sources: &[Option<&dyn Source>]) -> Result<(), QueryError> {
-        fn walk(c: &CClause, f: &mut dyn FnMut(&CClause) -> Result<(), QueryError>) -> Result<(), QueryError> {
+    fn check_static(
+        &self,
+        rules: &RuleSet,
+        opts: &QueryOptions,
+        sources: &[Option<&dyn Source>],
+    ) -> Result<(), QueryError> {
+        fn walk(
+            c: &CClause,
+            f: &mut dyn FnMut(&CClause) -> Result<(), QueryError>,
+        ) -> Result<(), QueryError> {
             f(c)?;
             match c {
                 CClause::Not { clauses, .. } => clauses.iter().try_for_each(|x| walk(x, f)),
-                CClause::Or { branches, .. } => branches.iter().flatten().try_for_each(|x| walk(x, f)),
+                CClause::Or { branches, .. } => {
+                    branches.iter().flatten().try_for_each(|x| walk(x, f))
+                }
                 _ => Ok(()),
             }
         }
@@ -323,19 +435,30 @@ impl Query {
             match c {
                 CClause::Pred { name, span, .. } | CClause::Fn { name, span, .. } => {
                     if !funcs::exists(&opts.registry, name.as_str()) {
-                        return Err(QueryError::UnknownFunction { name: name.to_string(), span: Some(*span) });
+                        return Err(QueryError::UnknownFunction {
+                            name: name.to_string(),
+                            span: Some(*span),
+                        });
                     }
                 }
                 CClause::Rule { name, span, .. } => {
                     if !rules.contains(name) {
-                        return Err(QueryError::UnknownRule { rule: name.to_string(), span: Some(*span) });
+                        return Err(QueryError::UnknownRule {
+                            rule: name.to_string(),
+                            span: Some(*span),
+                        });
                     }
                 }
                 CClause::Pattern { src, terms, span } => {
-                    let source = src.or(default_src).and_then(|i| sources.get(i).copied().flatten());
+                    let source = src
+                        .or(default_src)
+                        .and_then(|i| sources.get(i).copied().flatten());
                     if let (Some(source), CTerm::Const(Edn::Keyword(k))) = (source, &terms[1]) {
                         if source.schema().entid(k).is_none() {
-                            return Err(QueryError::UnknownAttribute { attr: k.to_string(), span: Some(*span) });
+                            return Err(QueryError::UnknownAttribute {
+                                attr: k.to_string(),
+                                span: Some(*span),
+                            });
                         }
                     }
                 }
@@ -349,7 +472,10 @@ impl Query {
         for f in self.find.iter() {
             if let Find::Agg { name, .. } = f {
                 if !agg::exists(&opts.registry, name) {
-                    return Err(QueryError::UnknownAggregate { name: name.clone(), span: None });
+                    return Err(QueryError::UnknownAggregate {
+                        name: name.clone(),
+                        span: None,
+                    });
                 }
             }
         }
@@ -365,8 +491,16 @@ impl Query {
             let mut out = Vec::with_capacity(rel.len);
             // Distinct over the find variables (`:with` variables keep duplicates).
             let find_vars: Vec<VarId> = self.find_vars();
-            let rel = if self.with.is_empty() { rel.project(&find_vars) } else { rel };
-            let cols: Vec<usize> = find_vars.iter().map(|v| rel.col(*v).expect("bound")).collect();
+            let rel = if self.with.is_empty() {
+                rel.project(&find_vars)
+            } else {
+                rel
+            };
+            let cols: Vec<usize> = self
+                .find
+                .iter()
+                .map(|f| rel.col(find_var(f)).expect("bound"))
+                .collect();
             for row in rel.rows() {
                 let mut cells = Vec::with_capacity(self.find.len());
                 for (f, col) in self.find.iter().zip(&cols) {
@@ -395,14 +529,26 @@ impl Query {
             )
         };
         Ok(match &self.ast.find {
-            FindSpec::Rel(_) if maps.is_some() => QueryResult::Maps(rows.into_iter().map(to_map).collect()),
+            FindSpec::Rel(_) if maps.is_some() => {
+                QueryResult::Maps(rows.into_iter().map(to_map).collect())
+            }
+            FindSpec::Rel(_) if !self.with.is_empty() && !has_agg => QueryResult::Bag(rows),
             FindSpec::Rel(_) => QueryResult::Rel(rows),
             FindSpec::Coll(_) => {
                 let mut seen = HashSet::new();
-                QueryResult::Coll(rows.into_iter().filter_map(|mut r| r.pop()).filter(|v| seen.insert(v.clone())).collect())
+                QueryResult::Coll(
+                    rows.into_iter()
+                        .filter_map(|mut r| r.pop())
+                        .filter(|v| seen.insert(v.clone()))
+                        .collect(),
+                )
             }
-            FindSpec::Scalar(_) => QueryResult::Scalar(rows.into_iter().next().and_then(|mut r| r.pop())),
-            FindSpec::Tuple(_) if maps.is_some() => QueryResult::Maps(rows.into_iter().take(1).map(to_map).collect()),
+            FindSpec::Scalar(_) => {
+                QueryResult::Scalar(rows.into_iter().next().and_then(|mut r| r.pop()))
+            }
+            FindSpec::Tuple(_) if maps.is_some() => {
+                QueryResult::Scalar(rows.into_iter().next().map(to_map))
+            }
             FindSpec::Tuple(_) => QueryResult::Tuple(rows.into_iter().next()),
         })
     }
@@ -411,9 +557,15 @@ impl Query {
         let mut vars = Vec::new();
         for f in self.find.iter() {
             match f {
-                Find::Var(v) | Find::Agg { var: v, .. } | Find::Pull { var: v, .. } => vars.push(*v),
+                Find::Var(v) | Find::Agg { var: v, .. } | Find::Pull { var: v, .. } => {
+                    vars.push(*v)
+                }
             }
-            if let Find::Pull { pattern: PullPat::Input(p), .. } = f {
+            if let Find::Pull {
+                pattern: PullPat::Input(p),
+                ..
+            } = f
+            {
                 vars.push(*p);
             }
         }
@@ -426,13 +578,22 @@ impl Query {
         uniq
     }
 
-    fn cell(&self, ctx: &Ctx<'_>, f: &Find, rel: &Rel, row: &[vev_core::Value], col: usize) -> Result<Edn, QueryError> {
+    fn cell(
+        &self,
+        ctx: &Ctx<'_>,
+        f: &Find,
+        rel: &Rel,
+        row: &[vev_core::Value],
+        col: usize,
+    ) -> Result<Edn, QueryError> {
         match f {
             Find::Var(_) | Find::Agg { .. } => Ok(row[col].to_edn()),
             Find::Pull { src, pattern, .. } => {
-                let source = ctx.sources.get(*src).copied().flatten().ok_or_else(|| QueryError::UnknownSource {
-                    name: "$".to_owned(),
-                    span: None,
+                let source = ctx.sources.get(*src).copied().flatten().ok_or_else(|| {
+                    QueryError::UnknownSource {
+                        name: "$".to_owned(),
+                        span: None,
+                    }
                 })?;
                 let pattern = match pattern {
                     PullPat::Fixed(p) => p.clone(),
@@ -451,11 +612,16 @@ impl Query {
 
     fn aggregate(&self, ctx: &Ctx<'_>, rel: &Rel) -> Result<Vec<Vec<Edn>>, QueryError> {
         // Group by the non-aggregate elements, in first-seen order.
-        let key_elems: Vec<usize> = (0..self.find.len()).filter(|i| !matches!(self.find[*i], Find::Agg { .. })).collect();
+        let key_elems: Vec<usize> = (0..self.find.len())
+            .filter(|i| !matches!(self.find[*i], Find::Agg { .. }))
+            .collect();
         let var_of = |f: &Find| match f {
             Find::Var(v) | Find::Agg { var: v, .. } | Find::Pull { var: v, .. } => *v,
         };
-        let key_cols: Vec<usize> = key_elems.iter().map(|i| rel.col(var_of(&self.find[*i])).expect("bound")).collect();
+        let key_cols: Vec<usize> = key_elems
+            .iter()
+            .map(|i| rel.col(var_of(&self.find[*i])).expect("bound"))
+            .collect();
         let mut groups: Vec<(Vec<vev_core::Value>, Vec<usize>)> = Vec::new();
         let mut index: HashMap<Vec<vev_core::Value>, usize> = HashMap::new();
         for (r, row) in rel.rows().enumerate() {
@@ -486,6 +652,164 @@ impl Query {
     }
 }
 
+/// A collection of tuples given as a source, as values.
+fn collection_of_tuples(edn: &Edn) -> Option<Vec<Vec<vev_core::Value>>> {
+    let items: Vec<&Edn> = match edn {
+        Edn::Vector(v) | Edn::List(v) => v.iter().collect(),
+        Edn::Set(s) => s.iter().collect(),
+        _ => return None,
+    };
+    items
+        .into_iter()
+        .map(|t| match t {
+            Edn::Vector(v) | Edn::List(v) => Some(v.iter().map(edn_to_value).collect()),
+            _ => None,
+        })
+        .collect()
+}
+
+/// The span of a find element.
+fn f_span(ast: &ast::Query, f: &Find, all: &[Find]) -> vev_edn::Span {
+    let i = all.iter().position(|x| std::ptr::eq(x, f)).unwrap_or(0);
+    ast.find.elems().get(i).map_or(ast.span, |e| e.span())
+}
+
+/// The variables some clause of the list (or an input) can bind.
+fn bindable_vars(clauses: &[CClause], inputs: &HashSet<VarId>) -> HashSet<VarId> {
+    let mut out = inputs.clone();
+    for c in clauses {
+        match c {
+            CClause::Pred { .. } | CClause::Not { .. } => {}
+            CClause::Fn { binding, .. } => out.extend(binding.vars()),
+            other => out.extend(other.vars()),
+        }
+    }
+    out
+}
+
+/// Checks that do not depend on the data: every predicate and function argument, `not`
+/// variable and `not-join`/`or-join` required variable can be bound; `or` branches use the
+/// same variables; rule calls have their rule's arity.
+fn check_bindings(
+    scope: &Scope,
+    clauses: &[CClause],
+    outer: &HashSet<VarId>,
+    rules: &RuleSet,
+) -> Result<(), QueryError> {
+    let bindable = bindable_vars(clauses, outer);
+    let unbound = |v: VarId, context: &'static str, span| QueryError::UnboundVariable {
+        var: scope.name(v).to_owned(),
+        context,
+        span: Some(span),
+    };
+    for c in clauses {
+        match c {
+            CClause::Pred { args, span, .. } | CClause::Fn { args, span, .. } => {
+                for a in args {
+                    if let crate::compile::CArg::Var(v) = a {
+                        if !bindable.contains(v) {
+                            let context = if matches!(c, CClause::Pred { .. }) {
+                                "in predicate"
+                            } else {
+                                "in function call"
+                            };
+                            return Err(unbound(*v, context, *span));
+                        }
+                    }
+                }
+            }
+            CClause::Not {
+                join,
+                clauses: inner,
+                span,
+                ..
+            } => {
+                let vars = c.vars();
+                match join {
+                    Some(j) => {
+                        if let Some(v) = j.iter().find(|v| !bindable.contains(v)) {
+                            return Err(unbound(
+                                *v,
+                                "in not-join: the query never binds it",
+                                *span,
+                            ));
+                        }
+                    }
+                    None => {
+                        if !vars.iter().any(|v| bindable.contains(v)) {
+                            if let Some(v) = vars.first() {
+                                return Err(unbound(
+                                    *v,
+                                    "in not clause: none of its variables is bound outside it",
+                                    *span,
+                                ));
+                            }
+                        }
+                    }
+                }
+                check_bindings(scope, inner, &bindable, rules)?;
+            }
+            CClause::Or {
+                join,
+                branches,
+                span,
+                ..
+            } => {
+                if let Some((req, _)) = join {
+                    if let Some(v) = req.iter().find(|v| !bindable.contains(v)) {
+                        return Err(unbound(*v, "in or-join's required variables", *span));
+                    }
+                } else {
+                    let sets: Vec<std::collections::BTreeSet<VarId>> = branches
+                        .iter()
+                        .map(|b| b.iter().flat_map(|c| c.vars()).collect())
+                        .collect();
+                    if let Some(diff) = sets.iter().find(|s| **s != sets[0]) {
+                        let v = diff
+                            .symmetric_difference(&sets[0])
+                            .next()
+                            .copied()
+                            .unwrap_or_default();
+                        return Err(QueryError::Invalid {
+                            message: format!(
+                                "every branch of or must use the same variables, but {} is not in all of them",
+                                scope.name(v)
+                            ),
+                            span: Some(*span),
+                        });
+                    }
+                }
+                for b in branches {
+                    check_bindings(scope, b, &bindable, rules)?;
+                }
+            }
+            CClause::Rule {
+                name, args, span, ..
+            } => {
+                if let Some(expected) = rules.arity(name) {
+                    if expected != args.len() {
+                        return Err(QueryError::RuleArity {
+                            rule: name.to_string(),
+                            given: args.len(),
+                            expected,
+                            span: Some(*span),
+                        });
+                    }
+                }
+            }
+            CClause::Pattern { .. } => {}
+        }
+    }
+    Ok(())
+}
+
+/// The variable a find element reads.
+fn find_var(f: &Find) -> VarId {
+    match f {
+        Find::Var(v) | Find::Agg { var: v, .. } | Find::Pull { var: v, .. } => *v,
+    }
+}
+
 fn input_name(i: &ast::Input) -> String {
     match i {
         ast::Input::Src(s, _) => s.name().to_owned(),
@@ -501,9 +825,13 @@ fn binding_text(b: &ast::Binding) -> String {
     };
     match b {
         ast::Binding::Scalar(v) => v.name().to_owned(),
-        ast::Binding::Tuple(es) => format!("[{}]", es.iter().map(elem).collect::<Vec<_>>().join(" ")),
+        ast::Binding::Tuple(es) => {
+            format!("[{}]", es.iter().map(elem).collect::<Vec<_>>().join(" "))
+        }
         ast::Binding::Coll(e) => format!("[{} ...]", elem(e)),
-        ast::Binding::Rel(es) => format!("[[{}]]", es.iter().map(elem).collect::<Vec<_>>().join(" ")),
+        ast::Binding::Rel(es) => {
+            format!("[[{}]]", es.iter().map(elem).collect::<Vec<_>>().join(" "))
+        }
     }
 }
 
@@ -518,7 +846,14 @@ fn bind_input(
     let shape_err = |expected: &'static str| QueryError::InputShape {
         name: match binding {
             CBinding::Scalar(v) => scope.name(*v).to_owned(),
-            other => format!("{:?}", other.vars().iter().map(|v| scope.name(*v)).collect::<Vec<_>>()),
+            other => format!(
+                "{:?}",
+                other
+                    .vars()
+                    .iter()
+                    .map(|v| scope.name(*v))
+                    .collect::<Vec<_>>()
+            ),
         },
         expected,
         got: edn.to_string(),
@@ -535,12 +870,20 @@ fn bind_input(
         if items.len() != vars.len() {
             return None;
         }
-        Some(vars.iter().zip(items).filter_map(|(v, x)| v.map(|v| (v, edn_to_value(&x)))).collect())
+        Some(
+            vars.iter()
+                .zip(items)
+                .filter_map(|(v, x)| v.map(|v| (v, edn_to_value(&x))))
+                .collect(),
+        )
     };
     let rel_of = |vars: Vec<VarId>, rows: Vec<Vec<(VarId, vev_core::Value)>>| -> Rel {
         let mut rel = Rel::empty(vars.clone());
         for row in rows {
-            let vals: Vec<vev_core::Value> = vars.iter().map(|v| row.iter().find(|(x, _)| x == v).expect("bound").1.clone()).collect();
+            let vals: Vec<vev_core::Value> = vars
+                .iter()
+                .map(|v| row.iter().find(|(x, _)| x == v).expect("bound").1.clone())
+                .collect();
             rel.push_row(&vals);
         }
         rel.dedup()
@@ -555,7 +898,8 @@ fn bind_input(
             Ok(rel)
         }
         CBinding::Tuple(vars) => {
-            let row = tuple_row(vars, edn).ok_or_else(|| shape_err("a tuple of matching length"))?;
+            let row =
+                tuple_row(vars, edn).ok_or_else(|| shape_err("a tuple of matching length"))?;
             for (v, x) in &row {
                 consts.insert(*v, x.clone());
             }
@@ -564,7 +908,10 @@ fn bind_input(
         CBinding::Coll(var) => {
             let items = seq(edn).ok_or_else(|| shape_err("a collection"))?;
             let vars: Vec<VarId> = var.iter().copied().collect();
-            let rows = items.iter().map(|x| var.map(|v| vec![(v, edn_to_value(x))]).unwrap_or_default()).collect();
+            let rows = items
+                .iter()
+                .map(|x| var.map(|v| vec![(v, edn_to_value(x))]).unwrap_or_default())
+                .collect();
             let mut rel = rel_of(vars, rows);
             if var.is_none() {
                 rel.len = usize::from(!items.is_empty());
@@ -575,7 +922,10 @@ fn bind_input(
             let items = seq(edn).ok_or_else(|| shape_err("a collection of tuples"))?;
             let rows = items
                 .iter()
-                .map(|x| tuple_row(vars, x).ok_or_else(|| shape_err("a collection of tuples of matching length")))
+                .map(|x| {
+                    tuple_row(vars, x)
+                        .ok_or_else(|| shape_err("a collection of tuples of matching length"))
+                })
                 .collect::<Result<Vec<_>, _>>()?;
             Ok(rel_of(vars.iter().flatten().copied().collect(), rows))
         }

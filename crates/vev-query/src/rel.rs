@@ -69,7 +69,13 @@ impl RowIndex {
     }
 
     /// The row of `rel` whose `cols` equal `probe_cols` of `probe`, if any.
-    pub fn find(&self, rel: &Rel, cols: &[usize], probe: &[Value], probe_cols: &[usize]) -> Option<usize> {
+    pub fn find(
+        &self,
+        rel: &Rel,
+        cols: &[usize],
+        probe: &[Value],
+        probe_cols: &[usize],
+    ) -> Option<usize> {
         let mut h = self.state.build_hasher();
         for c in probe_cols {
             probe[*c].hash(&mut h);
@@ -78,7 +84,9 @@ impl RowIndex {
         self.table
             .find(hash, |j| {
                 let row = rel.row(*j);
-                cols.iter().zip(probe_cols).all(|(a, b)| row[*a] == probe[*b])
+                cols.iter()
+                    .zip(probe_cols)
+                    .all(|(a, b)| row[*a] == probe[*b])
             })
             .copied()
     }

@@ -40,13 +40,18 @@ pub(crate) struct RuleSet {
 }
 
 impl RuleSet {
-    pub fn compile(rules: &[ast::Rule], sources: &HashMap<Symbol, usize>) -> Result<RuleSet, QueryError> {
+    pub fn compile(
+        rules: &[ast::Rule],
+        sources: &HashMap<Symbol, usize>,
+    ) -> Result<RuleSet, QueryError> {
         let mut set = RuleSet::default();
         for r in rules {
             let mut c = Compiler::new(sources);
             let head: Vec<VarId> = r.vars.all().map(|v| c.scope.var(v)).collect();
             let clauses = c.clauses(&r.clauses)?;
-            let nested_calls = clauses.iter().any(|cl| matches!(cl, CClause::Not { .. } | CClause::Or { .. }) && has_rule_call(cl));
+            let nested_calls = clauses.iter().any(|cl| {
+                matches!(cl, CClause::Not { .. } | CClause::Or { .. }) && has_rule_call(cl)
+            });
             let branches = set.rules.entry(r.name.clone()).or_default();
             if let Some(first) = branches.first() {
                 if first.head.len() != head.len() {
@@ -69,13 +74,27 @@ impl RuleSet {
         Ok(set)
     }
 
+    pub fn arity(&self, name: &Symbol) -> Option<usize> {
+        self.rules
+            .get(name)
+            .and_then(|b| b.first())
+            .map(|r| r.head.len())
+    }
+
+    pub fn iter(&self) -> impl Iterator<Item = (&Symbol, &Vec<CRule>)> {
+        self.rules.iter()
+    }
+
     pub fn contains(&self, name: &Symbol) -> bool {
         self.rules.contains_key(name)
     }
 
     /// Whether the call binds every required head variable (unknown rules report later).
     pub fn required_bound(&self, name: &Symbol, args: &[CArg], rel: &Rel) -> bool {
-        let required = self.rules.get(name).map_or(0, |b| b.iter().map(|r| r.required).max().unwrap_or(0));
+        let required = self
+            .rules
+            .get(name)
+            .map_or(0, |b| b.iter().map(|r| r.required).max().unwrap_or(0));
         args.iter().take(required).all(|a| match a {
             CArg::Var(v) => rel.has(*v),
             CArg::Blank => false,
@@ -172,7 +191,8 @@ impl Rows {
         let w = self.cols.len();
         let ids = self.ids(mode);
         let mut rel = Rel::empty(vars);
-        rel.data.extend_from_slice(&self.rel.data[ids.start * w..ids.end * w]);
+        rel.data
+            .extend_from_slice(&self.rel.data[ids.start * w..ids.end * w]);
         rel.len = ids.len();
         rel.distinct = true;
         rel
@@ -231,7 +251,9 @@ impl Table {
     /// The answers whose bound values equal `key`, within the part `mode` names.
     fn answers<'t>(&'t self, key: &[Value], mode: Mode) -> impl Iterator<Item = &'t [Value]> + 't {
         let probe_cols: Vec<usize> = (0..key.len()).collect();
-        let head = self.by_key.find(&self.answers.rel, &self.bound, key, &probe_cols);
+        let head = self
+            .by_key
+            .find(&self.answers.rel, &self.bound, key, &probe_cols);
         let ids = self.answers.ids(mode);
         let mut at = head.unwrap_or(usize::MAX);
         std::iter::from_fn(move || loop {
@@ -269,11 +291,19 @@ pub(crate) fn call(
     clause: &CClause,
 ) -> Result<Rel, QueryError> {
     let Some(branches) = ctx.rules.rules.get(name) else {
-        return Err(QueryError::UnknownRule { rule: name.to_string(), span: Some(span) });
+        return Err(QueryError::UnknownRule {
+            rule: name.to_string(),
+            span: Some(span),
+        });
     };
     let arity = branches[0].head.len();
     if args.len() != arity {
-        return Err(QueryError::RuleArity { rule: name.to_string(), given: args.len(), expected: arity, span: Some(span) });
+        return Err(QueryError::RuleArity {
+            rule: name.to_string(),
+            given: args.len(),
+            expected: arity,
+            span: Some(span),
+        });
     }
     let mut bound: Vec<bool> = args
         .iter()
@@ -284,7 +314,12 @@ pub(crate) fn call(
         })
         .collect();
     let unseeded = match env.tables {
-        Some(t) => t.borrow().unseeded && !args.iter().any(|a| matches!(a, CArg::Const(_) | CArg::Src(_))),
+        Some(t) => {
+            t.borrow().unseeded
+                && !args
+                    .iter()
+                    .any(|a| matches!(a, CArg::Const(_) | CArg::Src(_)))
+        }
         None => !bound.iter().any(|b| *b),
     };
     let join_by_hash = unseeded && bound.iter().any(|b| *b);
@@ -315,13 +350,19 @@ pub(crate) fn call(
     let (tables, mode) = match env.tables {
         Some(t) => (t, site_mode(env, clause)),
         None => {
-            owned = RefCell::new(Tables { unseeded, ..Tables::default() });
+            owned = RefCell::new(Tables {
+                unseeded,
+                ..Tables::default()
+            });
             (&owned, Mode::All)
         }
     };
     {
         let mut t = tables.borrow_mut();
-        let table = t.tables.entry(key.clone()).or_insert_with(|| Table::new(arity, bound_pos.clone()));
+        let table = t
+            .tables
+            .entry(key.clone())
+            .or_insert_with(|| Table::new(arity, bound_pos.clone()));
         let mut probe = Vec::with_capacity(bound_pos.len());
         for row in rel.rows() {
             key_into(row, &mut probe);
@@ -333,7 +374,12 @@ pub(crate) fn call(
     }
 
     if join_by_hash {
-        return Ok(hash_join_answers(&tables.borrow().tables[&key], &rel, args, mode));
+        return Ok(hash_join_answers(
+            &tables.borrow().tables[&key],
+            &rel,
+            args,
+            mode,
+        ));
     }
     // Join: each row with the answers for its key.
     let mut new_vars: Vec<VarId> = Vec::new();
@@ -344,7 +390,10 @@ pub(crate) fn call(
             if rel.has(*v) {
                 continue;
             }
-            if let Some(first) = args[..p].iter().position(|x| matches!(x, CArg::Var(w) if w == v)) {
+            if let Some(first) = args[..p]
+                .iter()
+                .position(|x| matches!(x, CArg::Var(w) if w == v))
+            {
                 eq_pos.push((p, first));
                 continue;
             }
@@ -355,7 +404,8 @@ pub(crate) fn call(
     let mut vars = rel.vars.clone();
     vars.extend(new_vars.iter().copied());
     let mut out = Rel::empty(vars);
-    out.distinct = rel.distinct && eq_pos.is_empty() && !args.iter().any(|a| matches!(a, CArg::Blank));
+    out.distinct =
+        rel.distinct && eq_pos.is_empty() && !args.iter().any(|a| matches!(a, CArg::Blank));
     let t = tables.borrow();
     let table = &t.tables[&key];
     let mut buf = Vec::with_capacity(out.width());
@@ -460,7 +510,14 @@ fn fixpoint(ctx: &Ctx<'_>, tables: &RefCell<Tables>) -> Result<(), QueryError> {
                     }
                 } else {
                     if seeds_delta.len > 0 {
-                        found.push(run_body(ctx, tables, key, branch, &seeds_delta, Pass::Seeds)?);
+                        found.push(run_body(
+                            ctx,
+                            tables,
+                            key,
+                            branch,
+                            &seeds_delta,
+                            Pass::Seeds,
+                        )?);
                     }
                     let sites: Vec<&Symbol> = branch
                         .clauses
@@ -472,7 +529,14 @@ fn fixpoint(ctx: &Ctx<'_>, tables: &RefCell<Tables>) -> Result<(), QueryError> {
                         .collect();
                     for (d, callee) in sites.iter().enumerate() {
                         if delta_rules.contains(*callee) && seeds_old.len > 0 {
-                            found.push(run_body(ctx, tables, key, branch, &seeds_old, Pass::Site(d))?);
+                            found.push(run_body(
+                                ctx,
+                                tables,
+                                key,
+                                branch,
+                                &seeds_old,
+                                Pass::Site(d),
+                            )?);
                         }
                     }
                 }
@@ -561,7 +625,11 @@ fn run_body(
             span: None,
         });
     }
-    let cols: Vec<usize> = branch.head.iter().map(|v| result.col(*v).expect("checked")).collect();
+    let cols: Vec<usize> = branch
+        .head
+        .iter()
+        .map(|v| result.col(*v).expect("checked"))
+        .collect();
     out.data.reserve(result.len * arity);
     for r in result.rows() {
         out.data.extend(cols.iter().map(|c| r[*c].clone()));

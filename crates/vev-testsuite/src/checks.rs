@@ -114,7 +114,13 @@ pub fn check(run: &Run, db: &Db, c: &Edn) -> Result<(), String> {
             }
         }
         "q" => check_query(run, db, arg(0)?, arg(1)?, Ok(arg(2)?)),
-        "q-error" => check_query(run, db, arg(0)?, arg(1)?, Err(keyword_of(arg(2)?)?.as_str())),
+        "q-error" => check_query(
+            run,
+            db,
+            arg(0)?,
+            arg(1)?,
+            Err(keyword_of(arg(2)?)?.as_str()),
+        ),
         "pull" => {
             let pattern = subst(run, db, arg(0)?)?;
             let e = resolve(run, db, arg(1)?)?;
@@ -141,10 +147,27 @@ pub fn check(run: &Run, db: &Db, c: &Edn) -> Result<(), String> {
 /// Replace every `#e ref` (an entity reference of the case format) by the entity's id.
 pub fn subst(run: &Run, db: &Db, x: &Edn) -> Result<Edn, String> {
     Ok(match x {
-        Edn::Tagged(tag, inner) if tag.as_str() == "e" => Edn::Integer(resolve(run, db, inner)? as i64),
-        Edn::Vector(items) => Edn::Vector(items.iter().map(|i| subst(run, db, i)).collect::<Result<_, _>>()?),
-        Edn::List(items) => Edn::List(items.iter().map(|i| subst(run, db, i)).collect::<Result<_, _>>()?),
-        Edn::Set(items) => Edn::Set(items.iter().map(|i| subst(run, db, i)).collect::<Result<_, _>>()?),
+        Edn::Tagged(tag, inner) if tag.as_str() == "e" => {
+            Edn::Integer(resolve(run, db, inner)? as i64)
+        }
+        Edn::Vector(items) => Edn::Vector(
+            items
+                .iter()
+                .map(|i| subst(run, db, i))
+                .collect::<Result<_, _>>()?,
+        ),
+        Edn::List(items) => Edn::List(
+            items
+                .iter()
+                .map(|i| subst(run, db, i))
+                .collect::<Result<_, _>>()?,
+        ),
+        Edn::Set(items) => Edn::Set(
+            items
+                .iter()
+                .map(|i| subst(run, db, i))
+                .collect::<Result<_, _>>()?,
+        ),
         Edn::Map(m) => Edn::Map(
             m.iter()
                 .map(|(k, v)| Ok((subst(run, db, k)?, subst(run, db, v)?)))
@@ -157,7 +180,13 @@ pub fn subst(run: &Run, db: &Db, x: &Edn) -> Result<Edn, String> {
 /// `[:q query [inputs] expected]` and `[:q-error query [inputs] :code]`. The symbol `$` among
 /// the inputs is the database under check; an expected set matches a collection result in
 /// any order.
-fn check_query(run: &Run, db: &Db, query: &Edn, inputs: &Edn, want: Result<&Edn, &str>) -> Result<(), String> {
+fn check_query(
+    run: &Run,
+    db: &Db,
+    query: &Edn,
+    inputs: &Edn,
+    want: Result<&Edn, &str>,
+) -> Result<(), String> {
     let query = subst(run, db, query)?.to_string();
     let inputs = inputs.as_seq().ok_or("query inputs are a vector")?;
     let values: Vec<Option<Edn>> = inputs
@@ -174,7 +203,8 @@ fn check_query(run: &Run, db: &Db, query: &Edn, inputs: &Edn, want: Result<&Edn,
             Some(e) => vev::Input::Edn(e),
         })
         .collect();
-    let result = vev::Query::parse(&query).and_then(|q| q.run(&args, &vev::QueryOptions::default()));
+    let result =
+        vev::Query::parse(&query).and_then(|q| q.run(&args, &vev::QueryOptions::default()));
     match (result, want) {
         (Ok(got), Ok(want)) => {
             let want = subst(run, db, want)?;
@@ -184,7 +214,10 @@ fn check_query(run: &Run, db: &Db, query: &Edn, inputs: &Edn, want: Result<&Edn,
             };
             expect_eq(&got, &want)
         }
-        (Ok(got), Err(code)) => Err(format!("query returned {}, expected error {code}", got.to_edn())),
+        (Ok(got), Err(code)) => Err(format!(
+            "query returned {}, expected error {code}",
+            got.to_edn()
+        )),
         (Err(e), Ok(_)) => Err(format!("query failed: [{}] {e}", e.code())),
         (Err(e), Err(code)) if e.code() == code => Ok(()),
         (Err(e), Err(code)) => Err(format!("expected {code}, got [{}] {e}", e.code())),
