@@ -187,7 +187,11 @@ fn check_query(
     inputs: &Edn,
     want: Result<&Edn, &str>,
 ) -> Result<(), String> {
-    let query = subst(run, db, query)?.to_string();
+    // A string is the query's raw text (so that reader errors can be checked).
+    let query = match query {
+        Edn::String(text) => text.clone(),
+        other => subst(run, db, other)?.to_string(),
+    };
     let inputs = inputs.as_seq().ok_or("query inputs are a vector")?;
     let values: Vec<Option<Edn>> = inputs
         .iter()
