@@ -351,6 +351,14 @@ impl<'a> Ctx<'a> {
         if picked.is_empty() {
             return Ok(None);
         }
+        // With many rows, a scan of a member's whole attribute (to hash-join) is cheaper than
+        // a random visit to every row's entity.
+        let small = |a: u64| {
+            source.count_estimate(vev_core::IndexOrder::Aevt, &[Component::Entity(a)]) < rel.len * 8
+        };
+        if rel.len >= 64 && members.iter().any(|(a, _)| small(*a)) {
+            return Ok(None);
+        }
         Ok(Some((Star::new(source, e_col, members), picked)))
     }
 
@@ -475,6 +483,51 @@ impl<'a> Ctx<'a> {
         }
     }
 
+    /// When the rows would each look up a pattern whose whole match is small next to the
+    /// number of rows, scan it once instead (to hash-join): sequential leaves beat a random
+    /// descent per row. Only when every value the rows supply for e, a or tx is an entity id,
+    /// so that equality is exact.
+    fn scan_for_hash_join(
+        &self,
+        env: &Env<'_>,
+        rel: &Rel,
+        terms: &[CTerm; 5],
+        span: vev_edn::Span,
+        source: &'a dyn Source,
+        remaining: &[&CClause],
+    ) -> Result<Option<(Rel, String)>, QueryError> {
+        if self.limits.naive || rel.len < 64 {
+            return Ok(None);
+        }
+        let mut bound_any = false;
+        for (pos, t) in terms.iter().enumerate() {
+            if let CTerm::Var(v) = t {
+                if let Some(col) = rel.col(*v) {
+                    bound_any = true;
+                    let exact = match pos {
+                        0 | 1 | 3 => rel.rows().take(8).all(|r| matches!(r[col], Value::Ref(_))),
+                        _ => false,
+                    };
+                    if !exact {
+                        return Ok(None);
+                    }
+                }
+            }
+        }
+        if !bound_any {
+            return Ok(None);
+        }
+        let unit = Rel::unit();
+        let mut all = Prepared::new(source, terms, &unit, span)?;
+        all.range = value_range(env, terms, &unit, remaining).filter(|r| all.range_fits(r));
+        let scan_rows = all.estimate(&unit)?;
+        if scan_rows > rel.len as f64 * 8.0 {
+            return Ok(None);
+        }
+        let index = all.index_name();
+        Ok(Some((all.join(&unit, |n| self.check(n))?, index)))
+    }
+
     /// The collection a pattern's source names, if it is one.
     fn collection(&self, env: &Env<'_>, src: Option<usize>) -> Option<&Vec<Vec<Value>>> {
         let idx = src.or(env.default_src)?;
@@ -547,6 +600,13 @@ impl<'a> Ctx<'a> {
                 } else {
                     None
                 };
+                if let Some((all, index)) =
+                    self.scan_for_hash_join(env, &rel, terms, *span, source, remaining)?
+                {
+                    let out = rel.join(&all);
+                    self.record(env, c, format!("hash join over {index}"), est, out.len);
+                    return Ok(out);
+                }
                 let out = p.join(&rel, |n| self.check(n))?;
                 self.record(env, c, p.index_name(), est, out.len);
                 Ok(out)

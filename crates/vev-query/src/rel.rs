@@ -230,12 +230,18 @@ impl Rel {
         out.distinct = self.distinct && other.distinct;
         let self_cols: Vec<usize> = shared.iter().map(|v| self.col(*v).unwrap()).collect();
         let other_cols: Vec<usize> = shared.iter().map(|v| other.col(*v).unwrap()).collect();
-        // Index `other` by its shared columns: each key maps to a chain of rows.
-        let mut index = RowIndex::with_capacity(other.len);
-        let mut next: Vec<usize> = vec![usize::MAX; other.len];
-        let mut last: Vec<usize> = vec![usize::MAX; other.len];
-        for i in 0..other.len {
-            let (head, inserted) = index.insert(other, &other_cols, i);
+        // Index the smaller side by its shared columns (each key chains its rows), probe
+        // with the other; output rows are always `self` then `other`'s extra columns.
+        let (build, build_cols, probe, probe_cols) = if other.len <= self.len {
+            (other, &other_cols, self, &self_cols)
+        } else {
+            (self, &self_cols, other, &other_cols)
+        };
+        let mut index = RowIndex::with_capacity(build.len);
+        let mut next: Vec<usize> = vec![usize::MAX; build.len];
+        let mut last: Vec<usize> = vec![usize::MAX; build.len];
+        for i in 0..build.len {
+            let (head, inserted) = index.insert(build, build_cols, i);
             if !inserted {
                 let tail = last[head];
                 next[tail] = i;
@@ -244,12 +250,18 @@ impl Rel {
                 last[i] = i;
             }
         }
-        for lrow in self.rows() {
-            let Some(mut j) = index.find(other, &other_cols, lrow, &self_cols) else {
+        let build_is_other = std::ptr::eq(build, other);
+        for prow in probe.rows() {
+            let Some(mut j) = index.find(build, build_cols, prow, probe_cols) else {
                 continue;
             };
             loop {
-                let rrow = other.row(j);
+                let brow = build.row(j);
+                let (lrow, rrow) = if build_is_other {
+                    (prow, brow)
+                } else {
+                    (brow, prow)
+                };
                 out.data.extend_from_slice(lrow);
                 out.data.extend(extra.iter().map(|c| rrow[*c].clone()));
                 out.len += 1;

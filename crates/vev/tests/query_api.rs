@@ -28,16 +28,29 @@ fn edn(s: &str) -> Edn {
 #[test]
 fn prepared_query_runs_on_newer_databases_with_new_inputs() {
     let conn = people(100);
-    let q = Query::parse("[:find (count ?e) . :in $ ?min :where [?e :age ?a] [(>= ?a ?min)]]").unwrap();
+    let q =
+        Query::parse("[:find (count ?e) . :in $ ?min :where [?e :age ?a] [(>= ?a ?min)]]").unwrap();
     let opts = QueryOptions::default();
     let db1 = conn.db();
-    assert_eq!(db1.q_prepared(&q, &[Edn::Integer(40)], &opts).unwrap(), QueryResult::Scalar(Some(Edn::Integer(20))));
-    assert_eq!(db1.q_prepared(&q, &[Edn::Integer(0)], &opts).unwrap(), QueryResult::Scalar(Some(Edn::Integer(100))));
+    assert_eq!(
+        db1.q_prepared(&q, &[Edn::Integer(40)], &opts).unwrap(),
+        QueryResult::Scalar(Some(Edn::Integer(20)))
+    );
+    assert_eq!(
+        db1.q_prepared(&q, &[Edn::Integer(0)], &opts).unwrap(),
+        QueryResult::Scalar(Some(Edn::Integer(100)))
+    );
     conn.transact_edn(r#"[{:name "new" :age 45}]"#).unwrap();
     let db2 = conn.db();
-    assert_eq!(db2.q_prepared(&q, &[Edn::Integer(40)], &opts).unwrap(), QueryResult::Scalar(Some(Edn::Integer(21))));
+    assert_eq!(
+        db2.q_prepared(&q, &[Edn::Integer(40)], &opts).unwrap(),
+        QueryResult::Scalar(Some(Edn::Integer(21)))
+    );
     // The old value is unchanged.
-    assert_eq!(db1.q_prepared(&q, &[Edn::Integer(40)], &opts).unwrap(), QueryResult::Scalar(Some(Edn::Integer(20))));
+    assert_eq!(
+        db1.q_prepared(&q, &[Edn::Integer(40)], &opts).unwrap(),
+        QueryResult::Scalar(Some(Edn::Integer(20)))
+    );
 }
 
 #[test]
@@ -46,7 +59,9 @@ fn explain_names_clause_order_indexes_and_row_counts() {
     let db = conn.db();
     // Written with the unselective clause first: the plan must start from the selective one.
     let q = Query::parse(r#"[:find ?a :where [?e :age ?a] [?e :name "p7"]]"#).unwrap();
-    let (result, plan) = q.explain(&[Input::Db(&db)], &QueryOptions::default()).unwrap();
+    let (result, plan) = q
+        .explain(&[Input::Db(&db)], &QueryOptions::default())
+        .unwrap();
     assert_eq!(result, QueryResult::Rel(vec![vec![Edn::Integer(7)]]));
     assert_eq!(plan.len(), 2, "{plan:?}");
     assert_eq!(plan[0].clause, r#"[?e :name "p7"]"#);
@@ -55,7 +70,9 @@ fn explain_names_clause_order_indexes_and_row_counts() {
     assert_eq!(plan[0].actual_rows, 1);
     assert_eq!(plan[1].actual_rows, 1);
     // Run again: the plan is reused while the statistics hold.
-    let (_, again) = q.explain(&[Input::Db(&db)], &QueryOptions::default()).unwrap();
+    let (_, again) = q
+        .explain(&[Input::Db(&db)], &QueryOptions::default())
+        .unwrap();
     assert!(again[0].method.ends_with("(cached plan)"), "{again:?}");
 }
 
@@ -65,7 +82,12 @@ fn predicate_on_a_scalar_input_becomes_a_range_scan() {
     let db = conn.db();
     let q = Query::parse("[:find ?e :in $ ?min :where [?e :age ?a] [(> ?a ?min)]]").unwrap();
     let min = Edn::Integer(45);
-    let (result, plan) = q.explain(&[Input::Db(&db), Input::Edn(&min)], &QueryOptions::default()).unwrap();
+    let (result, plan) = q
+        .explain(
+            &[Input::Db(&db), Input::Edn(&min)],
+            &QueryOptions::default(),
+        )
+        .unwrap();
     assert_eq!(result.len(), 8);
     assert!(plan[0].method.contains("range"), "{plan:?}");
     assert_eq!(plan[0].actual_rows, 8);
@@ -77,7 +99,10 @@ fn row_limit_stops_with_a_typed_error() {
     let db = conn.db();
     let q = Query::parse("[:find ?e ?f :where [?e :age ?a] [?f :age ?b]]").unwrap();
     let opts = QueryOptions {
-        limits: Limits { max_rows: Some(1000), ..Limits::default() },
+        limits: Limits {
+            max_rows: Some(1000),
+            ..Limits::default()
+        },
         ..QueryOptions::default()
     };
     let err = db.q_prepared(&q, &[], &opts).unwrap_err();
@@ -91,7 +116,10 @@ fn time_limit_stops_with_a_typed_error() {
     // A cross product of 4,000,000 rows takes far longer than a millisecond.
     let q = Query::parse("[:find (count ?e) . :where [?e :age ?a] [?f :age ?b]]").unwrap();
     let opts = QueryOptions {
-        limits: Limits { timeout: Some(Duration::from_millis(1)), ..Limits::default() },
+        limits: Limits {
+            timeout: Some(Duration::from_millis(1)),
+            ..Limits::default()
+        },
         ..QueryOptions::default()
     };
     let err = db.q_prepared(&q, &[], &opts).unwrap_err();
@@ -107,17 +135,30 @@ fn user_functions_predicates_and_aggregates() {
         [Value::Long(n)] => Ok(Value::Long(n * 2)),
         other => Err(format!("expects one long, got {other:?}")),
     });
-    opts.registry.register_fn("my/small?", |args| Ok(Value::Boolean(matches!(args, [Value::Long(n)] if *n < 3))));
+    opts.registry.register_fn("my/small?", |args| {
+        Ok(Value::Boolean(matches!(args, [Value::Long(n)] if *n < 3)))
+    });
     opts.registry.register_aggregate("my/product", |vals| {
-        Ok(Value::Long(vals.iter().filter_map(Value::as_long).product()))
+        Ok(Value::Long(
+            vals.iter().filter_map(Value::as_long).product(),
+        ))
     });
     let q = Query::parse("[:find (my/product ?d) . :where [_ :age ?a] [(my/small? ?a)] [(my/double ?a) ?d] [(> ?d 0)]]").unwrap();
     // Ages 0..10; small: 0, 1, 2; doubled 0, 2, 4; positive: 2, 4.
-    assert_eq!(db.q_prepared(&q, &[], &opts).unwrap(), QueryResult::Scalar(Some(Edn::Integer(8))));
+    assert_eq!(
+        db.q_prepared(&q, &[], &opts).unwrap(),
+        QueryResult::Scalar(Some(Edn::Integer(8)))
+    );
     let bad = Query::parse(r#"[:find ?d :where [_ :name ?n] [(my/double ?n) ?d]]"#).unwrap();
-    assert_eq!(db.q_prepared(&bad, &[], &opts).unwrap_err().code(), "query/type-error");
+    assert_eq!(
+        db.q_prepared(&bad, &[], &opts).unwrap_err().code(),
+        "query/type-error"
+    );
     let unknown = Query::parse("[:find ?d :where [_ :age ?a] [(nope/fn ?a) ?d]]").unwrap();
-    assert_eq!(db.q_prepared(&unknown, &[], &opts).unwrap_err().code(), "query/unknown-function");
+    assert_eq!(
+        db.q_prepared(&unknown, &[], &opts).unwrap_err().code(),
+        "query/unknown-function"
+    );
 }
 
 #[test]
@@ -129,10 +170,13 @@ fn two_databases_joined_in_one_query() {
             {:db/ident :age :db/valueType :db.type/long :db/cardinality :db.cardinality/one}]"#,
     )
     .unwrap();
-    b.transact_edn(r#"[{:label "x" :age 3} {:label "y" :age 30}]"#).unwrap();
+    b.transact_edn(r#"[{:label "x" :age 3} {:label "y" :age 30}]"#)
+        .unwrap();
     let (da, db) = (a.db(), b.db());
     let q = Query::parse("[:find ?n ?l :in $a $b :where [$a ?p :age ?x] [$a ?p :name ?n] [$b ?q :age ?x] [$b ?q :label ?l]]").unwrap();
-    let r = q.run(&[Input::Db(&da), Input::Db(&db)], &QueryOptions::default()).unwrap();
+    let r = q
+        .run(&[Input::Db(&da), Input::Db(&db)], &QueryOptions::default())
+        .unwrap();
     assert_eq!(r.to_edn(), edn(r#"#{["p3" "x"]}"#));
 }
 
@@ -141,9 +185,13 @@ fn wrong_inputs_are_typed_errors() {
     let conn = people(3);
     let db = conn.db();
     let q = Query::parse("[:find ?e :in $ [?a ...] :where [?e :age ?a]]").unwrap();
-    let err = db.q_prepared(&q, &[], &QueryOptions::default()).unwrap_err();
+    let err = db
+        .q_prepared(&q, &[], &QueryOptions::default())
+        .unwrap_err();
     assert_eq!(err.code(), "query/input-count");
-    let err = db.q_prepared(&q, &[Edn::Integer(1)], &QueryOptions::default()).unwrap_err();
+    let err = db
+        .q_prepared(&q, &[Edn::Integer(1)], &QueryOptions::default())
+        .unwrap_err();
     assert_eq!(err.code(), "query/input-shape");
     assert!(err.to_string().contains('1'), "{err}");
 }

@@ -30,10 +30,17 @@ fn edn(s: &str) -> Edn {
 fn smoke_join_predicate_aggregate_rule() {
     let conn = people();
     assert_eq!(
-        q(&conn, r#"[:find ?n ?a :where [?e :name ?n] [?e :age ?a] [(> ?a 25)]]"#, &[]),
+        q(
+            &conn,
+            r#"[:find ?n ?a :where [?e :name ?n] [?e :age ?a] [(> ?a 25)]]"#,
+            &[]
+        ),
         edn(r#"#{["Ivan" 30] ["Oleg" 40]}"#)
     );
-    assert_eq!(q(&conn, r#"[:find (sum ?a) . :where [_ :age ?a]]"#, &[]), edn("90"));
+    assert_eq!(
+        q(&conn, r#"[:find (sum ?a) . :where [_ :age ?a]]"#, &[]),
+        edn("90")
+    );
     assert_eq!(
         q(
             &conn,
@@ -46,11 +53,19 @@ fn smoke_join_predicate_aggregate_rule() {
         edn(r#"["Petr" "Oleg"]"#)
     );
     assert_eq!(
-        q(&conn, r#"[:find ?n :where [?e :name ?n] (not [?e :follows _])]"#, &[]),
+        q(
+            &conn,
+            r#"[:find ?n :where [?e :name ?n] (not [?e :follows _])]"#,
+            &[]
+        ),
         edn(r#"#{["Oleg"]}"#)
     );
     assert_eq!(
-        q(&conn, r#"[:find (pull ?e [:name {:follows [:name]}]) . :where [?e :name "Ivan"]]"#, &[]),
+        q(
+            &conn,
+            r#"[:find (pull ?e [:name {:follows [:name]}]) . :where [?e :name "Ivan"]]"#,
+            &[]
+        ),
         edn(r#"{:name "Ivan" :follows [{:name "Petr"}]}"#)
     );
 }
