@@ -32,7 +32,10 @@ pub fn run_vev(
             let (db, ids) = load(fixture.db(spec.db))?;
             loaded.push((spec.db, db, ids));
         }
-        let (_, db, ids) = loaded.iter().find(|(s, _, _)| *s == spec.db).expect("loaded above");
+        let (_, db, ids) = loaded
+            .iter()
+            .find(|(s, _, _)| *s == spec.db)
+            .expect("loaded above");
         eprintln!("vev: {}", spec.name);
         let timing = match &spec.form {
             QueryForm::Query { text, inputs } => {
@@ -45,19 +48,27 @@ pub fn run_vev(
                 measure(
                     cfg,
                     spec.name,
-                    || Ok(db.q_prepared(&query, &args, &opts).map_err(vev::Error::from)?),
+                    || {
+                        Ok(db
+                            .q_prepared(&query, &args, &opts)
+                            .map_err(vev::Error::from)?)
+                    },
                     vev::QueryResult::len,
                 )?
             }
             QueryForm::Pull { pattern, root } => {
-                let pattern = vev::parse_pull(pattern).map_err(|e| vev::Error::from(vev::QueryError::from(e)))?;
-                let root = *ids.get(root).ok_or(BenchError::MissingRoot { root: *root })?;
+                let pattern = vev::parse_pull(pattern)
+                    .map_err(|e| vev::Error::from(vev::QueryError::from(e)))?;
+                let root = *ids
+                    .get(root)
+                    .ok_or(BenchError::MissingRoot { root: *root })?;
                 measure(
                     cfg,
                     spec.name,
                     || {
-                        vev::pull_many(db, &pattern, &[root])
-                            .map_err(|e| BenchError::from(vev::Error::from(vev::QueryError::from(e))))
+                        vev::pull_many(db, &pattern, &[root]).map_err(|e| {
+                            BenchError::from(vev::Error::from(vev::QueryError::from(e)))
+                        })
                     },
                     |maps| maps.iter().map(pulled_entities).sum(),
                 )?

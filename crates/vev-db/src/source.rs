@@ -184,7 +184,11 @@ fn before_end(v: &Value, end: Bound<&Value>) -> bool {
 
 impl Db {
     /// Run a query with this database as its first input (`$`) and `args` as the rest.
-    pub fn q(&self, query: &str, args: &[vev_core::Edn]) -> Result<vev_query::QueryResult, vev_query::QueryError> {
+    pub fn q(
+        &self,
+        query: &str,
+        args: &[vev_core::Edn],
+    ) -> Result<vev_query::QueryResult, vev_query::QueryError> {
         let prepared = vev_query::Query::parse(query)?;
         self.q_prepared(&prepared, args, &vev_query::QueryOptions::default())
     }

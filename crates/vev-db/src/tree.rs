@@ -178,7 +178,11 @@ impl Tree {
 
     /// Visit datoms by reference in order, from the first for which `below` is false (see
     /// `rank`), until `visit` returns false. Walks the borrowed nodes: no reference counting.
-    pub fn visit_from(&self, below: impl Fn(&Datom) -> bool, visit: &mut dyn FnMut(&Datom) -> bool) {
+    pub fn visit_from(
+        &self,
+        below: impl Fn(&Datom) -> bool,
+        visit: &mut dyn FnMut(&Datom) -> bool,
+    ) {
         if let Some(root) = &self.root {
             visit_node(root, Some(&below), visit);
         }
@@ -662,7 +666,10 @@ mod batch_tests {
             },
         );
         assert_eq!(seen.len(), 2500);
-        assert!(seen.iter().enumerate().all(|(i, (k, e))| *k == i && *e == 1000 + i as u64 * 8));
+        assert!(seen
+            .iter()
+            .enumerate()
+            .all(|(i, (k, e))| *k == i && *e == 1000 + i as u64 * 8));
         assert!(calls.get() < 2500 * 30, "{} comparisons", calls.get());
     }
 }

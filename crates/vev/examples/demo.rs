@@ -101,7 +101,11 @@ fn main() -> Result<(), vev::Error> {
         let text = result.to_edn().to_string();
         let shown: String = text.chars().take(160).collect();
         let more = if shown.len() < text.len() { " ..." } else { "" };
-        println!("{title} ({} rows, {:?}): {shown}{more}", result.len(), started.elapsed());
+        println!(
+            "{title} ({} rows, {:?}): {shown}{more}",
+            result.len(),
+            started.elapsed()
+        );
         Ok(())
     };
     show(
@@ -138,7 +142,10 @@ fn main() -> Result<(), vev::Error> {
         r#"[:find ?age . :where [?p :person/email "p1@example.com"] [?p :person/age ?age]]"#,
         &[],
     )?;
-    println!("as of t {t_loaded}, the query says p1 was {}", age_then.to_edn());
+    println!(
+        "as of t {t_loaded}, the query says p1 was {}",
+        age_then.to_edn()
+    );
     let history = db.history();
     let changes = history.q(
         r#"[:find ?name ?added :where [?p :person/email "p2@example.com"]

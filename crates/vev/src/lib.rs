@@ -34,12 +34,12 @@ pub use vev_core::{
     Edn, EntityId, EntityName, EntityRef, IndexOrder, Keyword, Schema, Symbol, TempId, TupleSpec,
     TxError, TxMap, TxOp, TxValue, Unique, Value, ValueType,
 };
+pub use vev_datalog::{parse_pull, parse_query, parse_rules};
 pub use vev_db::{
     coerce_value, Datoms, Db, Entity, TimePoint, TxContext, TxFunctions, TxLogEntry, TxReport, View,
 };
 pub use vev_edn as edn;
 pub use vev_query::{
-    pull_many, q, Input, Limits, PlanStep, PullError, Query, QueryError, QueryOptions,
-    QueryResult, Registry, Source,
+    pull_many, q, Input, Limits, PlanStep, PullError, Query, QueryError, QueryOptions, QueryResult,
+    Registry, Source,
 };
-pub use vev_datalog::{parse_pull, parse_query, parse_rules};
