@@ -721,20 +721,6 @@ impl<'a> Ctx<'a> {
     }
 
     /// The values of arguments for one row (sources stay as their index).
-    fn arg_values(&self, env: &Env<'_>, args: &[CArg], rel: &Rel, row: &[Value]) -> Vec<Value> {
-        args.iter()
-            .map(|a| match a {
-                CArg::Var(v) => row[rel.col(*v).expect("argument bound")].clone(),
-                CArg::Const(c) => edn_to_value(c),
-                CArg::Src(i) => Value::Long(*i as i64),
-                CArg::Blank => Value::Nil,
-            })
-            .inspect(|_| {
-                let _ = env;
-            })
-            .collect()
-    }
-
     fn apply_pred(
         &self,
         env: &Env<'_>,
@@ -751,12 +737,13 @@ impl<'a> Ctx<'a> {
             });
         }
         let mut err = None;
-        let rel_vars = rel.clone_header();
+        let plan = ArgPlan::new(args, &rel);
+        let mut vals: Vec<Value> = Vec::with_capacity(args.len());
         rel.retain(|row| {
             if err.is_some() {
                 return false;
             }
-            let vals = self.arg_values(env, args, &rel_vars, row);
+            plan.fill(row, &mut vals);
             match self.call(env, fname, args, &vals, span) {
                 Ok(v) => truthy(&v),
                 Err(e) => {
@@ -803,8 +790,10 @@ impl<'a> Ctx<'a> {
         let mut out = Rel::empty(vars);
         out.distinct = rel.distinct && matches!(binding, CBinding::Scalar(_));
         let mut buf: Vec<Value> = Vec::new();
+        let plan = ArgPlan::new(args, &rel);
+        let mut vals: Vec<Value> = Vec::with_capacity(args.len());
         for row in rel.rows() {
-            let vals = self.arg_values(env, args, &rel, row);
+            plan.fill(row, &mut vals);
             let result = self
                 .call(env, fname, args, &vals, span)
                 .map_err(|e| with_span(e, span))?;
@@ -961,6 +950,36 @@ impl Rel {
     /// A relation with this one's variables and no rows (to read column positions from).
     pub(crate) fn clone_header(&self) -> Rel {
         Rel::empty(self.vars.clone())
+    }
+}
+
+/// Where each argument of a call comes from, resolved once per clause: a column of the
+/// relation or a constant.
+struct ArgPlan {
+    parts: Vec<Result<usize, Value>>,
+}
+
+impl ArgPlan {
+    fn new(args: &[CArg], rel: &Rel) -> ArgPlan {
+        ArgPlan {
+            parts: args
+                .iter()
+                .map(|a| match a {
+                    CArg::Var(v) => Ok(rel.col(*v).expect("argument bound")),
+                    CArg::Const(c) => Err(edn_to_value(c)),
+                    CArg::Src(i) => Err(Value::Long(*i as i64)),
+                    CArg::Blank => Err(Value::Nil),
+                })
+                .collect(),
+        }
+    }
+
+    fn fill(&self, row: &[Value], out: &mut Vec<Value>) {
+        out.clear();
+        out.extend(self.parts.iter().map(|p| match p {
+            Ok(col) => row[*col].clone(),
+            Err(v) => v.clone(),
+        }));
     }
 }
 
