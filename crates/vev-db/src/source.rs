@@ -28,11 +28,20 @@ impl Source for Db {
 
     fn scan(&self, order: IndexOrder, prefix: &[Component], visit: &mut dyn FnMut(&Datom) -> bool) {
         if self.is_current_view() {
+            // Count the range first (two descents), then visit exactly that many datoms:
+            // no comparison per datom, which for string values would chase a pointer each.
             let tree = self.state.current.tree(order);
-            tree.visit_from(
-                |d| order.cmp_prefix(d, prefix) == Ordering::Less,
-                &mut |d| order.cmp_prefix(d, prefix) == Ordering::Equal && visit(d),
-            );
+            let below = |d: &Datom| order.cmp_prefix(d, prefix) == Ordering::Less;
+            let lo = tree.rank(below);
+            let hi = tree.rank(|d| order.cmp_prefix(d, prefix) != Ordering::Greater);
+            let mut left = hi - lo;
+            if left == 0 {
+                return;
+            }
+            tree.visit_from(below, &mut |d| {
+                left -= 1;
+                visit(d) && left > 0
+            });
             return;
         }
         for d in self.datoms(order, prefix) {

@@ -47,6 +47,8 @@ pub struct PlanStep {
     pub estimated_rows: Option<u64>,
     /// The rows after this step.
     pub actual_rows: u64,
+    /// How long the step took.
+    pub elapsed: std::time::Duration,
 }
 
 /// The clause order a prepared query chose, and the pattern estimates it chose it on.
@@ -69,6 +71,10 @@ pub(crate) struct Ctx<'a> {
     pub source_text: &'a dyn Fn(&CClause) -> String,
     /// Whether the top-level clause order came from the plan cache.
     pub replayed: std::cell::Cell<bool>,
+    /// When the current top-level step started (for `explain`).
+    pub step_started: std::cell::Cell<Instant>,
+    /// Comparison predicates a range scan already enforced (they are dropped unevaluated).
+    pub implied: RefCell<HashSet<*const CClause>>,
 }
 
 /// The state of one evaluation: its scope (for names), scalar constants, default source, and
@@ -176,6 +182,19 @@ impl<'a> Ctx<'a> {
             };
             let clause = remaining.remove(idx);
             order.push(positions.remove(idx));
+            if self.implied.borrow().contains(&(clause as *const CClause)) {
+                self.record(
+                    env,
+                    clause,
+                    "implied by the range scan".into(),
+                    None,
+                    rel.len,
+                );
+                continue;
+            }
+            if env.record {
+                self.step_started.set(Instant::now());
+            }
             if let Some((star, members)) = self.star(env, &rel, clause, &remaining)? {
                 let out = star.join(&rel)?;
                 for m in std::iter::once(clause).chain(members.iter().map(|i| remaining[*i])) {
@@ -353,10 +372,16 @@ impl<'a> Ctx<'a> {
         }
         // With many rows, a scan of a member's whole attribute (to hash-join) is cheaper than
         // a random visit to every row's entity.
-        let small = |a: u64| {
-            source.count_estimate(vev_core::IndexOrder::Aevt, &[Component::Entity(a)]) < rel.len * 8
+        let small = |a: u64, v: &StarValue| {
+            let factor = if matches!(v, StarValue::Free(_)) && boxed_values(source, a) {
+                4
+            } else {
+                24
+            };
+            source.count_estimate(vev_core::IndexOrder::Aevt, &[Component::Entity(a)])
+                < rel.len * factor
         };
-        if rel.len >= 64 && members.iter().any(|(a, _)| small(*a)) {
+        if rel.len >= 64 && members.iter().any(|(a, v)| small(*a, v)) {
             return Ok(None);
         }
         Ok(Some((Star::new(source, e_col, members), picked)))
@@ -479,6 +504,7 @@ impl<'a> Ctx<'a> {
                 method,
                 estimated_rows: est.map(|e| e.round() as u64),
                 actual_rows: rows as u64,
+                elapsed: self.step_started.get().elapsed(),
             });
         }
     }
@@ -521,7 +547,17 @@ impl<'a> Ctx<'a> {
         let mut all = Prepared::new(source, terms, &unit, span)?;
         all.range = value_range(env, terms, &unit, remaining).filter(|r| all.range_fits(r));
         let scan_rows = all.estimate(&unit)?;
-        if scan_rows > rel.len as f64 * 8.0 {
+        // Copying values that live behind a pointer (strings, keywords, ...) out of every
+        // scanned datom costs a cache miss each: scan only when far fewer datoms than rows.
+        let boxed = match (&terms[1], &terms[2]) {
+            (CTerm::Const(vev_edn::Edn::Keyword(k)), CTerm::Var(v)) if !rel.has(*v) => source
+                .schema()
+                .entid(k)
+                .is_some_and(|a| boxed_values(source, a)),
+            _ => false,
+        };
+        let factor = if boxed { 4.0 } else { 24.0 };
+        if scan_rows > rel.len as f64 * factor {
             return Ok(None);
         }
         let index = all.index_name();
@@ -608,6 +644,11 @@ impl<'a> Ctx<'a> {
                     return Ok(out);
                 }
                 let out = p.join(&rel, |n| self.check(n))?;
+                if p.range.is_some() && !p.depends_on_rows() {
+                    self.implied
+                        .borrow_mut()
+                        .extend(range_preds(env, terms, remaining));
+                }
                 self.record(env, c, p.index_name(), est, out.len);
                 Ok(out)
             }
@@ -1152,6 +1193,40 @@ fn value_range(
         return None;
     }
     Some((lo, hi))
+}
+
+/// Whether an attribute's values live behind a pointer (copying one touches its allocation).
+fn boxed_values(source: &dyn Source, a: u64) -> bool {
+    use vev_core::ValueType as T;
+    source.schema().attribute(a).is_some_and(|attr| {
+        !matches!(
+            attr.value_type,
+            T::Ref | T::Long | T::Boolean | T::Double | T::Float | T::Instant | T::Uuid
+        )
+    })
+}
+
+/// The comparison predicates among `remaining` that `value_range` turned into bounds of
+/// this pattern's value.
+fn range_preds(env: &Env<'_>, terms: &[CTerm; 5], remaining: &[&CClause]) -> Vec<*const CClause> {
+    let CTerm::Var(v) = &terms[2] else {
+        return Vec::new();
+    };
+    let constant = |a: &CArg| match a {
+        CArg::Const(_) => true,
+        CArg::Var(x) => env.consts.contains_key(x),
+        _ => false,
+    };
+    remaining
+        .iter()
+        .filter(|c| match c {
+            CClause::Pred { name, args, .. } if args.len() == 2 && matches!(name.as_str(), "<" | "<=" | ">" | ">=") => {
+                matches!((&args[0], &args[1]), (CArg::Var(x), o) | (o, CArg::Var(x)) if x == v && constant(o))
+            }
+            _ => false,
+        })
+        .map(|c| *c as *const CClause)
+        .collect()
 }
 
 fn flip(op: &str) -> String {

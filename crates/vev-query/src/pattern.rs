@@ -351,6 +351,13 @@ impl<'s> Prepared<'s> {
                 return Err(e);
             }
             let w = free_pos.len();
+            if rel.width() == 0 {
+                // Crossed with the unit relation: the matches are the rows.
+                out.data = matched;
+                out.len = n;
+                check(out.len)?;
+                return Ok(out);
+            }
             for row in rel.rows() {
                 for i in 0..n {
                     out.data.extend_from_slice(row);

@@ -348,6 +348,8 @@ impl Query {
             plan: RefCell::new(Vec::new()),
             source_text: &text,
             replayed: std::cell::Cell::new(false),
+            step_started: std::cell::Cell::new(Instant::now()),
+            implied: RefCell::new(HashSet::new()),
         };
         let env = Env {
             scope: &self.scope,

@@ -34,7 +34,7 @@ pub use vev_core::{
     Edn, EntityId, EntityName, EntityRef, IndexOrder, Keyword, Schema, Symbol, TempId, TupleSpec,
     TxError, TxMap, TxOp, TxValue, Unique, Value, ValueType,
 };
-pub use vev_datalog::{parse_pull, parse_query, parse_rules};
+pub use vev_datalog::{ast as query_ast, parse_pull, parse_query, parse_rules};
 pub use vev_db::{
     coerce_value, Datoms, Db, Entity, TimePoint, TxContext, TxFunctions, TxLogEntry, TxReport, View,
 };
