@@ -28,10 +28,31 @@ impl Source for Db {
 
     fn scan(&self, order: IndexOrder, prefix: &[Component], visit: &mut dyn FnMut(&Datom) -> bool) {
         if self.is_current_view() {
-            // Count the range first (two descents), then visit exactly that many datoms:
-            // no comparison per datom, which for string values would chase a pointer each.
             let tree = self.state.current.tree(order);
             let below = |d: &Datom| order.cmp_prefix(d, prefix) == Ordering::Less;
+            let boxed = prefix.iter().any(|c| {
+                matches!(
+                    c,
+                    Component::Value(
+                        Value::String(_)
+                            | Value::Keyword(_)
+                            | Value::Uri(_)
+                            | Value::Bytes(_)
+                            | Value::Symbol(_)
+                            | Value::BigInt(_)
+                            | Value::BigDec(_)
+                            | Value::Tuple(_)
+                    )
+                )
+            });
+            if !boxed {
+                tree.visit_from(below, &mut |d| {
+                    order.cmp_prefix(d, prefix) == Ordering::Equal && visit(d)
+                });
+                return;
+            }
+            // A value behind a pointer in the prefix: count the range first (two descents),
+            // then visit exactly that many datoms, so no datom's value is dereferenced.
             let lo = tree.rank(below);
             let hi = tree.rank(|d| order.cmp_prefix(d, prefix) != Ordering::Greater);
             let mut left = hi - lo;

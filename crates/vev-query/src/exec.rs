@@ -987,12 +987,6 @@ impl<'a> Ctx<'a> {
     }
 }
 
-impl Rel {
-    /// A relation with this one's variables and no rows (to read column positions from).
-    pub(crate) fn clone_header(&self) -> Rel {
-        Rel::empty(self.vars.clone())
-    }
-}
 
 /// Where each argument of a call comes from, resolved once per clause: a column of the
 /// relation or a constant.

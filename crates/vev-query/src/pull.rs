@@ -357,6 +357,28 @@ impl Puller<'_> {
         if pat.wildcard {
             self.wildcard(i, pat, &mut entries)?;
         }
+        // Several forward attributes: one pass over the entity's datoms serves them all.
+        let forward: Vec<EntityId> = pat
+            .specs
+            .iter()
+            .filter_map(|s| match &s.target {
+                Target::Forward(a) => Some(a.id),
+                _ => None,
+            })
+            .collect();
+        let mut gathered: Option<Vec<(EntityId, Vec<Value>)>> = None;
+        if forward.len() >= 2 {
+            let mut found: Vec<(EntityId, Vec<Value>)> =
+                forward.iter().map(|a| (*a, Vec::new())).collect();
+            self.src
+                .scan(IndexOrder::Eavt, &[Component::Entity(e)], &mut |d| {
+                    if let Some((_, vals)) = found.iter_mut().find(|(a, _)| *a == d.a) {
+                        vals.push(d.v.clone());
+                    }
+                    true
+                });
+            gathered = Some(found);
+        }
         for spec in &pat.specs {
             let values = match &spec.target {
                 Target::DbId => {
@@ -365,7 +387,17 @@ impl Puller<'_> {
                 }
                 Target::Forward(a) => {
                     let cap = if a.is_many() { spec.limit } else { Some(1) };
-                    self.values(IndexOrder::Eavt, [e, a.id], cap, |d| d.v.clone())
+                    match gathered
+                        .as_ref()
+                        .and_then(|g| g.iter().find(|(x, _)| *x == a.id))
+                    {
+                        Some((_, vals)) => vals
+                            .iter()
+                            .take(cap.unwrap_or(usize::MAX))
+                            .cloned()
+                            .collect(),
+                        None => self.values(IndexOrder::Eavt, [e, a.id], cap, |d| d.v.clone()),
+                    }
                 }
                 Target::Reverse(a) => {
                     let cap = if a.is_component { Some(1) } else { spec.limit };
