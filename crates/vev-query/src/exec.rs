@@ -762,6 +762,22 @@ impl<'a> Ctx<'a> {
     }
 
     /// The values of arguments for one row (sources stay as their index).
+    /// The function's name, if a built-in or registered function has it.
+    fn known_function<'n>(
+        &self,
+        name: &'n Symbol,
+        span: vev_edn::Span,
+    ) -> Result<&'n str, QueryError> {
+        let fname = name.as_str();
+        if !funcs::exists(self.registry, fname) {
+            return Err(QueryError::UnknownFunction {
+                name: fname.to_owned(),
+                span: Some(span),
+            });
+        }
+        Ok(fname)
+    }
+
     fn apply_pred(
         &self,
         env: &Env<'_>,
@@ -770,13 +786,7 @@ impl<'a> Ctx<'a> {
         args: &[CArg],
         span: vev_edn::Span,
     ) -> Result<Rel, QueryError> {
-        let fname = name.as_str();
-        if !funcs::exists(self.registry, fname) {
-            return Err(QueryError::UnknownFunction {
-                name: fname.to_owned(),
-                span: Some(span),
-            });
-        }
+        let fname = self.known_function(name, span)?;
         let mut err = None;
         let plan = ArgPlan::new(args, &rel);
         let mut vals: Vec<Value> = Vec::with_capacity(args.len());
@@ -808,13 +818,7 @@ impl<'a> Ctx<'a> {
         binding: &CBinding,
         span: vev_edn::Span,
     ) -> Result<Rel, QueryError> {
-        let fname = name.as_str();
-        if !funcs::exists(self.registry, fname) {
-            return Err(QueryError::UnknownFunction {
-                name: fname.to_owned(),
-                span: Some(span),
-            });
-        }
+        let fname = self.known_function(name, span)?;
         // Output variables already bound are checked for equality, not rebound.
         let bvars = binding.vars();
         let new_vars: Vec<VarId> = {
@@ -986,7 +990,6 @@ impl<'a> Ctx<'a> {
         }
     }
 }
-
 
 /// Where each argument of a call comes from, resolved once per clause: a column of the
 /// relation or a constant.

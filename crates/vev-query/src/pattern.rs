@@ -324,27 +324,8 @@ impl<'s> Prepared<'s> {
             let mut matched: Vec<Value> = Vec::new();
             let mut n = 0usize;
             let mut visit = |d: &Datom| {
-                if !history && !d.added {
-                    return true;
-                }
-                match self.matches(d, &checks, &[]) {
-                    Ok(true) => {
-                        matched.extend(free_pos.iter().map(|p| datom_value(d, *p)));
-                        n += 1;
-                        if n % 4096 == 0 {
-                            if let Err(e) = check(n) {
-                                err = Some(e);
-                                return false;
-                            }
-                        }
-                    }
-                    Ok(false) => {}
-                    Err(e) => {
-                        err = Some(e);
-                        return false;
-                    }
-                }
-                true
+                let result = self.emit(d, &checks, &[], &free_pos, &mut matched);
+                progress(result, &mut n, &mut check, &mut err)
             };
             self.run_scan(order, &prefix, &[], &mut visit)?;
             if let Some(e) = err {
@@ -371,22 +352,8 @@ impl<'s> Prepared<'s> {
         if self.naive {
             for row in rel.rows() {
                 let mut visit = |d: &Datom| {
-                    if !history && !d.added {
-                        return true;
-                    }
-                    match self.matches(d, &checks, row) {
-                        Ok(true) => {
-                            out.data.extend_from_slice(row);
-                            out.data.extend(free_pos.iter().map(|p| datom_value(d, *p)));
-                            out.len += 1;
-                        }
-                        Ok(false) => {}
-                        Err(e) => {
-                            err = Some(e);
-                            return false;
-                        }
-                    }
-                    true
+                    let result = self.emit(d, &checks, row, &free_pos, &mut out.data);
+                    progress(result, &mut out.len, &mut check, &mut err)
                 };
                 self.run_scan(order, &prefix, row, &mut visit)?;
                 if let Some(e) = err {
@@ -423,24 +390,9 @@ impl<'s> Prepared<'s> {
             }
             let (from, to) = groups[g];
             for (_, r) in &keyed[from..to] {
-                let row = rel.row(*r);
-                match self.matches(d, &checks, row) {
-                    Ok(true) => {
-                        out.data.extend_from_slice(row);
-                        out.data.extend(free_pos.iter().map(|p| datom_value(d, *p)));
-                        out.len += 1;
-                        if out.len % 4096 == 0 {
-                            if let Err(e) = check(out.len) {
-                                err = Some(e);
-                                return false;
-                            }
-                        }
-                    }
-                    Ok(false) => {}
-                    Err(e) => {
-                        err = Some(e);
-                        return false;
-                    }
+                let result = self.emit(d, &checks, rel.row(*r), &free_pos, &mut out.data);
+                if !progress(result, &mut out.len, &mut check, &mut err) {
+                    return false;
                 }
             }
             true
@@ -471,6 +423,24 @@ impl<'s> Prepared<'s> {
         Ok(())
     }
 
+    /// When `d` is visible and matches this row, append the row and the datom's values for
+    /// the new variables to `out`; whether it did.
+    fn emit(
+        &self,
+        d: &Datom,
+        checks: &[usize],
+        row: &[Value],
+        free_pos: &[usize],
+        out: &mut Vec<Value>,
+    ) -> Result<bool, QueryError> {
+        if (!d.added && !self.src.is_history()) || !self.matches(d, checks, row)? {
+            return Ok(false);
+        }
+        out.extend_from_slice(row);
+        out.extend(free_pos.iter().map(|p| datom_value(d, *p)));
+        Ok(true)
+    }
+
     /// Whether datom `d` satisfies the positions in `checks` for this row.
     fn matches(&self, d: &Datom, checks: &[usize], row: &[Value]) -> Result<bool, QueryError> {
         for &pos in checks {
@@ -498,6 +468,33 @@ impl<'s> Prepared<'s> {
             ADDED => matches!(v, Value::Boolean(b) if *b == d.added),
             _ if self.attr.is_some() => d.v == *v,
             _ => values_equal(&d.v, v) || loose_ref_equal(self.src, &d.v, v),
+        }
+    }
+}
+
+/// Count an emitted row and check the limits every 4096 rows; keep the first error. Whether
+/// the scan should go on.
+fn progress(
+    emitted: Result<bool, QueryError>,
+    n: &mut usize,
+    check: &mut impl FnMut(usize) -> Result<(), QueryError>,
+    err: &mut Option<QueryError>,
+) -> bool {
+    match emitted {
+        Ok(true) => {
+            *n += 1;
+            if *n % 4096 == 0 {
+                if let Err(e) = check(*n) {
+                    *err = Some(e);
+                    return false;
+                }
+            }
+            true
+        }
+        Ok(false) => true,
+        Err(e) => {
+            *err = Some(e);
+            false
         }
     }
 }
