@@ -510,7 +510,7 @@ impl<'a> Ctx<'a> {
     }
 
     /// When the rows would each look up a pattern whose whole match is small next to the
-    /// number of rows, scan it once instead (to hash-join): sequential leaves beat a random
+    /// number of rows, scan it once instead, probing the rows by hash (returns the joined rows): sequential leaves beat a random
     /// descent per row. Only when every value the rows supply for e, a or tx is an entity id,
     /// so that equality is exact.
     fn scan_for_hash_join(
@@ -561,7 +561,7 @@ impl<'a> Ctx<'a> {
             return Ok(None);
         }
         let index = all.index_name();
-        Ok(Some((all.join(&unit, |n| self.check(n))?, index)))
+        Ok(Some((all.scan_probe_join(rel, |n| self.check(n))?, index)))
     }
 
     /// The collection a pattern's source names, if it is one.
@@ -636,10 +636,9 @@ impl<'a> Ctx<'a> {
                 } else {
                     None
                 };
-                if let Some((all, index)) =
+                if let Some((out, index)) =
                     self.scan_for_hash_join(env, &rel, terms, *span, source, remaining)?
                 {
-                    let out = rel.join(&all);
                     self.record(env, c, format!("hash join over {index}"), est, out.len);
                     return Ok(out);
                 }

@@ -16,7 +16,7 @@ use vev_edn::{Edn, Span};
 use crate::compile::CTerm;
 use crate::error::QueryError;
 use crate::funcs::values_equal;
-use crate::rel::{Rel, VarId};
+use crate::rel::{Rel, RowIndex, VarId};
 use crate::source::Source;
 use crate::values::{coerce_to, edn_to_value, resolve_entity};
 
@@ -421,6 +421,91 @@ impl<'s> Prepared<'s> {
             self.src.scan(order, &p, visit);
         }
         Ok(())
+    }
+
+    /// Join `rel` with this pattern (prepared against the unit relation, so the variables
+    /// `rel` binds are new here) in one scan: `rel` is indexed by those variables and each
+    /// matching datom probes it, so the pattern's matches are never materialized.
+    pub fn scan_probe_join(
+        &self,
+        rel: &Rel,
+        mut check: impl FnMut(usize) -> Result<(), QueryError>,
+    ) -> Result<Rel, QueryError> {
+        // Shared variables: (index in new_vars, column in rel); the rest extend the rows.
+        let shared: Vec<(usize, usize)> = self
+            .new_vars
+            .iter()
+            .enumerate()
+            .filter_map(|(i, v)| rel.col(*v).map(|c| (i, c)))
+            .collect();
+        let extra: Vec<usize> = (0..self.new_vars.len())
+            .filter(|i| !shared.iter().any(|(s, _)| s == i))
+            .collect();
+        let mut vars = rel.vars.clone();
+        vars.extend(extra.iter().map(|i| self.new_vars[*i]));
+        let mut out = Rel::empty(vars);
+        out.distinct = rel.distinct && self.covers_datom();
+        let rel_cols: Vec<usize> = shared.iter().map(|(_, c)| *c).collect();
+        let probe_cols: Vec<usize> = shared.iter().map(|(i, _)| *i).collect();
+        let mut index = RowIndex::with_capacity(rel.len);
+        let mut next: Vec<usize> = vec![usize::MAX; rel.len];
+        let mut last: Vec<usize> = vec![usize::MAX; rel.len];
+        for i in 0..rel.len {
+            let (head, fresh) = index.insert(rel, &rel_cols, i);
+            if fresh {
+                last[i] = i;
+            } else {
+                next[last[head]] = i;
+                last[head] = i;
+            }
+        }
+        let (order, prefix) = self.plan_index();
+        let checks: Vec<usize> = (0..5)
+            .filter(|p| {
+                !prefix.contains(p) && !matches!(self.slots[*p], Slot::Free(_) | Slot::Blank)
+            })
+            .collect();
+        let free_pos: Vec<usize> = (0..5)
+            .filter(|p| matches!(self.slots[*p], Slot::Free(_)))
+            .collect();
+        let mut vals: Vec<Value> = Vec::with_capacity(free_pos.len());
+        let mut err = None;
+        let mut visit = |d: &Datom| {
+            vals.clear();
+            match self.emit(d, &checks, &[], &free_pos, &mut vals) {
+                Ok(true) => {}
+                Ok(false) => return true,
+                Err(e) => {
+                    err = Some(e);
+                    return false;
+                }
+            }
+            let Some(mut j) = index.find(rel, &rel_cols, &vals, &probe_cols) else {
+                return true;
+            };
+            loop {
+                out.data.extend_from_slice(rel.row(j));
+                out.data.extend(extra.iter().map(|i| vals[*i].clone()));
+                out.len += 1;
+                if out.len % 4096 == 0 {
+                    if let Err(e) = check(out.len) {
+                        err = Some(e);
+                        return false;
+                    }
+                }
+                j = next[j];
+                if j == usize::MAX {
+                    return true;
+                }
+            }
+        };
+        if !self.impossible {
+            self.run_scan(order, &prefix, &[], &mut visit)?;
+        }
+        match err {
+            Some(e) => Err(e),
+            None => Ok(out),
+        }
     }
 
     /// When `d` is visible and matches this row, append the row and the datom's values for

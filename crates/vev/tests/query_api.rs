@@ -195,3 +195,70 @@ fn wrong_inputs_are_typed_errors() {
     assert_eq!(err.code(), "query/input-shape");
     assert!(err.to_string().contains('1'), "{err}");
 }
+
+/// Large enough that the planner scans and hash-joins (and uses the star join and range
+/// scans); every answer must equal the naive plan's.
+#[test]
+fn hash_joins_star_joins_and_ranges_agree_with_the_naive_plan() {
+    let conn = Connection::open_in_memory();
+    conn.transact_edn(
+        r#"[{:db/ident :name :db/valueType :db.type/string :db/cardinality :db.cardinality/one}
+            {:db/ident :tag :db/valueType :db.type/keyword :db/cardinality :db.cardinality/many}
+            {:db/ident :age :db/valueType :db.type/long :db/cardinality :db.cardinality/one}
+            {:db/ident :boss :db/valueType :db.type/ref :db/cardinality :db.cardinality/one}]"#,
+    )
+    .unwrap();
+    let mut tx = String::from("[");
+    for i in 0..3000 {
+        tx.push_str(&format!(
+            r#"{{:db/id "p{i}" :name "n{}" :age {} :tag [:t{} :t{}] :boss "p{}"}}"#,
+            i % 7,
+            i % 90,
+            i % 3,
+            i % 5,
+            (i * 31) % 3000
+        ));
+    }
+    tx.push(']');
+    conn.transact_edn(&tx).unwrap();
+    conn.transact_edn(r#"[[:db/retract [:name "n1"] :age 1]]"#)
+        .ok();
+    let db = conn.db();
+    let naive = QueryOptions {
+        limits: Limits {
+            naive: true,
+            ..Limits::default()
+        },
+        ..QueryOptions::default()
+    };
+    let queries = [
+        r#"[:find ?e ?a :where [?e :name "n3"] [?e :age ?a]]"#,
+        r#"[:find ?e ?a :where [?e :age ?a] [?e :name "n3"]]"#,
+        r#"[:find ?e ?a ?t :where [?e :name "n3"] [?e :age ?a] [?e :tag ?t]]"#,
+        r#"[:find ?e ?b ?n :where [?e :name "n2"] [?e :boss ?b] [?b :name ?n]]"#,
+        r#"[:find ?n ?a :where [?e :age ?a] [(>= ?a 80)] [?e :name ?n] [?e :tag :t2]]"#,
+        r#"[:find ?e1 ?n :where [?e :name "n4"] [?e :age ?a] [?e1 :age ?a] [?e1 :name ?n]]"#,
+        r#"[:find (count ?e) . :where [?e :tag :t1] [?e :age ?a] [(< ?a 10)]]"#,
+    ];
+    let as_set = |r: QueryResult| match r.to_edn() {
+        Edn::Vector(items) => Edn::Set(items.into_iter().collect()),
+        other => other,
+    };
+    let mut methods = String::new();
+    for text in queries {
+        let q = Query::parse(text).unwrap();
+        let (fast, plan) = q
+            .explain(&[Input::Db(&db)], &QueryOptions::default())
+            .unwrap();
+        let slow = q.run(&[Input::Db(&db)], &naive).unwrap();
+        assert!(!slow.is_empty(), "{text} finds something");
+        assert_eq!(as_set(fast), as_set(slow), "{text}");
+        for step in plan {
+            methods.push_str(&step.method);
+            methods.push('\n');
+        }
+    }
+    for used in ["hash join", "range"] {
+        assert!(methods.contains(used), "no {used} in\n{methods}");
+    }
+}
