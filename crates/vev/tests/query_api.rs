@@ -262,3 +262,23 @@ fn hash_joins_star_joins_and_ranges_agree_with_the_naive_plan() {
         assert!(methods.contains(used), "no {used} in\n{methods}");
     }
 }
+
+/// `q2` and `q2-switch` (the same clauses in the other order) must run the same plan.
+#[test]
+fn written_clause_order_does_not_change_the_plan() {
+    let conn = people(500);
+    let db = conn.db();
+    let plan_of = |text: &str| {
+        let q = Query::parse(text).unwrap();
+        let (result, plan) = q
+            .explain(&[Input::Db(&db)], &QueryOptions::default())
+            .unwrap();
+        let steps: Vec<(String, String)> = plan.into_iter().map(|s| (s.clause, s.method)).collect();
+        (result, steps)
+    };
+    let (r1, p1) = plan_of(r#"[:find ?e ?a :where [?e :name "p7"] [?e :age ?a]]"#);
+    let (r2, p2) = plan_of(r#"[:find ?e ?a :where [?e :age ?a] [?e :name "p7"]]"#);
+    assert_eq!(r1, r2);
+    assert_eq!(p1, p2);
+    assert_eq!(p1[0].0, r#"[?e :name "p7"]"#);
+}
