@@ -16,7 +16,7 @@ use vev_edn::{Edn, Span};
 use crate::compile::CTerm;
 use crate::error::QueryError;
 use crate::funcs::values_equal;
-use crate::rel::{Rel, RowIndex, VarId};
+use crate::rel::{ChainIndex, Rel, VarId};
 use crate::source::Source;
 use crate::values::{coerce_to, edn_to_value, resolve_entity};
 
@@ -222,6 +222,21 @@ impl<'s> Prepared<'s> {
         }
     }
 
+    /// The index, its prefix positions, the positions checked per datom (known but not in
+    /// the prefix, and repeats) and the positions of new variables.
+    fn scan_plan(&self) -> (IndexOrder, Vec<usize>, Vec<usize>, Vec<usize>) {
+        let (order, prefix) = self.plan_index();
+        let checks: Vec<usize> = (0..5)
+            .filter(|p| {
+                !prefix.contains(p) && !matches!(self.slots[*p], Slot::Free(_) | Slot::Blank)
+            })
+            .collect();
+        let free_pos: Vec<usize> = (0..5)
+            .filter(|p| matches!(self.slots[*p], Slot::Free(_)))
+            .collect();
+        (order, prefix, checks, free_pos)
+    }
+
     /// The index this pattern reads, for `explain`.
     pub fn index_name(&self) -> String {
         let (order, prefix) = self.plan_index();
@@ -307,16 +322,7 @@ impl<'s> Prepared<'s> {
         if self.impossible || rel.len == 0 {
             return Ok(out);
         }
-        let (order, prefix) = self.plan_index();
-        // Positions checked per datom: known but not in the prefix, and repeats.
-        let checks: Vec<usize> = (0..5)
-            .filter(|p| {
-                !prefix.contains(p) && !matches!(self.slots[*p], Slot::Free(_) | Slot::Blank)
-            })
-            .collect();
-        let free_pos: Vec<usize> = (0..5)
-            .filter(|p| matches!(self.slots[*p], Slot::Free(_)))
-            .collect();
+        let (order, prefix, checks, free_pos) = self.scan_plan();
         let history = self.src.is_history();
         let mut err = None;
         if !self.depends_on_rows() {
@@ -447,27 +453,8 @@ impl<'s> Prepared<'s> {
         out.distinct = rel.distinct && self.covers_datom();
         let rel_cols: Vec<usize> = shared.iter().map(|(_, c)| *c).collect();
         let probe_cols: Vec<usize> = shared.iter().map(|(i, _)| *i).collect();
-        let mut index = RowIndex::with_capacity(rel.len);
-        let mut next: Vec<usize> = vec![usize::MAX; rel.len];
-        let mut last: Vec<usize> = vec![usize::MAX; rel.len];
-        for i in 0..rel.len {
-            let (head, fresh) = index.insert(rel, &rel_cols, i);
-            if fresh {
-                last[i] = i;
-            } else {
-                next[last[head]] = i;
-                last[head] = i;
-            }
-        }
-        let (order, prefix) = self.plan_index();
-        let checks: Vec<usize> = (0..5)
-            .filter(|p| {
-                !prefix.contains(p) && !matches!(self.slots[*p], Slot::Free(_) | Slot::Blank)
-            })
-            .collect();
-        let free_pos: Vec<usize> = (0..5)
-            .filter(|p| matches!(self.slots[*p], Slot::Free(_)))
-            .collect();
+        let index = ChainIndex::build(rel, &rel_cols);
+        let (order, prefix, checks, free_pos) = self.scan_plan();
         let mut vals: Vec<Value> = Vec::with_capacity(free_pos.len());
         let mut err = None;
         let mut visit = |d: &Datom| {
@@ -480,10 +467,7 @@ impl<'s> Prepared<'s> {
                     return false;
                 }
             }
-            let Some(mut j) = index.find(rel, &rel_cols, &vals, &probe_cols) else {
-                return true;
-            };
-            loop {
+            for j in index.matches(rel, &rel_cols, &vals, &probe_cols) {
                 out.data.extend_from_slice(rel.row(j));
                 out.data.extend(extra.iter().map(|i| vals[*i].clone()));
                 out.len += 1;
@@ -493,11 +477,8 @@ impl<'s> Prepared<'s> {
                         return false;
                     }
                 }
-                j = next[j];
-                if j == usize::MAX {
-                    return true;
-                }
             }
+            true
         };
         if !self.impossible {
             self.run_scan(order, &prefix, &[], &mut visit)?;

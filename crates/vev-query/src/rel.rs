@@ -92,6 +92,53 @@ impl RowIndex {
     }
 }
 
+/// All rows of a relation grouped by some columns: a hash index of each key's first row,
+/// and the rest of each key's rows chained after it.
+pub(crate) struct ChainIndex {
+    heads: RowIndex,
+    next: Vec<usize>,
+}
+
+impl ChainIndex {
+    pub fn build(rel: &Rel, cols: &[usize]) -> ChainIndex {
+        let mut heads = RowIndex::with_capacity(rel.len);
+        let mut next = vec![usize::MAX; rel.len];
+        let mut last = vec![usize::MAX; rel.len];
+        for i in 0..rel.len {
+            let (head, fresh) = heads.insert(rel, cols, i);
+            if fresh {
+                last[i] = i;
+            } else {
+                next[last[head]] = i;
+                last[head] = i;
+            }
+        }
+        ChainIndex { heads, next }
+    }
+
+    /// The rows of `rel` (the relation indexed) whose `cols` equal `probe_cols` of `probe`.
+    pub fn matches<'i>(
+        &'i self,
+        rel: &Rel,
+        cols: &[usize],
+        probe: &[Value],
+        probe_cols: &[usize],
+    ) -> impl Iterator<Item = usize> + 'i {
+        let mut at = self
+            .heads
+            .find(rel, cols, probe, probe_cols)
+            .unwrap_or(usize::MAX);
+        std::iter::from_fn(move || {
+            if at == usize::MAX {
+                return None;
+            }
+            let i = at;
+            at = self.next[i];
+            Some(i)
+        })
+    }
+}
+
 impl Rel {
     /// The relation with no variables and one (empty) row: the identity of joins.
     pub fn unit() -> Rel {
@@ -237,25 +284,10 @@ impl Rel {
         } else {
             (self, &self_cols, other, &other_cols)
         };
-        let mut index = RowIndex::with_capacity(build.len);
-        let mut next: Vec<usize> = vec![usize::MAX; build.len];
-        let mut last: Vec<usize> = vec![usize::MAX; build.len];
-        for i in 0..build.len {
-            let (head, inserted) = index.insert(build, build_cols, i);
-            if !inserted {
-                let tail = last[head];
-                next[tail] = i;
-                last[head] = i;
-            } else {
-                last[i] = i;
-            }
-        }
+        let index = ChainIndex::build(build, build_cols);
         let build_is_other = std::ptr::eq(build, other);
         for prow in probe.rows() {
-            let Some(mut j) = index.find(build, build_cols, prow, probe_cols) else {
-                continue;
-            };
-            loop {
+            for j in index.matches(build, build_cols, prow, probe_cols) {
                 let brow = build.row(j);
                 let (lrow, rrow) = if build_is_other {
                     (prow, brow)
@@ -265,10 +297,6 @@ impl Rel {
                 out.data.extend_from_slice(lrow);
                 out.data.extend(extra.iter().map(|c| rrow[*c].clone()));
                 out.len += 1;
-                j = next[j];
-                if j == usize::MAX {
-                    break;
-                }
             }
         }
         out
