@@ -7,7 +7,7 @@
 //! table to stdout.
 //!
 //! `vev-bench query` runs the issue-3 query suite: datascript-bench's queries on one fixture
-//! built here, in Vev (the `VEV-QUERY-HOOK` in `vev_query.rs`), in DataScript under node and in
+//! built here, in Vev (`vev_query.rs`), in DataScript under node and in
 //! Datalevin on its JVM, in memory and on disk, each peer installed on first use.
 
 mod bulk;
