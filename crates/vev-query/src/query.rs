@@ -396,7 +396,7 @@ impl Query {
                 ),
             });
         }
-        let rel = rel.project(&uniq);
+        let rel = rel.into_projection(&uniq);
         let result = self.shape(&ctx, rel)?;
         let mut plan = ctx.plan.take();
         if ctx.replayed.get() {
@@ -494,7 +494,7 @@ impl Query {
             // Distinct over the find variables (`:with` variables keep duplicates).
             let find_vars: Vec<VarId> = self.find_vars();
             let rel = if self.with.is_empty() {
-                rel.project(&find_vars)
+                rel.into_projection(&find_vars)
             } else {
                 rel
             };

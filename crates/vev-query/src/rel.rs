@@ -244,6 +244,14 @@ impl Rel {
         out
     }
 
+    /// `project`, without copying when the relation already is that projection.
+    pub fn into_projection(self, vars: &[VarId]) -> Rel {
+        if self.distinct && self.vars == vars {
+            return self;
+        }
+        self.project(vars)
+    }
+
     /// Drop the variables not in `keep`, deduplicating when any is dropped.
     pub fn retain_vars(self, keep: impl Fn(VarId) -> bool) -> Rel {
         if self.vars.iter().all(|v| keep(*v)) {
