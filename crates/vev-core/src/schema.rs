@@ -152,6 +152,65 @@ pub struct Schema {
 }
 
 impl Schema {
+    /// The system attributes and idents every database starts with, at their fixed ids
+    /// ([`sys`]): what the bootstrap transaction installs.
+    pub fn system() -> Schema {
+        use ValueType as T;
+        let mut schema = Schema::default();
+        let attrs = [
+            (sys::IDENT, "db/ident", T::Keyword),
+            (sys::VALUE_TYPE, "db/valueType", T::Ref),
+            (sys::CARDINALITY, "db/cardinality", T::Ref),
+            (sys::UNIQUE, "db/unique", T::Ref),
+            (sys::IS_COMPONENT, "db/isComponent", T::Boolean),
+            (sys::INDEX, "db/index", T::Boolean),
+            (sys::FULLTEXT, "db/fulltext", T::Boolean),
+            (sys::NO_HISTORY, "db/noHistory", T::Boolean),
+            (sys::DOC, "db/doc", T::String),
+            (sys::TX_INSTANT, "db/txInstant", T::Instant),
+            (sys::TUPLE_ATTRS, "db/tupleAttrs", T::Tuple),
+            (sys::TUPLE_TYPE, "db/tupleType", T::Ref),
+            (sys::TUPLE_TYPES, "db/tupleTypes", T::Tuple),
+        ];
+        for (id, ident, value_type) in attrs {
+            let ident = Keyword::new(ident);
+            schema.set_ident(id, ident.clone());
+            schema.install(Attribute {
+                id,
+                ident,
+                value_type,
+                cardinality: Cardinality::One,
+                unique: (id == sys::IDENT).then_some(Unique::Identity),
+                is_component: false,
+                index: id == sys::TX_INSTANT,
+                fulltext: false,
+                no_history: false,
+                tuple: matches!(id, sys::TUPLE_ATTRS | sys::TUPLE_TYPES)
+                    .then_some(TupleSpec::Homogeneous(T::Keyword)),
+            });
+        }
+        let idents = [
+            (sys::CARDINALITY_ONE, "db.cardinality/one"),
+            (sys::CARDINALITY_MANY, "db.cardinality/many"),
+            (sys::UNIQUE_IDENTITY, "db.unique/identity"),
+            (sys::UNIQUE_VALUE, "db.unique/value"),
+            (sys::PART_DB, "db.part/db"),
+            (sys::PART_TX, "db.part/tx"),
+            (sys::PART_USER, "db.part/user"),
+            (sys::FN_ADD, "db/add"),
+            (sys::FN_RETRACT, "db/retract"),
+            (sys::FN_RETRACT_ENTITY, "db/retractEntity"),
+            (sys::FN_CAS, "db/cas"),
+        ];
+        for (id, ident) in idents {
+            schema.set_ident(id, Keyword::new(ident));
+        }
+        for t in ValueType::ALL {
+            schema.set_ident(t.entity_id(), t.ident());
+        }
+        schema
+    }
+
     pub fn entid(&self, ident: &Keyword) -> Option<EntityId> {
         self.idents.get(ident).copied()
     }

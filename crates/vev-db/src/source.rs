@@ -79,13 +79,7 @@ impl Source for Db {
         visit: &mut dyn FnMut(usize, &Datom) -> bool,
     ) {
         if !self.is_current_view() {
-            for (i, prefix) in prefixes.iter().enumerate() {
-                for d in self.datoms(order, prefix) {
-                    if !visit(i, &d) {
-                        return;
-                    }
-                }
-            }
+            vev_query::source::scan_each_prefix(self, order, prefixes, visit);
             return;
         }
         let tree = self.state.current.tree(order);

@@ -17,11 +17,11 @@ use vev_edn::Symbol;
 use crate::compile::{CArg, CBinding, CClause, CTerm, Scope};
 use crate::error::QueryError;
 use crate::funcs::{self, Registry};
-use crate::pattern::{entity_of, Prepared, Range};
+use crate::pattern::{Prepared, Range};
 use crate::rel::{Rel, VarId};
 use crate::rules::{RuleSet, Tables};
 use crate::source::Source;
-use crate::values::{edn_to_value, truthy};
+use crate::values::{edn_to_value, resolve_entity, truthy};
 
 /// Limits a query runs under.
 #[derive(Clone, Copy, Debug, Default)]
@@ -174,7 +174,7 @@ impl<'a> Ctx<'a> {
             } else {
                 match remaining
                     .iter()
-                    .position(|c| self.filter_ready(env, &rel, c, &remaining))
+                    .position(|c| self.filter_ready(&rel, c, &remaining))
                 {
                     Some(i) => i,
                     None => self.choose(env, &rel, &remaining)?,
@@ -271,7 +271,7 @@ impl<'a> Ctx<'a> {
     }
 
     /// Predicates, functions and `not` run as soon as their inputs are bound.
-    fn filter_ready(&self, env: &Env<'_>, rel: &Rel, c: &CClause, remaining: &[&CClause]) -> bool {
+    fn filter_ready(&self, rel: &Rel, c: &CClause, remaining: &[&CClause]) -> bool {
         let bound = |v: &VarId| rel.has(*v);
         match c {
             CClause::Pred { args, .. } | CClause::Fn { args, .. } => args.iter().all(|a| match a {
@@ -288,7 +288,6 @@ impl<'a> Ctx<'a> {
                     .flat_map(|o| o.vars())
                     .collect();
                 let vars = c.vars();
-                let _ = env;
                 vars.iter().any(bound) && vars.iter().all(|v| bound(v) || !others.contains(v))
             }
             _ => false,
@@ -403,7 +402,7 @@ impl<'a> Ctx<'a> {
                 } => req.iter().all(|v| rel.has(*v)),
                 CClause::Or { .. } => true,
                 CClause::Rule { name, args, .. } => self.rules.required_bound(name, args, rel),
-                _ => self.filter_ready(env, rel, c, remaining),
+                _ => self.filter_ready(rel, c, remaining),
             };
             if ready {
                 return Ok(i);
@@ -702,12 +701,10 @@ impl<'a> Ctx<'a> {
                 branches,
                 span,
             } => {
-                let needed: HashSet<VarId> = remaining.iter().flat_map(|c| c.vars()).collect();
                 let out_vars: Vec<VarId> = match join {
                     Some((req, free)) => req.iter().chain(free).copied().collect(),
                     None => c.vars(),
                 };
-                let _ = needed;
                 let in_vars: Vec<VarId> =
                     out_vars.iter().copied().filter(|v| rel.has(*v)).collect();
                 let input = rel.project(&in_vars);
@@ -919,7 +916,7 @@ impl<'a> Ctx<'a> {
             }
         };
         want(3)?;
-        let Some(e) = entity_of(src, &vals[1])? else {
+        let Some(e) = resolve_entity(src, &vals[1])? else {
             return Ok(match name {
                 "missing?" => Value::Boolean(true),
                 "get-else" => vals.get(3).cloned().unwrap_or(Value::Nil),
@@ -929,7 +926,7 @@ impl<'a> Ctx<'a> {
         let attr_of = |v: &Value| -> Result<std::sync::Arc<vev_core::Attribute>, QueryError> {
             let found = match v {
                 Value::Keyword(k) => src.schema().attribute_by_ident(k),
-                other => entity_of(src, other)?.and_then(|id| src.schema().attribute(id)),
+                other => resolve_entity(src, other)?.and_then(|id| src.schema().attribute(id)),
             };
             found.cloned().ok_or_else(|| QueryError::UnknownAttribute {
                 attr: v.to_string(),

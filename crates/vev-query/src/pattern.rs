@@ -607,11 +607,6 @@ fn cmp_components(x: &[Component], y: &[Component]) -> Ordering {
     Ordering::Equal
 }
 
-/// The entity id of a value used as an entity, for callers outside this module.
-pub(crate) fn entity_of(src: &dyn Source, v: &Value) -> Result<Option<EntityId>, QueryError> {
-    resolve_entity(src, v)
-}
-
 /// Several patterns on one bound entity, `[?e :a ?x] [?e :b ?y] [?e :c 1]`, resolved in one
 /// pass over each entity's EAVT datoms instead of one index lookup per pattern.
 pub(crate) struct Star<'s> {

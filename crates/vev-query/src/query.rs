@@ -160,18 +160,12 @@ impl Query {
             find.push(match elem {
                 FindElem::Var(v, _) => Find::Var(c.scope.var(v)),
                 FindElem::Aggregate {
-                    name,
-                    args,
-                    var,
-                    span,
-                } => {
-                    let _ = span;
-                    Find::Agg {
-                        name: name.to_string(),
-                        args: args.clone(),
-                        var: c.scope.var(var),
-                    }
-                }
+                    name, args, var, ..
+                } => Find::Agg {
+                    name: name.to_string(),
+                    args: args.clone(),
+                    var: c.scope.var(var),
+                },
                 FindElem::Pull {
                     src,
                     var,
@@ -235,7 +229,7 @@ impl Query {
         inputs: &[Input<'_>],
         opts: &QueryOptions,
     ) -> Result<QueryResult, QueryError> {
-        self.execute(inputs, opts).map(|(r, _)| r)
+        self.execute(inputs, opts, false).map(|(r, _)| r)
     }
 
     /// Run, and return the plan that ran with estimated and actual row counts.
@@ -244,7 +238,7 @@ impl Query {
         inputs: &[Input<'_>],
         opts: &QueryOptions,
     ) -> Result<(QueryResult, Vec<PlanStep>), QueryError> {
-        self.execute(inputs, opts)
+        self.execute(inputs, opts, true)
     }
 
     fn clause_text(&self, c: &CClause) -> String {
@@ -258,10 +252,13 @@ impl Query {
         }
     }
 
+    /// Run; with `explain`, also record each step of the plan (otherwise nothing is spent on
+    /// estimates, clause texts or clocks that only `explain` shows).
     fn execute(
         &self,
         inputs: &[Input<'_>],
         opts: &QueryOptions,
+        explain: bool,
     ) -> Result<(QueryResult, Vec<PlanStep>), QueryError> {
         let started = Instant::now();
         if inputs.len() != self.ast.inputs.len() {
@@ -358,7 +355,7 @@ impl Query {
             tables: None,
             pass: None,
             body: None,
-            record: true,
+            record: explain,
             cache: Some(&self.plan),
         };
         let mut keep: Vec<VarId> = Vec::new();

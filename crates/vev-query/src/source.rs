@@ -43,16 +43,7 @@ pub trait Source: Send + Sync {
         prefixes: &[Vec<Component>],
         visit: &mut dyn FnMut(usize, &Datom) -> bool,
     ) {
-        for (i, prefix) in prefixes.iter().enumerate() {
-            let mut go = true;
-            self.scan(order, prefix, &mut |d| {
-                go = visit(i, d);
-                go
-            });
-            if !go {
-                return;
-            }
-        }
+        scan_each_prefix(self, order, prefixes, visit);
     }
 
     /// An estimate of how many datoms `scan(order, prefix)` visits, cheap to compute
@@ -61,4 +52,24 @@ pub trait Source: Send + Sync {
 
     /// An estimate of how many AVET datoms of `a` lie inside the bounds.
     fn count_range_estimate(&self, a: EntityId, start: Bound<&Value>, end: Bound<&Value>) -> usize;
+}
+
+/// `scan_batch` done the plain way: one `scan` per prefix, in order. The trait's default, and
+/// what sources that can do better fall back to when they cannot.
+pub fn scan_each_prefix<S: Source + ?Sized>(
+    src: &S,
+    order: IndexOrder,
+    prefixes: &[Vec<Component>],
+    visit: &mut dyn FnMut(usize, &Datom) -> bool,
+) {
+    for (i, prefix) in prefixes.iter().enumerate() {
+        let mut go = true;
+        src.scan(order, prefix, &mut |d| {
+            go = visit(i, d);
+            go
+        });
+        if !go {
+            return;
+        }
+    }
 }

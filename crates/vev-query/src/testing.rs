@@ -18,7 +18,7 @@ use vev_core::ids::{t_of, tx_id};
 use vev_core::schema::sys;
 use vev_core::{
     Attribute, BasisT, Cardinality, Component, Datom, EntityId, IndexOrder, Keyword, Schema,
-    TupleSpec, Unique, Value, ValueType,
+    Unique, Value, ValueType,
 };
 
 use crate::source::Source;
@@ -162,61 +162,10 @@ impl Source for VecSource {
     }
 }
 
-/// The system attributes and idents every database starts with, at their fixed ids.
-pub fn system_schema() -> Schema {
-    use ValueType as T;
-    let mut schema = Schema::default();
-    let attrs = [
-        (sys::IDENT, "db/ident", T::Keyword),
-        (sys::VALUE_TYPE, "db/valueType", T::Ref),
-        (sys::CARDINALITY, "db/cardinality", T::Ref),
-        (sys::UNIQUE, "db/unique", T::Ref),
-        (sys::IS_COMPONENT, "db/isComponent", T::Boolean),
-        (sys::INDEX, "db/index", T::Boolean),
-        (sys::FULLTEXT, "db/fulltext", T::Boolean),
-        (sys::NO_HISTORY, "db/noHistory", T::Boolean),
-        (sys::DOC, "db/doc", T::String),
-        (sys::TX_INSTANT, "db/txInstant", T::Instant),
-        (sys::TUPLE_ATTRS, "db/tupleAttrs", T::Tuple),
-        (sys::TUPLE_TYPE, "db/tupleType", T::Ref),
-        (sys::TUPLE_TYPES, "db/tupleTypes", T::Tuple),
-    ];
-    for (id, ident, value_type) in attrs {
-        let mut attr = attribute(id, ident, value_type, Cardinality::One, None, false);
-        attr.unique = (id == sys::IDENT).then_some(Unique::Identity);
-        attr.index = id == sys::TX_INSTANT;
-        if matches!(id, sys::TUPLE_ATTRS | sys::TUPLE_TYPES) {
-            attr.tuple = Some(TupleSpec::Homogeneous(T::Keyword));
-        }
-        schema.set_ident(id, attr.ident.clone());
-        schema.install(attr);
-    }
-    let idents = [
-        (sys::CARDINALITY_ONE, "db.cardinality/one"),
-        (sys::CARDINALITY_MANY, "db.cardinality/many"),
-        (sys::UNIQUE_IDENTITY, "db.unique/identity"),
-        (sys::UNIQUE_VALUE, "db.unique/value"),
-        (sys::PART_DB, "db.part/db"),
-        (sys::PART_TX, "db.part/tx"),
-        (sys::PART_USER, "db.part/user"),
-        (sys::FN_ADD, "db/add"),
-        (sys::FN_RETRACT, "db/retract"),
-        (sys::FN_RETRACT_ENTITY, "db/retractEntity"),
-        (sys::FN_CAS, "db/cas"),
-    ];
-    for (id, ident) in idents {
-        schema.set_ident(id, Keyword::new(ident));
-    }
-    for t in ValueType::ALL {
-        schema.set_ident(t.entity_id(), t.ident());
-    }
-    schema
-}
-
 /// The system schema plus `attrs`, installed with ids `USER_ATTR_ID_FIRST`,
 /// `USER_ATTR_ID_FIRST + 1`, ... in order.
 pub fn schema_of(attrs: &[AttrDef<'_>]) -> Schema {
-    let mut schema = system_schema();
+    let mut schema = Schema::system();
     for (id, &(ident, value_type, cardinality, unique, is_component)) in
         (USER_ATTR_ID_FIRST..).zip(attrs)
     {
