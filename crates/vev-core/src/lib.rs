@@ -5,6 +5,7 @@ pub mod datom;
 pub mod error;
 pub mod ids;
 pub mod schema;
+pub mod storage_error;
 pub mod txdata;
 pub mod value;
 
@@ -12,6 +13,7 @@ pub use datom::{Component, Datom, IndexOrder};
 pub use error::{EntityName, TxError};
 pub use ids::{BasisT, EntityId};
 pub use schema::{Attribute, Cardinality, Schema, TupleSpec, Unique, ValueType};
+pub use storage_error::StorageError;
 pub use txdata::{
     parse_tx, tx_from_edn, AttrRef, EntityRef, SpannedOp, TempId, TxMap, TxOp, TxValue,
 };

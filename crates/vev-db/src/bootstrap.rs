@@ -52,5 +52,6 @@ pub(crate) fn empty_db() -> Db {
         basis_t: 0,
         next_user: 1,
         last_instant: 0,
+        segments: None,
     })
 }

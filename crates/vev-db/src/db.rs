@@ -83,6 +83,8 @@ pub(crate) struct State {
     pub next_user: u64,
     /// The `:db/txInstant` of the latest transaction, in milliseconds.
     pub last_instant: i64,
+    /// Where persisted subtrees load from (none for a database that lives only in memory).
+    pub segments: Option<Arc<crate::segment::SegmentCache>>,
 }
 
 /// Which datoms of the state a `Db` shows.

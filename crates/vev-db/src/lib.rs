@@ -3,13 +3,17 @@
 //! time-travel and index-access views. Pure: no I/O, no `unsafe`.
 
 mod bootstrap;
+mod codec;
 mod db;
 mod entity;
 mod log;
+pub mod persist;
+mod segment;
 mod source;
 pub mod tree;
 mod tx;
 
+pub use codec::DecodeError;
 pub use db::{Datoms, Db, TimePoint, View};
 pub use entity::Entity;
 pub use log::TxLogEntry;

@@ -150,6 +150,10 @@ impl Source for Db {
         current + count(self.state.retired.tree(order))
     }
 
+    fn storage_failure(&self) -> Option<vev_core::StorageError> {
+        Db::storage_failure(self)
+    }
+
     fn count_range_estimate(&self, a: EntityId, start: Bound<&Value>, end: Bound<&Value>) -> usize {
         let count = |tree: &Tree| {
             let lo = tree.rank(|d| d.a < a || (d.a == a && before_start(&d.v, start)));

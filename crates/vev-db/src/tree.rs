@@ -18,6 +18,8 @@ use std::sync::Arc;
 
 use vev_core::{Datom, IndexOrder};
 
+use crate::segment::SegmentCache;
+
 // Small nodes keep path copies cheap: copying a branch bumps the reference count of each of
 // its children (a cache miss apiece), so a transaction's cost is dominated by fanout × depth.
 const LEAF_MAX: usize = 16;
@@ -27,24 +29,41 @@ const BRANCH_MAX: usize = 16;
 const BRANCH_TARGET: usize = 12;
 
 #[derive(Clone)]
-enum Node {
+pub(crate) enum Node {
     Leaf(Arc<Vec<Datom>>),
     Branch(Arc<Branch>),
+    /// A subtree persisted as a segment, loaded through the segment cache when first walked.
+    /// Loading never yields another `Stored` node.
+    Stored(Arc<Stored>),
 }
 
-struct Branch {
-    children: Vec<Node>,
+pub(crate) struct Branch {
+    pub(crate) children: Vec<Node>,
     /// The first datom of each child; shared between versions while no child's first datom
     /// changes (the common case), so a path copy does not clone them.
-    mins: Arc<[Datom]>,
-    sizes: Vec<usize>,
+    pub(crate) mins: Arc<[Datom]>,
+    pub(crate) sizes: Vec<usize>,
+}
+
+/// A reference to a persisted subtree: its segment id, datom count and height (0 for a leaf).
+pub(crate) struct Stored {
+    pub(crate) id: u64,
+    pub(crate) size: usize,
+    pub(crate) height: u32,
+    pub(crate) cache: Arc<SegmentCache>,
+}
+
+impl Stored {
+    fn load(&self) -> Node {
+        self.cache.load(self)
+    }
 }
 
 /// A child node with its first datom and size, as a rebuilt level hands it up.
-struct Entry {
-    node: Node,
-    min: Datom,
-    size: usize,
+pub(crate) struct Entry {
+    pub(crate) node: Node,
+    pub(crate) min: Datom,
+    pub(crate) size: usize,
 }
 
 /// One change in a batch: insert or remove a datom.
@@ -57,9 +76,9 @@ pub struct Change {
 /// A persistent sorted set of datoms in one index order. Cloning is O(1).
 #[derive(Clone)]
 pub struct Tree {
-    order: IndexOrder,
-    root: Option<Node>,
-    len: usize,
+    pub(crate) order: IndexOrder,
+    pub(crate) root: Option<Node>,
+    pub(crate) len: usize,
 }
 
 impl Tree {
@@ -131,11 +150,11 @@ impl Tree {
     pub fn rank(&self, below: impl Fn(&Datom) -> bool) -> usize {
         let mut node = match &self.root {
             None => return 0,
-            Some(n) => n,
+            Some(n) => n.clone(),
         };
         let mut acc = 0;
         loop {
-            match node {
+            let next = match &node {
                 Node::Leaf(items) => return acc + items.partition_point(|d| below(d)),
                 Node::Branch(b) => {
                     let idx = b.mins.partition_point(|d| below(d));
@@ -143,9 +162,11 @@ impl Tree {
                         return acc;
                     }
                     acc += b.sizes[..idx - 1].iter().sum::<usize>();
-                    node = &b.children[idx - 1];
+                    b.children[idx - 1].clone()
                 }
-            }
+                Node::Stored(s) => s.load(),
+            };
+            node = next;
         }
     }
 
@@ -172,6 +193,7 @@ impl Tree {
                     node = b.children[idx].clone();
                     it.stack.push((b, idx));
                 }
+                Node::Stored(s) => node = s.load(),
             }
         }
     }
@@ -218,16 +240,18 @@ impl Tree {
     }
 }
 
-fn node_size(node: &Node) -> usize {
+pub(crate) fn node_size(node: &Node) -> usize {
     match node {
         Node::Leaf(items) => items.len(),
         Node::Branch(b) => b.sizes.iter().sum(),
+        Node::Stored(s) => s.size,
     }
 }
 
 fn apply_node(order: IndexOrder, node: &Node, changes: &[Change]) -> Vec<Entry> {
     match node {
         Node::Leaf(items) => leaf_merge(order, items, changes),
+        Node::Stored(s) => apply_node(order, &s.load(), changes),
         Node::Branch(b) => {
             if let Some(entry) = apply_one_child(order, b, changes) {
                 return vec![entry];
@@ -353,7 +377,7 @@ fn chunk_evenly<T>(items: Vec<T>, target: usize, make: fn(Vec<T>) -> Entry) -> V
     out
 }
 
-fn leaf_entry(items: Vec<Datom>) -> Entry {
+pub(crate) fn leaf_entry(items: Vec<Datom>) -> Entry {
     Entry {
         min: items[0].clone(),
         size: items.len(),
@@ -393,7 +417,7 @@ fn group_branches(entries: Vec<Entry>) -> Vec<Entry> {
     chunk_evenly(entries, BRANCH_TARGET, branch_entry)
 }
 
-fn branch_entry(entries: Vec<Entry>) -> Entry {
+pub(crate) fn branch_entry(entries: Vec<Entry>) -> Entry {
     let mut children = Vec::with_capacity(entries.len());
     let mut mins = Vec::with_capacity(entries.len());
     let mut sizes = Vec::with_capacity(entries.len());
@@ -428,6 +452,7 @@ fn visit_node(
             let start = below.map_or(0, |b| items.partition_point(|d| b(d)));
             items[start..].iter().all(|d| visit(d))
         }
+        Node::Stored(s) => visit_node(&s.load(), below, visit),
         Node::Branch(b) => {
             let start = below.map_or(0, |f| b.mins.partition_point(|d| f(d)).saturating_sub(1));
             let mut below = below;
@@ -467,6 +492,7 @@ fn batch_node(
             }
             true
         }
+        Node::Stored(s) => batch_node(&s.load(), lo, hi, below, after, visit),
         Node::Branch(b) => {
             let n = b.children.len();
             let mut first = lo;
@@ -535,6 +561,7 @@ impl Iter {
                             node = b.children[0].clone();
                             self.stack.push((b, 0));
                         }
+                        Node::Stored(s) => node = s.load(),
                     }
                 }
             }

@@ -63,6 +63,8 @@ pub enum QueryError {
     TooManyRows { limit: usize },
     #[error(transparent)]
     Pull(#[from] PullError),
+    #[error(transparent)]
+    Storage(#[from] vev_core::StorageError),
 }
 
 impl QueryError {
@@ -84,6 +86,7 @@ impl QueryError {
             QueryError::Timeout { .. } => "query/timeout",
             QueryError::TooManyRows { .. } => "query/too-many-rows",
             QueryError::Pull(e) => e.code(),
+            QueryError::Storage(e) => e.code(),
         }
     }
 

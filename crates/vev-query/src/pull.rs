@@ -83,6 +83,9 @@ pub enum PullError {
     /// The pull would build more than [`PULL_ENTITIES_MAX`] entity maps.
     #[error("the pull of entity {e} reaches more than {entities_max} entities")]
     ResultTooLarge { e: EntityId, entities_max: usize },
+    /// The database's storage failed while the pull read it.
+    #[error(transparent)]
+    Storage(#[from] vev_core::StorageError),
 }
 
 impl PullError {
@@ -94,6 +97,7 @@ impl PullError {
             PullError::NotARef { .. } => "pull/not-a-ref",
             PullError::HistoryView => "pull/history-view",
             PullError::ResultTooLarge { .. } => "pull/result-too-large",
+            PullError::Storage(e) => e.code(),
         }
     }
 }
@@ -119,7 +123,11 @@ pub fn pull_many(
         plan: &plan,
         nodes: Vec::new(),
     };
-    es.iter().map(|&e| puller.pull(e)).collect()
+    let out: Result<Vec<Edn>, PullError> = es.iter().map(|&e| puller.pull(e)).collect();
+    match src.storage_failure() {
+        Some(f) => Err(PullError::Storage(f)),
+        None => out,
+    }
 }
 
 /// The index of the root pattern in [`Plan::patterns`].

@@ -241,6 +241,25 @@ impl Query {
         self.execute(inputs, opts, true)
     }
 
+    /// `execute_inner`, failed as a whole when any database input met a storage failure
+    /// (its scans then saw less than the data, so the result cannot be trusted).
+    fn execute(
+        &self,
+        inputs: &[Input<'_>],
+        opts: &QueryOptions,
+        explain: bool,
+    ) -> Result<(QueryResult, Vec<PlanStep>), QueryError> {
+        let out = self.execute_inner(inputs, opts, explain);
+        for input in inputs {
+            if let Input::Db(src) = input {
+                if let Some(f) = src.storage_failure() {
+                    return Err(QueryError::Storage(f));
+                }
+            }
+        }
+        out
+    }
+
     fn clause_text(&self, c: &CClause) -> String {
         let span = c.span();
         match &self.text {
@@ -254,7 +273,7 @@ impl Query {
 
     /// Run; with `explain`, also record each step of the plan (otherwise nothing is spent on
     /// estimates, clause texts or clocks that only `explain` shows).
-    fn execute(
+    fn execute_inner(
         &self,
         inputs: &[Input<'_>],
         opts: &QueryOptions,

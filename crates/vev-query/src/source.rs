@@ -52,6 +52,12 @@ pub trait Source: Send + Sync {
 
     /// An estimate of how many AVET datoms of `a` lie inside the bounds.
     fn count_range_estimate(&self, a: EntityId, start: Bound<&Value>, end: Bound<&Value>) -> usize;
+
+    /// A storage failure met while reading (a segment that could not be loaded). Scans cannot
+    /// return errors, so the engine asks after running and fails the whole query.
+    fn storage_failure(&self) -> Option<vev_core::StorageError> {
+        None
+    }
 }
 
 /// `scan_batch` done the plain way: one `scan` per prefix, in order. The trait's default, and

@@ -4,14 +4,26 @@
 //! is held only to clone or replace an `Arc`, so readers never wait for a transaction to be
 //! computed. Subscribers get every report in commit order because reports are sent while the
 //! writer lock is still held.
+//!
+//! A durable connection (`Connection::open`) commits in this order: the transactor builds the
+//! next `Db` from the previous one in memory (work proportional to the transaction), the log
+//! record is appended and synced in one SQLite write batch, and only then is the new `Db`
+//! published and the report returned. A failed append publishes nothing; before the next
+//! transaction the writer re-reads the log, in case the failure came after the commit. When
+//! the log tail since the last checkpoint passes `checkpoint_datoms`, the writer checkpoints:
+//! it writes the index subtrees that changed as segments plus a new root, so the next open
+//! reads the root and a short tail.
 
 use std::collections::HashMap;
+use std::path::Path;
+use std::sync::atomic::{AtomicI64, Ordering};
 use std::sync::mpsc::{channel, Receiver, Sender};
 use std::sync::{Arc, Mutex, RwLock};
-use std::time::{SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
-use vev_core::{Edn, Keyword, TxOp};
+use vev_core::{Edn, Keyword, StorageError, TxOp};
 use vev_db::{Db, TxContext, TxFunctions, TxReport};
+use vev_sqlite::{FaultPlan, LockMode, Store, StoreOptions, VerifyReport};
 
 use crate::error::Error;
 
@@ -19,20 +31,97 @@ use crate::error::Error;
 /// transaction data to use in its place (or an error message that aborts the transaction).
 pub type TxFn = Arc<dyn Fn(&Db, &[Edn]) -> Result<Vec<TxOp>, String> + Send + Sync>;
 
+/// How `Connection::open_with` opens a database file.
+#[derive(Clone, Debug)]
+pub struct OpenOptions {
+    /// Read only: no writer lock; `db()` and `sync()` follow the writer's commits.
+    pub read_only: bool,
+    /// Create the file if it does not exist (default true; ignored when read only).
+    pub create: bool,
+    /// What to do when another connection holds the writer lock (default: fail at once).
+    pub lock: LockMode,
+    /// Decoded index-segment datoms kept in memory (default 8,000,000).
+    pub cache_datoms_max: usize,
+    /// Checkpoint automatically once the log holds this many datoms after the last
+    /// checkpoint (default 1,000,000).
+    pub checkpoint_datoms: usize,
+    /// Datoms per write batch during `bulk_load` (default 200,000).
+    pub bulk_batch_datoms: usize,
+    /// For tests: fail the Nth storage operation.
+    #[doc(hidden)]
+    pub faults: Option<Arc<FaultPlan>>,
+}
+
+impl Default for OpenOptions {
+    fn default() -> OpenOptions {
+        OpenOptions {
+            read_only: false,
+            create: true,
+            lock: LockMode::Fail,
+            cache_datoms_max: 8_000_000,
+            checkpoint_datoms: 1_000_000,
+            bulk_batch_datoms: 200_000,
+            faults: None,
+        }
+    }
+}
+
+impl OpenOptions {
+    /// Options for a read-only connection.
+    pub fn read_only() -> OpenOptions {
+        OpenOptions {
+            read_only: true,
+            create: false,
+            ..OpenOptions::default()
+        }
+    }
+}
+
+/// Progress of a `bulk_load`, reported after each write batch.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct BulkProgress {
+    pub txs: u64,
+    pub datoms: u64,
+    pub elapsed: Duration,
+}
+
 struct Writer {
     listeners: Vec<Sender<TxReport>>,
+    /// A storage write failed: the file may hold a transaction this connection did not
+    /// publish, so re-read the log before the next one.
+    needs_catch_up: bool,
+    /// Datoms in the log since the last checkpoint.
+    tail_datoms: usize,
+}
+
+struct Durable {
+    store: Store,
+    checkpoint_datoms: usize,
+    bulk_batch_datoms: usize,
+    /// SQLite's `data_version` when a read-only connection last caught up.
+    seen_version: AtomicI64,
 }
 
 struct Inner {
     latest: RwLock<Db>,
     writer: Mutex<Writer>,
     functions: RwLock<HashMap<Keyword, TxFn>>,
+    durable: Option<Durable>,
 }
 
 /// A connection to one database. Cheap to clone; clones share the database.
 #[derive(Clone)]
 pub struct Connection {
     inner: Arc<Inner>,
+}
+
+impl std::fmt::Debug for Connection {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Connection")
+            .field("path", &self.path())
+            .field("basis_t", &self.latest().basis_t())
+            .finish()
+    }
 }
 
 struct Registry<'a>(&'a HashMap<Keyword, TxFn>);
@@ -50,31 +139,136 @@ fn now_ms() -> i64 {
 }
 
 impl Connection {
+    /// Open (or create) the database file at `path`, as its one writer. The embedded default:
+    /// every transaction is durable before its report returns.
+    pub fn open(path: impl AsRef<Path>) -> Result<Connection, Error> {
+        Connection::open_with(path, &OpenOptions::default())
+    }
+
+    /// Open a database file with options (read only, lock waiting, cache size, ...).
+    pub fn open_with(path: impl AsRef<Path>, opts: &OpenOptions) -> Result<Connection, Error> {
+        let opened = Store::open(
+            path.as_ref(),
+            &StoreOptions {
+                read_only: opts.read_only,
+                create: opts.create && !opts.read_only,
+                lock: opts.lock,
+                cache_datoms_max: opts.cache_datoms_max,
+                faults: opts.faults.clone(),
+            },
+        )?;
+        let version = opened.store.data_version()?;
+        Ok(Connection::build(
+            opened.db,
+            opened.tail_datoms,
+            Some(Durable {
+                store: opened.store,
+                checkpoint_datoms: opts.checkpoint_datoms.max(1),
+                bulk_batch_datoms: opts.bulk_batch_datoms.max(1),
+                seen_version: AtomicI64::new(version),
+            }),
+        ))
+    }
+
     /// A new, empty in-memory database.
     pub fn open_in_memory() -> Connection {
         Connection::from_db(Db::empty())
     }
 
-    /// A connection whose database starts as `db` (e.g. one built with `with`).
+    /// An in-memory connection whose database starts as `db` (e.g. one built with `with`).
     pub fn from_db(db: Db) -> Connection {
+        Connection::build(db, 0, None)
+    }
+
+    fn build(db: Db, tail_datoms: usize, durable: Option<Durable>) -> Connection {
         Connection {
             inner: Arc::new(Inner {
                 latest: RwLock::new(db.current()),
                 writer: Mutex::new(Writer {
                     listeners: Vec::new(),
+                    needs_catch_up: false,
+                    tail_datoms,
                 }),
                 functions: RwLock::new(HashMap::new()),
+                durable,
             }),
         }
     }
 
-    /// The latest database value.
+    /// The latest database value. A read-only connection first catches up with the writer's
+    /// commits (use `sync` to see a failure to do so; here the last good value is returned).
     pub fn db(&self) -> Db {
+        if self.is_read_only() {
+            let _ = self.sync();
+        }
+        self.latest()
+    }
+
+    fn latest(&self) -> Db {
         self.inner
             .latest
             .read()
             .unwrap_or_else(|p| p.into_inner())
             .clone()
+    }
+
+    fn publish(&self, db: Db) {
+        *self.inner.latest.write().unwrap_or_else(|p| p.into_inner()) = db;
+    }
+
+    fn is_read_only(&self) -> bool {
+        self.inner
+            .durable
+            .as_ref()
+            .is_some_and(|d| d.store.is_read_only())
+    }
+
+    /// Catch up with every transaction committed to the file (by this or another process)
+    /// and return the latest database. In memory, the latest database.
+    pub fn sync(&self) -> Result<Db, Error> {
+        let Some(durable) = &self.inner.durable else {
+            return Ok(self.latest());
+        };
+        let _writer = self.inner.writer.lock().unwrap_or_else(|p| p.into_inner());
+        let version = durable.store.data_version()?;
+        if version != durable.seen_version.load(Ordering::SeqCst) || !durable.store.is_read_only() {
+            let db = durable.store.catch_up(&self.latest())?;
+            self.publish(db);
+            durable.seen_version.store(version, Ordering::SeqCst);
+        }
+        Ok(self.latest())
+    }
+
+    /// Write a checkpoint now: the index segments changed since the last one and a new root,
+    /// so that the next open reads no log tail.
+    pub fn checkpoint(&self) -> Result<(), Error> {
+        let Some(durable) = &self.inner.durable else {
+            return Ok(());
+        };
+        let mut writer = self.inner.writer.lock().unwrap_or_else(|p| p.into_inner());
+        self.checkpoint_locked(durable, &mut writer)
+    }
+
+    fn checkpoint_locked(&self, durable: &Durable, writer: &mut Writer) -> Result<(), Error> {
+        let stored = durable.store.checkpoint(&self.latest())?;
+        self.publish(stored);
+        writer.tail_datoms = 0;
+        Ok(())
+    }
+
+    /// Check every log row and index segment of the file (checksums, decoding, order,
+    /// counts). In memory there is nothing to check.
+    pub fn verify(&self) -> Result<Option<VerifyReport>, Error> {
+        let Some(durable) = &self.inner.durable else {
+            return Ok(None);
+        };
+        let db = self.sync()?;
+        Ok(Some(durable.store.verify(&db)?))
+    }
+
+    /// The file this connection stores to (none in memory).
+    pub fn path(&self) -> Option<&Path> {
+        self.inner.durable.as_ref().map(|d| d.store.path())
     }
 
     /// Transact EDN transaction data.
@@ -86,16 +280,132 @@ impl Connection {
         self.transact(&ops)
     }
 
-    /// Transact operations built in Rust.
+    /// Transact operations built in Rust. On a durable connection the transaction is in the
+    /// log and synced before this returns.
     pub fn transact(&self, ops: &[TxOp]) -> Result<TxReport, Error> {
         let mut writer = self.inner.writer.lock().unwrap_or_else(|p| p.into_inner());
-        let before = self.db();
+        self.catch_up_locked(&mut writer)?;
+        let before = self.latest();
         let report = self.apply(&before, ops)?;
-        *self.inner.latest.write().unwrap_or_else(|p| p.into_inner()) = report.db_after.clone();
+        if let Some(durable) = &self.inner.durable {
+            if let Some(f) = report.db_after.storage_failure() {
+                return Err(f.into());
+            }
+            if let Err(e) = durable.store.append(&report.db_after, &report.tx_data) {
+                writer.needs_catch_up = true;
+                return Err(e.into());
+            }
+            writer.tail_datoms += report.tx_data.len();
+        }
+        self.publish(report.db_after.clone());
         writer
             .listeners
             .retain(|tx| tx.send(report.clone()).is_ok());
+        if let Some(durable) = &self.inner.durable {
+            if writer.tail_datoms >= durable.checkpoint_datoms {
+                // The transaction is committed whatever happens here; a failed checkpoint is
+                // retried after the next transaction.
+                let _ = self.checkpoint_locked(durable, &mut writer);
+            }
+        }
         Ok(report)
+    }
+
+    /// After a failed storage write, adopt whatever the file holds.
+    fn catch_up_locked(&self, writer: &mut Writer) -> Result<(), Error> {
+        if let Some(durable) = &self.inner.durable {
+            if durable.store.is_read_only() {
+                return Err(StorageError::ReadOnly {
+                    path: durable.store.path().display().to_string(),
+                }
+                .into());
+            }
+            if writer.needs_catch_up {
+                let db = durable.store.catch_up(&self.latest())?;
+                self.publish(db);
+                writer.needs_catch_up = false;
+            }
+        }
+        Ok(())
+    }
+
+    /// Import a stream of transactions fast: each runs through the transactor as usual, but
+    /// their log records are written in large synced batches (`bulk_batch_datoms`), and one
+    /// checkpoint at the end writes the index segments. `progress` is called after each
+    /// batch. A failure stops the import: the batches written before it stay committed.
+    pub fn bulk_load<I>(
+        &self,
+        txs: I,
+        progress: &mut dyn FnMut(&BulkProgress),
+    ) -> Result<BulkProgress, Error>
+    where
+        I: IntoIterator<Item = Vec<TxOp>>,
+    {
+        let started = Instant::now();
+        let mut writer = self.inner.writer.lock().unwrap_or_else(|p| p.into_inner());
+        self.catch_up_locked(&mut writer)?;
+        let mut done = BulkProgress {
+            txs: 0,
+            datoms: 0,
+            elapsed: Duration::ZERO,
+        };
+        let mut db = self.latest();
+        let mut pending: Vec<vev_db::persist::LogRecord> = Vec::new();
+        let mut pending_datoms = 0;
+        let batch = self
+            .inner
+            .durable
+            .as_ref()
+            .map_or(usize::MAX, |d| d.bulk_batch_datoms);
+        let mut flush = |writer: &mut Writer,
+                         db: &Db,
+                         pending: &mut Vec<vev_db::persist::LogRecord>,
+                         done: &mut BulkProgress|
+         -> Result<(), Error> {
+            if let Some(durable) = &self.inner.durable {
+                if let Some(f) = db.storage_failure() {
+                    return Err(f.into());
+                }
+                if let Err(e) = durable.store.append_many(pending) {
+                    writer.needs_catch_up = true;
+                    return Err(e.into());
+                }
+            }
+            pending.clear();
+            self.publish(db.clone());
+            done.elapsed = started.elapsed();
+            progress(done);
+            Ok(())
+        };
+        for ops in txs {
+            let report = self.apply(&db, &ops)?;
+            done.txs += 1;
+            done.datoms += report.tx_data.len() as u64;
+            pending_datoms += report.tx_data.len();
+            if self.inner.durable.is_some() {
+                pending.push(vev_db::persist::LogRecord::of(
+                    &report.db_after,
+                    &report.tx_data,
+                ));
+            }
+            writer
+                .listeners
+                .retain(|tx| tx.send(report.clone()).is_ok());
+            db = report.db_after;
+            if pending_datoms >= batch {
+                flush(&mut writer, &db, &mut pending, &mut done)?;
+                pending_datoms = 0;
+            }
+        }
+        if pending_datoms > 0 || !pending.is_empty() {
+            flush(&mut writer, &db, &mut pending, &mut done)?;
+        }
+        if let Some(durable) = &self.inner.durable {
+            writer.tail_datoms += done.datoms as usize;
+            self.checkpoint_locked(durable, &mut writer)?;
+        }
+        done.elapsed = started.elapsed();
+        Ok(done)
     }
 
     /// Apply operations to `db` without committing them (Datomic's `with`).

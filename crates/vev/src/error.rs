@@ -1,6 +1,6 @@
 //! The facade's error: one enum over the operation families, each with a stable code.
 
-use vev_core::TxError;
+use vev_core::{StorageError, TxError};
 use vev_edn::ParseError;
 
 #[derive(thiserror::Error, Debug, Clone, PartialEq)]
@@ -12,6 +12,8 @@ pub enum Error {
     Edn(#[from] ParseError),
     #[error(transparent)]
     Query(#[from] vev_query::QueryError),
+    #[error(transparent)]
+    Storage(#[from] StorageError),
 }
 
 impl Error {
@@ -21,6 +23,7 @@ impl Error {
             Error::Tx(e) => e.code(),
             Error::Edn(e) => e.code(),
             Error::Query(e) => e.code(),
+            Error::Storage(e) => e.code(),
         }
     }
 }

@@ -27,8 +27,9 @@ struct ReadmeDoctest;
 mod connection;
 mod error;
 
-pub use connection::{Connection, TxFn};
+pub use connection::{BulkProgress, Connection, OpenOptions, TxFn};
 pub use error::Error;
+pub use vev_core::StorageError;
 pub use vev_core::{
     ids, parse_tx, schema, tx_from_edn, AttrRef, Attribute, BasisT, Cardinality, Component, Datom,
     Edn, EntityId, EntityName, EntityRef, IndexOrder, Keyword, Schema, Symbol, TempId, TupleSpec,
@@ -43,3 +44,4 @@ pub use vev_query::{
     pull_many, q, Input, Limits, PlanStep, PullError, Query, QueryError, QueryOptions, QueryResult,
     Registry, Source,
 };
+pub use vev_sqlite::{FaultPlan, LockMode, VerifyReport};

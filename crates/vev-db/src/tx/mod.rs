@@ -26,7 +26,7 @@
 mod expand;
 mod generate;
 mod resolve;
-mod schema;
+pub(crate) mod schema;
 
 pub(crate) use expand::coerce;
 
@@ -182,7 +182,7 @@ fn tx_instant(before: &Db, datoms: &[Datom], tx: EntityId, now_ms: i64) -> Resul
 
 /// Put the transaction's datoms into the indexes, the history and the log.
 /// `retracted_tx` gives, for each retraction, the tx of the assertion it retracts.
-fn apply(state: &mut State, before: &Db, tx_data: &[Datom], retracted_tx: &[EntityId]) {
+pub(crate) fn apply(state: &mut State, before: &Db, tx_data: &[Datom], retracted_tx: &[EntityId]) {
     let schema = state.schema.clone();
     let mut current = Vec::with_capacity(tx_data.len());
     let mut retired = Vec::new();

@@ -1,0 +1,334 @@
+//! What durable storage needs from a `Db`, as bytes: log records, checkpoints (a root record
+//! plus the segments it names), and the way back (open a root, replay log records).
+//!
+//! The storage backend (`vev-sqlite`) owns the I/O, checksums and locking; this module owns
+//! the meaning of the bytes, so every backend persists the same thing. A committed
+//! transaction is one log record: its basis-t, the user-partition counter after it, and its
+//! datoms exactly as the report's `tx-data`. Replaying a record on the Db before it yields the
+//! same Db the transactor built (the transaction's checks already passed when it committed;
+//! replay only re-derives the indexes, history and schema). A checkpoint is a root record:
+//! basis-t, counters, the schema datoms and the top of each of the nine trees, whose
+//! segment-height subtrees are separate segments.
+
+use std::sync::Arc;
+
+use vev_core::ids::{tx_id, BasisT};
+use vev_core::schema::sys;
+use vev_core::{Component, Datom, IndexOrder, StorageError, Value};
+
+use crate::codec::{err, DatomDelta, DecodeResult, Reader, Writer};
+use crate::db::{Db, Indexes, State};
+use crate::segment::{persist_tree, read_tree};
+pub use crate::segment::{NewSegment, SegmentCache, SegmentStore, SEGMENT_HEIGHT};
+
+const KIND_LOG: u8 = 2;
+const KIND_ROOT: u8 = 3;
+
+/// One committed transaction as the log stores it.
+#[derive(Clone, Debug, PartialEq)]
+pub struct LogRecord {
+    pub t: BasisT,
+    /// The user-partition counter after the transaction.
+    pub next_user: u64,
+    /// The transaction's datoms, as in its report's `tx-data` (the `:db/txInstant` first).
+    pub datoms: Vec<Datom>,
+}
+
+impl LogRecord {
+    /// The record of the transaction that made `db_after` with `tx_data`.
+    pub fn of(db_after: &Db, tx_data: &[Datom]) -> LogRecord {
+        LogRecord {
+            t: db_after.basis_t(),
+            next_user: db_after.state.next_user,
+            datoms: tx_data.to_vec(),
+        }
+    }
+
+    pub fn encode(&self) -> Vec<u8> {
+        let mut w = Writer::new();
+        w.u8(KIND_LOG);
+        w.varint(self.t);
+        w.varint(self.next_user);
+        w.varint(self.datoms.len() as u64);
+        let mut delta = DatomDelta::new();
+        for d in &self.datoms {
+            delta.write(&mut w, d);
+        }
+        w.buf
+    }
+
+    pub fn decode(bytes: &[u8]) -> DecodeResult<LogRecord> {
+        let mut r = Reader::new(bytes);
+        let kind = r.u8()?;
+        if kind != KIND_LOG {
+            return err(format!(
+                "record kind {kind}, expected a log record ({KIND_LOG})"
+            ));
+        }
+        let t = r.varint()?;
+        let next_user = r.varint()?;
+        let n = r.count()?;
+        let mut delta = DatomDelta::new();
+        let mut datoms = Vec::with_capacity(n);
+        for _ in 0..n {
+            datoms.push(delta.read(&mut r)?);
+        }
+        if !r.is_at_end() {
+            return err("trailing bytes after the datoms");
+        }
+        Ok(LogRecord {
+            t,
+            next_user,
+            datoms,
+        })
+    }
+}
+
+/// Apply a committed transaction's record to the Db it was committed on.
+pub fn replay(before: &Db, record: &LogRecord) -> DecodeResult<Db> {
+    let before = before.current();
+    let t = before.basis_t() + 1;
+    if record.t != t {
+        return err(format!(
+            "log record for t={} follows a database at t={}",
+            record.t,
+            before.basis_t()
+        ));
+    }
+    let tx = tx_id(t);
+    let instant = match record.datoms.first() {
+        Some(d) if d.e == tx && d.a == sys::TX_INSTANT && d.added => match d.v {
+            Value::Instant(ms) => ms,
+            _ => return err("the :db/txInstant datom does not hold an instant"),
+        },
+        _ => return err("the record does not start with the transaction's :db/txInstant"),
+    };
+    let mut retracted_tx = Vec::new();
+    for d in &record.datoms {
+        if d.tx != tx {
+            return err(format!("datom of tx {} in the record of tx {tx}", d.tx));
+        }
+        if d.added {
+            continue;
+        }
+        let prefix = [
+            Component::Entity(d.e),
+            Component::Entity(d.a),
+            Component::Value(d.v.clone()),
+        ];
+        match before.datoms(IndexOrder::Eavt, &prefix).next() {
+            Some(asserted) => retracted_tx.push(asserted.tx),
+            None => {
+                return err(format!(
+                    "retraction of [{} {} {}] which is not asserted at t={}",
+                    d.e,
+                    d.a,
+                    d.v,
+                    before.basis_t()
+                ))
+            }
+        }
+    }
+    let mut state = (*before.state).clone();
+    match crate::tx::schema::next_schema(&before, &record.datoms) {
+        Ok(Some(schema)) => state.schema = Arc::new(schema),
+        Ok(None) => {}
+        Err(e) => return err(format!("the schema change does not apply: {e}")),
+    }
+    crate::tx::apply(&mut state, &before, &record.datoms, &retracted_tx);
+    state.basis_t = t;
+    state.next_user = record.next_user;
+    state.last_instant = instant;
+    Ok(Db::from_state(state))
+}
+
+/// A checkpoint to write: the root record and the segments it names that are not yet stored.
+pub struct Checkpoint {
+    pub t: BasisT,
+    pub root: Vec<u8>,
+    pub segments: Vec<NewSegment>,
+    /// The same database with its persisted subtrees as segment references, so memory can be
+    /// given back to the cache's bound.
+    pub db: Db,
+}
+
+/// Build the checkpoint of `db` (its current state). Segments already stored through `cache`
+/// are referenced, not rewritten; new ones get ids from `next_id` on.
+pub fn checkpoint(db: &Db, cache: &Arc<SegmentCache>, next_id: &mut u64) -> Checkpoint {
+    let state = &db.state;
+    let mut w = Writer::new();
+    let mut segments = Vec::new();
+    w.u8(KIND_ROOT);
+    w.varint(state.basis_t);
+    w.varint(state.next_user);
+    w.zigzag(state.last_instant);
+    let schema_datoms = schema_datoms(db);
+    w.varint(schema_datoms.len() as u64);
+    let mut delta = DatomDelta::new();
+    for d in &schema_datoms {
+        delta.write(&mut w, d);
+    }
+    let mut tree =
+        |t: &crate::tree::Tree, w: &mut Writer| persist_tree(t, cache, next_id, &mut segments, w);
+    let current = Indexes {
+        eavt: tree(&state.current.eavt, &mut w),
+        aevt: tree(&state.current.aevt, &mut w),
+        avet: tree(&state.current.avet, &mut w),
+        vaet: tree(&state.current.vaet, &mut w),
+    };
+    let retired = Indexes {
+        eavt: tree(&state.retired.eavt, &mut w),
+        aevt: tree(&state.retired.aevt, &mut w),
+        avet: tree(&state.retired.avet, &mut w),
+        vaet: tree(&state.retired.vaet, &mut w),
+    };
+    let log = tree(&state.log, &mut w);
+    let stored = State {
+        current,
+        retired,
+        log,
+        schema: state.schema.clone(),
+        basis_t: state.basis_t,
+        next_user: state.next_user,
+        last_instant: state.last_instant,
+        segments: Some(cache.clone()),
+    };
+    Checkpoint {
+        t: state.basis_t,
+        root: w.buf,
+        segments,
+        db: Db::from_state(stored),
+    }
+}
+
+/// The current datoms that define the schema: every datom of a schema attribute.
+fn schema_datoms(db: &Db) -> Vec<Datom> {
+    let db = db.current();
+    let mut out = Vec::new();
+    for a in crate::tx::schema::SCHEMA_ATTRS {
+        out.extend(db.datoms(IndexOrder::Aevt, &[Component::Entity(a)]));
+    }
+    out
+}
+
+/// The basis-t a root record was written at, read without decoding the rest.
+pub fn root_t(bytes: &[u8]) -> DecodeResult<BasisT> {
+    let mut r = Reader::new(bytes);
+    if r.u8()? != KIND_ROOT {
+        return err("not a root record");
+    }
+    r.varint()
+}
+
+/// Open the database a root record describes. Segments load on demand through `cache`.
+pub fn open_root(bytes: &[u8], cache: &Arc<SegmentCache>) -> DecodeResult<Db> {
+    let mut r = Reader::new(bytes);
+    let kind = r.u8()?;
+    if kind != KIND_ROOT {
+        return err(format!("record kind {kind}, expected a root ({KIND_ROOT})"));
+    }
+    let basis_t = r.varint()?;
+    let next_user = r.varint()?;
+    let last_instant = r.zigzag()?;
+    let n = r.count()?;
+    let mut delta = DatomDelta::new();
+    let mut schema_datoms = Vec::with_capacity(n);
+    for _ in 0..n {
+        schema_datoms.push(delta.read(&mut r)?);
+    }
+    let schema = crate::tx::schema::schema_from_datoms(&schema_datoms)
+        .map_err(|e| crate::codec::DecodeError(format!("the schema does not rebuild: {e}")))?;
+    let mut indexes = || -> DecodeResult<Indexes> {
+        Ok(Indexes {
+            eavt: read_tree(&mut r, IndexOrder::Eavt, cache)?,
+            aevt: read_tree(&mut r, IndexOrder::Aevt, cache)?,
+            avet: read_tree(&mut r, IndexOrder::Avet, cache)?,
+            vaet: read_tree(&mut r, IndexOrder::Vaet, cache)?,
+        })
+    };
+    let current = indexes()?;
+    let retired = indexes()?;
+    let log = read_tree(&mut r, IndexOrder::Log, cache)?;
+    if !r.is_at_end() {
+        return err("trailing bytes after the trees");
+    }
+    Ok(Db::from_state(State {
+        current,
+        retired,
+        log,
+        schema: Arc::new(schema),
+        basis_t,
+        next_user,
+        last_instant,
+        segments: Some(cache.clone()),
+    }))
+}
+
+impl Db {
+    /// A storage failure met while reading this database's segments, if any. Operations that
+    /// return errors (queries, pull, transactions) check it; once set it stays set.
+    pub fn storage_failure(&self) -> Option<StorageError> {
+        self.state.segments.as_ref().and_then(|c| c.failure())
+    }
+
+    /// The segment cache this database reads through (none in memory).
+    pub fn segment_cache(&self) -> Option<&Arc<SegmentCache>> {
+        self.state.segments.as_ref()
+    }
+
+    /// The user-partition counter: the next new entity gets this number.
+    pub fn next_user(&self) -> u64 {
+        self.state.next_user
+    }
+
+    /// Walk every datom of every tree, loading every segment; the first storage failure, if
+    /// any. With the datom counts checked against the trees' sizes.
+    pub fn verify_segments(&self) -> Result<usize, StorageError> {
+        let state = &self.state;
+        let mut total = 0;
+        let trees = [
+            &state.current.eavt,
+            &state.current.aevt,
+            &state.current.avet,
+            &state.current.vaet,
+            &state.retired.eavt,
+            &state.retired.aevt,
+            &state.retired.avet,
+            &state.retired.vaet,
+            &state.log,
+        ];
+        for tree in trees {
+            let mut n = 0;
+            let mut prev: Option<Datom> = None;
+            let mut unsorted = None;
+            let order = tree.order();
+            tree.visit_from(|_| false, &mut |d| {
+                if let Some(p) = &prev {
+                    if order.cmp(p, d) != std::cmp::Ordering::Less && unsorted.is_none() {
+                        unsorted = Some(n);
+                    }
+                }
+                prev = Some(d.clone());
+                n += 1;
+                true
+            });
+            if let Some(f) = self.storage_failure() {
+                return Err(f);
+            }
+            if let Some(at) = unsorted {
+                return Err(StorageError::corruption(
+                    format!("{order:?} index"),
+                    format!("datom {at} is out of order"),
+                ));
+            }
+            if n != tree.len() {
+                return Err(StorageError::corruption(
+                    format!("{order:?} index"),
+                    format!("holds {n} datoms but its root says {}", tree.len()),
+                ));
+            }
+            total += n;
+        }
+        Ok(total)
+    }
+}

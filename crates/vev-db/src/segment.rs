@@ -1,0 +1,431 @@
+//! Index segments: persisted subtrees of the index trees, loaded on demand and cached.
+//!
+//! Why subtrees: a checkpoint must write only what changed since the last one, and opening a
+//! database must read only the top of each tree. Every node at `SEGMENT_HEIGHT` (two levels
+//! above the leaves, about 1,700 datoms) becomes one segment; the branches above them form the
+//! tree's *top*, which the root record holds. Trees share structure between versions, so a
+//! segment that no transaction touched since the last checkpoint is still the same `Stored`
+//! node and keeps its id: a checkpoint writes only the segments that transactions rewrote.
+//!
+//! Loading is lazy: a `Stored` node names its segment and the `SegmentCache` decodes it on the
+//! first walk, keeping at most `capacity_datoms` decoded datoms (least recently used out).
+//! A segment that cannot be read or decoded makes the cache *failed*: the walk sees an empty
+//! node, and every caller that can return an error (queries, pull, transactions, checkpoints)
+//! checks `failure()` afterwards and returns `storage/corruption` instead of a wrong answer.
+
+use std::sync::atomic::{AtomicU64, Ordering as AtomicOrdering};
+use std::sync::{Arc, Mutex, OnceLock};
+
+use vev_core::{Datom, IndexOrder, StorageError};
+
+use crate::codec::{err, DatomDelta, DecodeError, DecodeResult, Reader, Writer};
+use crate::tree::{branch_entry, leaf_entry, node_size, Entry, Node, Stored, Tree};
+
+/// Nodes at this height (0 = leaf) are persisted as one segment each.
+pub const SEGMENT_HEIGHT: u32 = 2;
+
+/// Trees are never deeper than this; deeper bytes are corrupt.
+const TREE_DEPTH_MAX: usize = 32;
+
+const KIND_SEGMENT: u8 = 1;
+const TAG_LEAF: u8 = 0;
+const TAG_BRANCH: u8 = 1;
+const TAG_REF: u8 = 2;
+
+/// Where segment bytes come from (the storage backend).
+pub trait SegmentStore: Send + Sync {
+    /// The payload of segment `id`, its checksum already verified.
+    fn read_segment(&self, id: u64) -> Result<Vec<u8>, StorageError>;
+}
+
+struct Lru {
+    map: hashbrown::HashMap<u64, (Node, usize, u64)>,
+    tick: u64,
+    datoms: usize,
+}
+
+/// Decoded segments, shared by every `Db` of one database.
+pub struct SegmentCache {
+    store: Arc<dyn SegmentStore>,
+    capacity_datoms: usize,
+    lru: Mutex<Lru>,
+    failure: OnceLock<StorageError>,
+    loads: AtomicU64,
+}
+
+impl SegmentCache {
+    pub fn new(store: Arc<dyn SegmentStore>, capacity_datoms: usize) -> Arc<SegmentCache> {
+        Arc::new(SegmentCache {
+            store,
+            capacity_datoms,
+            lru: Mutex::new(Lru {
+                map: hashbrown::HashMap::new(),
+                tick: 0,
+                datoms: 0,
+            }),
+            failure: OnceLock::new(),
+            loads: AtomicU64::new(0),
+        })
+    }
+
+    /// The first read or decode failure, if any segment could not be loaded.
+    pub fn failure(&self) -> Option<StorageError> {
+        self.failure.get().cloned()
+    }
+
+    /// Record a failure found outside the cache (e.g. by `verify`).
+    pub fn fail(&self, e: StorageError) {
+        let _ = self.failure.set(e);
+    }
+
+    /// How many segments have been read from the store so far.
+    pub fn loads(&self) -> u64 {
+        self.loads.load(AtomicOrdering::Relaxed)
+    }
+
+    /// Decoded datoms held now.
+    pub fn cached_datoms(&self) -> usize {
+        self.lock().datoms
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, Lru> {
+        self.lru.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    pub(crate) fn load(&self, s: &Stored) -> Node {
+        {
+            let mut lru = self.lock();
+            lru.tick += 1;
+            let tick = lru.tick;
+            if let Some(hit) = lru.map.get_mut(&s.id) {
+                hit.2 = tick;
+                return hit.0.clone();
+            }
+        }
+        self.loads.fetch_add(1, AtomicOrdering::Relaxed);
+        let loaded = self.store.read_segment(s.id).and_then(|bytes| {
+            decode_segment(&bytes, s)
+                .map_err(|e| StorageError::corruption(format!("segment {}", s.id), e.0))
+        });
+        match loaded {
+            Ok(node) => {
+                self.insert(s.id, node.clone(), s.size);
+                node
+            }
+            Err(e) => {
+                self.fail(e);
+                Node::Leaf(Arc::new(Vec::new()))
+            }
+        }
+    }
+
+    pub(crate) fn insert(&self, id: u64, node: Node, size: usize) {
+        let mut lru = self.lock();
+        lru.tick += 1;
+        let tick = lru.tick;
+        if lru.map.insert(id, (node, size, tick)).is_none() {
+            lru.datoms += size;
+        }
+        if lru.datoms > self.capacity_datoms {
+            // Evict the least recently used half of the entries' worth of datoms in one pass,
+            // so the scan over the map is amortised over many loads.
+            let mut ticks: Vec<(u64, u64, usize)> = lru
+                .map
+                .iter()
+                .map(|(id, (_, n, t))| (*t, *id, *n))
+                .collect();
+            ticks.sort_unstable();
+            let goal = self.capacity_datoms / 2;
+            for (_, id, n) in ticks {
+                if lru.datoms <= goal {
+                    break;
+                }
+                lru.map.remove(&id);
+                lru.datoms -= n;
+            }
+        }
+    }
+}
+
+fn height(node: &Node) -> u32 {
+    match node {
+        Node::Leaf(_) => 0,
+        Node::Branch(b) => 1 + height(&b.children[0]),
+        Node::Stored(s) => s.height,
+    }
+}
+
+fn loaded(node: &Node) -> Node {
+    match node {
+        Node::Stored(s) => s.cache.load(s),
+        other => other.clone(),
+    }
+}
+
+/// The payload of one segment: kind, height, then the subtree (leaves hold delta-coded
+/// datoms; one delta run through the whole segment).
+fn encode_segment(node: &Node, h: u32) -> Vec<u8> {
+    let mut w = Writer::new();
+    w.u8(KIND_SEGMENT);
+    w.varint(u64::from(h));
+    let mut delta = DatomDelta::new();
+    encode_node(&mut w, &mut delta, node);
+    w.buf
+}
+
+fn encode_node(w: &mut Writer, delta: &mut DatomDelta, node: &Node) {
+    match loaded(node) {
+        Node::Leaf(items) => {
+            w.u8(TAG_LEAF);
+            w.varint(items.len() as u64);
+            for d in items.iter() {
+                delta.write(w, d);
+            }
+        }
+        Node::Branch(b) => {
+            w.u8(TAG_BRANCH);
+            w.varint(b.children.len() as u64);
+            for c in &b.children {
+                encode_node(w, delta, c);
+            }
+        }
+        Node::Stored(_) => unreachable!("loading never yields a stored node"),
+    }
+}
+
+fn decode_segment(bytes: &[u8], s: &Stored) -> DecodeResult<Node> {
+    let mut r = Reader::new(bytes);
+    let kind = r.u8()?;
+    if kind != KIND_SEGMENT {
+        return err(format!(
+            "record kind {kind}, expected a segment ({KIND_SEGMENT})"
+        ));
+    }
+    let h = r.varint()?;
+    if h != u64::from(s.height) {
+        return err(format!("height {h}, but the root says {}", s.height));
+    }
+    let mut delta = DatomDelta::new();
+    let entry = decode_node(&mut r, &mut delta, 0)?;
+    if !r.is_at_end() {
+        return err(format!("{} trailing bytes", bytes.len() - r.position()));
+    }
+    if entry.size != s.size {
+        return err(format!(
+            "{} datoms, but the root says {}",
+            entry.size, s.size
+        ));
+    }
+    Ok(entry.node)
+}
+
+fn decode_node(r: &mut Reader<'_>, delta: &mut DatomDelta, depth: usize) -> DecodeResult<Entry> {
+    if depth > TREE_DEPTH_MAX {
+        return err("nodes nested deeper than 32");
+    }
+    match r.u8()? {
+        TAG_LEAF => {
+            let n = r.count()?;
+            if n == 0 {
+                return err("empty leaf");
+            }
+            let mut items = Vec::with_capacity(n);
+            for _ in 0..n {
+                items.push(delta.read(r)?);
+            }
+            Ok(leaf_entry(items))
+        }
+        TAG_BRANCH => {
+            let n = r.count()?;
+            if n == 0 {
+                return err("empty branch");
+            }
+            let mut children = Vec::with_capacity(n);
+            for _ in 0..n {
+                children.push(decode_node(r, delta, depth + 1)?);
+            }
+            Ok(branch_entry(children))
+        }
+        tag => err(format!("unknown node tag {tag}")),
+    }
+}
+
+/// A segment a checkpoint must write.
+pub struct NewSegment {
+    pub id: u64,
+    pub payload: Vec<u8>,
+}
+
+/// Write `tree`'s top into `w` (its segments into `out`, new ids from `next_id`) and return
+/// the same tree with every segment-height node replaced by its `Stored` reference.
+pub(crate) fn persist_tree(
+    tree: &Tree,
+    cache: &Arc<SegmentCache>,
+    next_id: &mut u64,
+    out: &mut Vec<NewSegment>,
+    w: &mut Writer,
+) -> Tree {
+    w.u8(order_code(tree.order));
+    w.varint(tree.len as u64);
+    let Some(root) = &tree.root else {
+        w.u8(0);
+        return tree.clone();
+    };
+    w.u8(1);
+    let seg_h = SEGMENT_HEIGHT.min(height(root));
+    let min = first_datom(root);
+    let node = persist_node(root, &min, tree.len, seg_h, cache, next_id, out, w);
+    Tree {
+        order: tree.order,
+        root: Some(node),
+        len: tree.len,
+    }
+}
+
+fn first_datom(node: &Node) -> Datom {
+    match loaded(node) {
+        Node::Leaf(items) => items
+            .first()
+            .cloned()
+            .unwrap_or_else(|| Datom::new(0, 0, vev_core::Value::Nil, 0, false)),
+        Node::Branch(b) => b.mins[0].clone(),
+        Node::Stored(_) => unreachable!("loading never yields a stored node"),
+    }
+}
+
+#[allow(clippy::too_many_arguments)]
+fn persist_node(
+    node: &Node,
+    min: &Datom,
+    size: usize,
+    seg_h: u32,
+    cache: &Arc<SegmentCache>,
+    next_id: &mut u64,
+    out: &mut Vec<NewSegment>,
+    w: &mut Writer,
+) -> Node {
+    let h = height(node);
+    if h <= seg_h {
+        let stored = match node {
+            Node::Stored(s) if Arc::ptr_eq(&s.cache, cache) && s.height == h => s.clone(),
+            _ => {
+                let id = *next_id;
+                *next_id += 1;
+                out.push(NewSegment {
+                    id,
+                    payload: encode_segment(node, h),
+                });
+                cache.insert(id, loaded(node), size);
+                Arc::new(Stored {
+                    id,
+                    size,
+                    height: h,
+                    cache: cache.clone(),
+                })
+            }
+        };
+        w.u8(TAG_REF);
+        w.varint(stored.id);
+        w.varint(stored.size as u64);
+        w.varint(u64::from(stored.height));
+        DatomDelta::new().write(w, min);
+        return Node::Stored(stored);
+    }
+    let Node::Branch(b) = loaded(node) else {
+        unreachable!("a node above the segment height is a branch")
+    };
+    w.u8(TAG_BRANCH);
+    w.varint(b.children.len() as u64);
+    let children = b
+        .children
+        .iter()
+        .enumerate()
+        .map(|(i, c)| persist_node(c, &b.mins[i], b.sizes[i], seg_h, cache, next_id, out, w))
+        .collect();
+    Node::Branch(Arc::new(crate::tree::Branch {
+        children,
+        mins: b.mins.clone(),
+        sizes: b.sizes.clone(),
+    }))
+}
+
+/// Read a tree written by `persist_tree`; segments stay unloaded.
+pub(crate) fn read_tree(
+    r: &mut Reader<'_>,
+    expect: IndexOrder,
+    cache: &Arc<SegmentCache>,
+) -> DecodeResult<Tree> {
+    let code = r.u8()?;
+    if code != order_code(expect) {
+        return err(format!(
+            "tree order code {code}, expected {} ({expect:?})",
+            order_code(expect)
+        ));
+    }
+    let len = usize::try_from(r.varint()?).map_err(|_| DecodeError("tree length".into()))?;
+    let root = match r.u8()? {
+        0 => None,
+        1 => Some(read_top(r, cache, 0)?),
+        b => return err(format!("tree presence byte {b}")),
+    };
+    let size = root.as_ref().map_or(0, |e| e.size);
+    if size != len {
+        return err(format!(
+            "{expect:?} tree says {len} datoms but its segments hold {size}"
+        ));
+    }
+    Ok(Tree {
+        order: expect,
+        root: root.map(|e| e.node),
+        len,
+    })
+}
+
+fn read_top(r: &mut Reader<'_>, cache: &Arc<SegmentCache>, depth: usize) -> DecodeResult<Entry> {
+    if depth > TREE_DEPTH_MAX {
+        return err("tree top nested deeper than 32");
+    }
+    match r.u8()? {
+        TAG_REF => {
+            let id = r.varint()?;
+            let size = usize::try_from(r.varint()?).map_err(|_| DecodeError("size".into()))?;
+            let height = u32::try_from(r.varint()?).map_err(|_| DecodeError("height".into()))?;
+            if size == 0 || height > TREE_DEPTH_MAX as u32 {
+                return err(format!(
+                    "segment reference {id} with size {size}, height {height}"
+                ));
+            }
+            let min = DatomDelta::new().read(r)?;
+            let node = Node::Stored(Arc::new(Stored {
+                id,
+                size,
+                height,
+                cache: cache.clone(),
+            }));
+            debug_assert_eq!(node_size(&node), size);
+            Ok(Entry { node, min, size })
+        }
+        TAG_BRANCH => {
+            let n = r.count()?;
+            if n == 0 {
+                return err("empty branch in a tree top");
+            }
+            let mut children = Vec::with_capacity(n);
+            for _ in 0..n {
+                children.push(read_top(r, cache, depth + 1)?);
+            }
+            Ok(branch_entry(children))
+        }
+        tag => err(format!("unknown tree-top tag {tag}")),
+    }
+}
+
+fn order_code(order: IndexOrder) -> u8 {
+    match order {
+        IndexOrder::Eavt => 0,
+        IndexOrder::Aevt => 1,
+        IndexOrder::Avet => 2,
+        IndexOrder::Vaet => 3,
+        IndexOrder::Log => 4,
+    }
+}

@@ -1,0 +1,666 @@
+//! Vev's durable storage: one SQLite file (`rusqlite` with its bundled SQLite).
+//!
+//! The file holds three tables (byte-level layout in `docs/design/file-format.md`):
+//! - `vev_log`: one row per committed transaction, keyed by basis-t, holding the encoded
+//!   `LogRecord` plus a CRC-32. Appending a row is one SQLite write batch in WAL mode with
+//!   `synchronous=FULL`, so a transaction is durable (one WAL sync) before its report returns,
+//!   and a crash leaves it whole or absent.
+//! - `vev_segment`: immutable index segments (persisted subtrees), written by checkpoints,
+//!   never changed afterwards, so readers in other processes can load them at any time.
+//! - `vev_root`: one row naming the latest checkpoint: its basis-t and the root record (the
+//!   top of every index tree, pointing at segments).
+//!
+//! Opening reads the root and the log rows after it, not every datom; segments load on demand.
+//! The format version lives in SQLite's `user_version`, the file's identity in its
+//! `application_id`; both are checked on open. One writer per file is enforced with an
+//! exclusive `flock` on the database file, held for the writer's life (`storage/locked`).
+//!
+//! Only this crate knows SQL.
+
+use std::fs::File;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use rusqlite::{params, OpenFlags, OptionalExtension, TransactionBehavior};
+use vev_core::{BasisT, StorageError};
+use vev_db::persist::{self, Checkpoint, LogRecord, SegmentCache, SegmentStore};
+use vev_db::Db;
+
+/// The version of the file format this build reads and writes.
+pub const FORMAT_VERSION: i64 = 1;
+/// SQLite's `application_id` of a Vev file: "VEV1" in ASCII.
+pub const APPLICATION_ID: i64 = 0x5645_5631;
+
+/// What a second writer does when the writer lock is taken.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum LockMode {
+    /// Fail at once with `storage/locked`.
+    Fail,
+    /// Retry until the lock is free or the timeout passes, then `storage/locked`.
+    Wait(Duration),
+}
+
+/// A test hook that fails the `fail_at`-th storage operation (1-based): a log write, a sync
+/// (commit), a segment write or the root write. With `after_commit`, a failing sync happens
+/// first and then reports the failure (the "did it commit?" case).
+#[derive(Debug, Default)]
+pub struct FaultPlan {
+    pub fail_at: u64,
+    pub after_commit: bool,
+    seen: AtomicU64,
+}
+
+impl FaultPlan {
+    pub fn new(fail_at: u64, after_commit: bool) -> Arc<FaultPlan> {
+        Arc::new(FaultPlan {
+            fail_at,
+            after_commit,
+            seen: AtomicU64::new(0),
+        })
+    }
+
+    /// Operations counted so far.
+    pub fn seen(&self) -> u64 {
+        self.seen.load(Ordering::SeqCst)
+    }
+
+    fn hit(&self, op: &str) -> Result<(), StorageError> {
+        let n = self.seen.fetch_add(1, Ordering::SeqCst) + 1;
+        if n == self.fail_at {
+            return Err(StorageError::Injected {
+                op: op.to_owned(),
+                n,
+            });
+        }
+        Ok(())
+    }
+}
+
+/// How to open a database file.
+#[derive(Clone, Debug)]
+pub struct StoreOptions {
+    /// Open for reading only: no writer lock, no writes.
+    pub read_only: bool,
+    /// Create the file when it does not exist (writers only).
+    pub create: bool,
+    pub lock: LockMode,
+    /// Decoded segment datoms kept in memory.
+    pub cache_datoms_max: usize,
+    pub faults: Option<Arc<FaultPlan>>,
+}
+
+impl Default for StoreOptions {
+    fn default() -> StoreOptions {
+        StoreOptions {
+            read_only: false,
+            create: true,
+            lock: LockMode::Fail,
+            cache_datoms_max: 8_000_000,
+            faults: None,
+        }
+    }
+}
+
+fn io(op: &str) -> impl Fn(rusqlite::Error) -> StorageError + '_ {
+    move |e| StorageError::Io {
+        op: op.to_owned(),
+        reason: e.to_string(),
+    }
+}
+
+/// Frame a payload for storage: the payload then its CRC-32 (4 bytes, little-endian).
+fn seal(mut payload: Vec<u8>) -> Vec<u8> {
+    let crc = crc32fast::hash(&payload);
+    payload.extend_from_slice(&crc.to_le_bytes());
+    payload
+}
+
+/// Check and strip a frame's CRC-32.
+fn unseal(what: &dyn Fn() -> String, mut bytes: Vec<u8>) -> Result<Vec<u8>, StorageError> {
+    if bytes.len() < 4 {
+        return Err(StorageError::corruption(
+            what(),
+            format!("{} bytes, shorter than its checksum", bytes.len()),
+        ));
+    }
+    let at = bytes.len() - 4;
+    let stored = u32::from_le_bytes([bytes[at], bytes[at + 1], bytes[at + 2], bytes[at + 3]]);
+    bytes.truncate(at);
+    let actual = crc32fast::hash(&bytes);
+    if stored != actual {
+        return Err(StorageError::corruption(
+            what(),
+            format!("checksum mismatch (stored {stored:08x}, computed {actual:08x})"),
+        ));
+    }
+    Ok(bytes)
+}
+
+fn open_sqlite(path: &Path, read_only: bool) -> Result<rusqlite::Connection, StorageError> {
+    let flags = if read_only {
+        OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_NO_MUTEX
+    } else {
+        OpenFlags::SQLITE_OPEN_READ_WRITE
+            | OpenFlags::SQLITE_OPEN_CREATE
+            | OpenFlags::SQLITE_OPEN_NO_MUTEX
+    };
+    let conn = rusqlite::Connection::open_with_flags(path, flags).map_err(io("open"))?;
+    conn.busy_timeout(Duration::from_secs(10))
+        .map_err(io("open"))?;
+    Ok(conn)
+}
+
+/// Reads segments for the cache through its own SQLite connection.
+struct SegmentReader {
+    conn: Mutex<rusqlite::Connection>,
+}
+
+impl SegmentStore for SegmentReader {
+    fn read_segment(&self, id: u64) -> Result<Vec<u8>, StorageError> {
+        let conn = self.conn.lock().unwrap_or_else(|p| p.into_inner());
+        let what = || format!("segment {id}");
+        let bytes: Option<Vec<u8>> = conn
+            .prepare_cached("SELECT payload FROM vev_segment WHERE id = ?1")
+            .and_then(|mut st| st.query_row([id as i64], |r| r.get(0)).optional())
+            .map_err(io("segment read"))?;
+        match bytes {
+            Some(b) => unseal(&what, b),
+            None => Err(StorageError::corruption(
+                what(),
+                "it is missing from the file",
+            )),
+        }
+    }
+}
+
+/// An open database file: the connection that writes (or, read-only, reads) the log and the
+/// root, the segment cache, and for a writer the lock.
+pub struct Store {
+    path: PathBuf,
+    conn: Mutex<rusqlite::Connection>,
+    cache: Arc<SegmentCache>,
+    read_only: bool,
+    faults: Option<Arc<FaultPlan>>,
+    /// The next segment id a checkpoint may use.
+    next_segment: Mutex<u64>,
+    /// Held for a writer's life; dropping it releases the lock.
+    _lock: Option<File>,
+}
+
+/// What `Store::open` found in the file.
+pub struct Opened {
+    pub store: Store,
+    pub db: Db,
+    /// The basis-t of the latest checkpoint (0 when there is none).
+    pub checkpoint_t: BasisT,
+    /// Datoms in the log after that checkpoint.
+    pub tail_datoms: usize,
+}
+
+/// Totals that `verify` checked.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct VerifyReport {
+    pub log_rows: u64,
+    pub log_datoms: u64,
+    pub segments: u64,
+    pub index_datoms: u64,
+}
+
+impl Store {
+    /// Open (or create) the database at `path` and build its latest `Db`.
+    pub fn open(path: &Path, opts: &StoreOptions) -> Result<Opened, StorageError> {
+        let display = path.display().to_string();
+        let exists = path.exists();
+        if !exists && (opts.read_only || !opts.create) {
+            return Err(StorageError::Io {
+                op: "open".into(),
+                reason: format!("{display} does not exist"),
+            });
+        }
+        let lock = if opts.read_only {
+            None
+        } else {
+            Some(take_lock(path, &display, opts.lock)?)
+        };
+        let conn = open_sqlite(path, opts.read_only)?;
+        if !opts.read_only {
+            conn.pragma_update(None, "journal_mode", "WAL")
+                .map_err(io("set journal mode"))?;
+            conn.pragma_update(None, "synchronous", "FULL")
+                .map_err(io("set synchronous"))?;
+        }
+        check_or_init_format(&conn, &display, opts.read_only)?;
+        let seg_conn = open_sqlite(path, true)?;
+        let cache = SegmentCache::new(
+            Arc::new(SegmentReader {
+                conn: Mutex::new(seg_conn),
+            }),
+            opts.cache_datoms_max,
+        );
+        let store = Store {
+            path: path.to_owned(),
+            conn: Mutex::new(conn),
+            cache,
+            read_only: opts.read_only,
+            faults: opts.faults.clone(),
+            next_segment: Mutex::new(1),
+            _lock: lock,
+        };
+        let (db, checkpoint_t, tail_datoms) = store.load()?;
+        Ok(Opened {
+            store,
+            db,
+            checkpoint_t,
+            tail_datoms,
+        })
+    }
+
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    pub fn is_read_only(&self) -> bool {
+        self.read_only
+    }
+
+    pub fn cache(&self) -> &Arc<SegmentCache> {
+        &self.cache
+    }
+
+    fn conn(&self) -> std::sync::MutexGuard<'_, rusqlite::Connection> {
+        self.conn.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    fn fault(&self, op: &str) -> Result<(), StorageError> {
+        match &self.faults {
+            Some(f) => f.hit(op),
+            None => Ok(()),
+        }
+    }
+
+    /// The root and the log after it, read in one snapshot, made into a `Db`.
+    fn load(&self) -> Result<(Db, BasisT, usize), StorageError> {
+        let mut conn = self.conn();
+        let tx = conn.transaction().map_err(io("open read"))?;
+        let root: Option<(i64, i64, Vec<u8>)> = tx
+            .query_row(
+                "SELECT t, next_segment, record FROM vev_root WHERE slot = 0",
+                [],
+                |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)),
+            )
+            .optional()
+            .map_err(io("root read"))?;
+        let (db, root_t) = match root {
+            None => (Db::empty(), 0),
+            Some((t, next_segment, bytes)) => {
+                let what = || format!("root record (t={t})");
+                let payload = unseal(&what, bytes)?;
+                let db = persist::open_root(&payload, &self.cache)
+                    .map_err(|e| StorageError::corruption(what(), e.0))?;
+                if db.basis_t() != t as u64 {
+                    return Err(StorageError::corruption(
+                        what(),
+                        format!("it holds the database at t={}", db.basis_t()),
+                    ));
+                }
+                *self.next_segment.lock().unwrap_or_else(|p| p.into_inner()) =
+                    next_segment.max(1) as u64;
+                (db, t as u64)
+            }
+        };
+        let records = read_log_after(&tx, root_t)?;
+        drop(tx);
+        drop(conn);
+        let mut tail = 0;
+        let mut db = db;
+        for rec in records {
+            tail += rec.datoms.len();
+            db = replay(&db, &rec)?;
+        }
+        if let Some(f) = self.cache.failure() {
+            return Err(f);
+        }
+        Ok((db, root_t, tail))
+    }
+
+    /// Append a committed transaction's log record in one synced write batch.
+    pub fn append(&self, db_after: &Db, tx_data: &[vev_core::Datom]) -> Result<(), StorageError> {
+        if self.read_only {
+            return Err(self.read_only_error());
+        }
+        let record = seal(LogRecord::of(db_after, tx_data).encode());
+        let t = db_after.basis_t();
+        let mut conn = self.conn();
+        let tx = conn
+            .transaction_with_behavior(TransactionBehavior::Immediate)
+            .map_err(io("log write"))?;
+        self.fault("log write")?;
+        tx.prepare_cached("INSERT INTO vev_log (t, record) VALUES (?1, ?2)")
+            .and_then(|mut st| st.execute(params![t as i64, record]))
+            .map_err(io("log write"))?;
+        self.commit(tx, "log sync")
+    }
+
+    /// Append many transactions' log records in one synced write batch (bulk import).
+    pub fn append_many(&self, records: &[LogRecord]) -> Result<(), StorageError> {
+        if self.read_only {
+            return Err(self.read_only_error());
+        }
+        let mut conn = self.conn();
+        let tx = conn
+            .transaction_with_behavior(TransactionBehavior::Immediate)
+            .map_err(io("log write"))?;
+        {
+            let mut st = tx
+                .prepare_cached("INSERT INTO vev_log (t, record) VALUES (?1, ?2)")
+                .map_err(io("log write"))?;
+            for rec in records {
+                self.fault("log write")?;
+                st.execute(params![rec.t as i64, seal(rec.encode())])
+                    .map_err(io("log write"))?;
+            }
+        }
+        self.commit(tx, "log sync")
+    }
+
+    fn commit(&self, tx: rusqlite::Transaction<'_>, op: &str) -> Result<(), StorageError> {
+        let after = self.faults.as_ref().is_some_and(|f| f.after_commit);
+        if !after {
+            self.fault(op)?;
+        }
+        tx.commit().map_err(io(op))?;
+        if after {
+            self.fault(op)?;
+        }
+        Ok(())
+    }
+
+    /// Write a checkpoint of `db`: its new segments and the root naming them, in one synced
+    /// write batch. Returns the same database reading through segments.
+    pub fn checkpoint(&self, db: &Db) -> Result<Db, StorageError> {
+        if self.read_only {
+            return Err(self.read_only_error());
+        }
+        let mut next = *self.next_segment.lock().unwrap_or_else(|p| p.into_inner());
+        let Checkpoint {
+            t,
+            root,
+            segments,
+            db: stored,
+        } = persist::checkpoint(db, &self.cache, &mut next);
+        if let Some(f) = self.cache.failure() {
+            return Err(f);
+        }
+        let mut conn = self.conn();
+        let tx = conn
+            .transaction_with_behavior(TransactionBehavior::Immediate)
+            .map_err(io("checkpoint"))?;
+        {
+            let mut st = tx
+                .prepare_cached("INSERT INTO vev_segment (id, payload) VALUES (?1, ?2)")
+                .map_err(io("segment write"))?;
+            for seg in segments {
+                self.fault("segment write")?;
+                st.execute(params![seg.id as i64, seal(seg.payload)])
+                    .map_err(io("segment write"))?;
+            }
+        }
+        self.fault("root write")?;
+        tx.execute(
+            "INSERT OR REPLACE INTO vev_root (slot, t, next_segment, record) VALUES (0, ?1, ?2, ?3)",
+            params![t as i64, next as i64, seal(root)],
+        )
+        .map_err(io("root write"))?;
+        self.commit(tx, "checkpoint sync")?;
+        *self.next_segment.lock().unwrap_or_else(|p| p.into_inner()) = next;
+        Ok(stored)
+    }
+
+    /// SQLite's counter of commits by other connections: changes when another connection
+    /// (another process's writer) commits.
+    pub fn data_version(&self) -> Result<i64, StorageError> {
+        self.conn()
+            .query_row("PRAGMA data_version", [], |r| r.get(0))
+            .map_err(io("data version"))
+    }
+
+    /// Bring `db` up to the latest committed transaction by replaying the log after it.
+    pub fn catch_up(&self, db: &Db) -> Result<Db, StorageError> {
+        let records = {
+            let conn = self.conn();
+            read_log_after(&conn, db.basis_t())?
+        };
+        let mut db = db.current();
+        for rec in records {
+            db = replay(&db, &rec)?;
+        }
+        Ok(db)
+    }
+
+    /// Check every log row and segment: checksums, decoding, order and counts, and that the
+    /// log replays into the indexes `db` holds (the latest database).
+    pub fn verify(&self, db: &Db) -> Result<VerifyReport, StorageError> {
+        let conn = self.conn();
+        let mut report = VerifyReport {
+            log_rows: 0,
+            log_datoms: 0,
+            segments: 0,
+            index_datoms: 0,
+        };
+        let mut expect_t = 1;
+        {
+            let mut st = conn
+                .prepare("SELECT t, record FROM vev_log ORDER BY t")
+                .map_err(io("verify"))?;
+            let mut rows = st.query([]).map_err(io("verify"))?;
+            while let Some(row) = rows.next().map_err(io("verify"))? {
+                let t: i64 = row.get(0).map_err(io("verify"))?;
+                let bytes: Vec<u8> = row.get(1).map_err(io("verify"))?;
+                let rec = decode_log_row(t, bytes)?;
+                if t as u64 != expect_t {
+                    return Err(StorageError::corruption(
+                        format!("log row t={t}"),
+                        format!("expected t={expect_t}: the log has a gap"),
+                    ));
+                }
+                expect_t += 1;
+                report.log_rows += 1;
+                report.log_datoms += rec.datoms.len() as u64;
+            }
+        }
+        {
+            let mut st = conn
+                .prepare("SELECT id, payload FROM vev_segment ORDER BY id")
+                .map_err(io("verify"))?;
+            let mut rows = st.query([]).map_err(io("verify"))?;
+            while let Some(row) = rows.next().map_err(io("verify"))? {
+                let id: i64 = row.get(0).map_err(io("verify"))?;
+                let bytes: Vec<u8> = row.get(1).map_err(io("verify"))?;
+                unseal(&|| format!("segment {id}"), bytes)?;
+                report.segments += 1;
+            }
+        }
+        drop(conn);
+        if db.basis_t() + 1 != expect_t {
+            return Err(StorageError::corruption(
+                "log",
+                format!(
+                    "it ends at t={} but the database is at t={}",
+                    expect_t - 1,
+                    db.basis_t()
+                ),
+            ));
+        }
+        report.index_datoms = db.verify_segments()? as u64;
+        Ok(report)
+    }
+
+    fn read_only_error(&self) -> StorageError {
+        StorageError::ReadOnly {
+            path: self.path.display().to_string(),
+        }
+    }
+}
+
+fn replay(db: &Db, rec: &LogRecord) -> Result<Db, StorageError> {
+    persist::replay(db, rec)
+        .map_err(|e| StorageError::corruption(format!("log row t={}", rec.t), e.0))
+}
+
+fn decode_log_row(t: i64, bytes: Vec<u8>) -> Result<LogRecord, StorageError> {
+    let what = || format!("log row t={t}");
+    let payload = unseal(&what, bytes)?;
+    let rec = LogRecord::decode(&payload).map_err(|e| StorageError::corruption(what(), e.0))?;
+    if rec.t != t as u64 {
+        return Err(StorageError::corruption(
+            what(),
+            format!("it holds the record of t={}", rec.t),
+        ));
+    }
+    Ok(rec)
+}
+
+/// The log records after basis-t `after`, in order and without gaps.
+fn read_log_after(
+    conn: &rusqlite::Connection,
+    after: BasisT,
+) -> Result<Vec<LogRecord>, StorageError> {
+    let mut st = conn
+        .prepare_cached("SELECT t, record FROM vev_log WHERE t > ?1 ORDER BY t")
+        .map_err(io("log read"))?;
+    let mut rows = st.query([after as i64]).map_err(io("log read"))?;
+    let mut out = Vec::new();
+    let mut expect = after + 1;
+    while let Some(row) = rows.next().map_err(io("log read"))? {
+        let t: i64 = row.get(0).map_err(io("log read"))?;
+        if t as u64 != expect {
+            return Err(StorageError::corruption(
+                format!("log row t={t}"),
+                format!("expected t={expect}: the log has a gap"),
+            ));
+        }
+        let bytes: Vec<u8> = row.get(1).map_err(io("log read"))?;
+        out.push(decode_log_row(t, bytes)?);
+        expect += 1;
+    }
+    Ok(out)
+}
+
+fn take_lock(path: &Path, display: &str, mode: LockMode) -> Result<File, StorageError> {
+    let file = File::options()
+        .read(true)
+        .write(true)
+        .create(true)
+        .truncate(false)
+        .open(path)
+        .map_err(|e| StorageError::Io {
+            op: "open".into(),
+            reason: format!("{display}: {e}"),
+        })?;
+    let started = Instant::now();
+    loop {
+        match file.try_lock() {
+            Ok(()) => return Ok(file),
+            Err(std::fs::TryLockError::WouldBlock) => match mode {
+                LockMode::Wait(limit) if started.elapsed() < limit => {
+                    std::thread::sleep(Duration::from_millis(5));
+                }
+                LockMode::Wait(limit) => {
+                    return Err(StorageError::Locked {
+                        path: display.to_owned(),
+                        waited: format!(" (waited {} ms)", limit.as_millis()),
+                    })
+                }
+                LockMode::Fail => {
+                    return Err(StorageError::Locked {
+                        path: display.to_owned(),
+                        waited: String::new(),
+                    })
+                }
+            },
+            Err(std::fs::TryLockError::Error(e)) => {
+                return Err(StorageError::Io {
+                    op: "lock".into(),
+                    reason: format!("{display}: {e}"),
+                })
+            }
+        }
+    }
+}
+
+/// Check the file's identity and format version; give a new (empty) file Vev's tables.
+fn check_or_init_format(
+    conn: &rusqlite::Connection,
+    display: &str,
+    read_only: bool,
+) -> Result<(), StorageError> {
+    let not_vev = |reason: String| StorageError::NotVev {
+        path: display.to_owned(),
+        reason,
+    };
+    let app_id: i64 = conn
+        .query_row("PRAGMA application_id", [], |r| r.get(0))
+        .map_err(|e| not_vev(e.to_string()))?;
+    let tables: i64 = conn
+        .query_row("SELECT count(*) FROM sqlite_master", [], |r| r.get(0))
+        .map_err(|e| not_vev(e.to_string()))?;
+    if app_id == 0 && tables == 0 {
+        if read_only {
+            return Err(not_vev("the file is empty".into()));
+        }
+        conn.execute_batch(&format!(
+            "BEGIN IMMEDIATE;
+             CREATE TABLE IF NOT EXISTS vev_log (t INTEGER PRIMARY KEY, record BLOB NOT NULL);
+             CREATE TABLE IF NOT EXISTS vev_segment (id INTEGER PRIMARY KEY, payload BLOB NOT NULL);
+             CREATE TABLE IF NOT EXISTS vev_root (
+                 slot INTEGER PRIMARY KEY CHECK (slot = 0),
+                 t INTEGER NOT NULL,
+                 next_segment INTEGER NOT NULL,
+                 record BLOB NOT NULL);
+             PRAGMA application_id = {APPLICATION_ID};
+             PRAGMA user_version = {FORMAT_VERSION};
+             COMMIT;"
+        ))
+        .map_err(io("create"))?;
+        return Ok(());
+    }
+    if app_id != APPLICATION_ID {
+        return Err(not_vev(format!(
+            "its SQLite application_id is {app_id:#x}, not vev's {APPLICATION_ID:#x}"
+        )));
+    }
+    let version: i64 = conn
+        .query_row("PRAGMA user_version", [], |r| r.get(0))
+        .map_err(io("read format version"))?;
+    if version != FORMAT_VERSION {
+        return Err(StorageError::FormatVersion {
+            path: display.to_owned(),
+            found: version,
+            supported: FORMAT_VERSION,
+        });
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn frames_detect_flipped_bits() {
+        let sealed = seal(vec![1, 2, 3, 4, 5]);
+        assert_eq!(
+            unseal(&|| "x".into(), sealed.clone()).unwrap(),
+            vec![1, 2, 3, 4, 5]
+        );
+        for i in 0..sealed.len() {
+            let mut bad = sealed.clone();
+            bad[i] ^= 0x10;
+            let e = unseal(&|| "x".into(), bad).unwrap_err();
+            assert_eq!(e.code(), "storage/corruption");
+        }
+        assert!(unseal(&|| "x".into(), vec![1, 2]).is_err());
+    }
+}
