@@ -103,10 +103,26 @@ impl Default for StoreOptions {
     }
 }
 
+/// A SQLite failure as a storage error: SQLite's own corruption findings (a malformed or
+/// truncated file) are `storage/corruption`, the rest `storage/io`.
 fn io(op: &str) -> impl Fn(rusqlite::Error) -> StorageError + '_ {
-    move |e| StorageError::Io {
-        op: op.to_owned(),
-        reason: e.to_string(),
+    move |e| {
+        // A column of the wrong type is a row Vev did not write.
+        let corrupt = matches!(
+            e.sqlite_error_code(),
+            Some(rusqlite::ErrorCode::DatabaseCorrupt | rusqlite::ErrorCode::NotADatabase)
+        ) || matches!(
+            e,
+            rusqlite::Error::InvalidColumnType(..) | rusqlite::Error::FromSqlConversionFailure(..)
+        );
+        if corrupt {
+            StorageError::corruption("the sqlite file", format!("{e} (during {op})"))
+        } else {
+            StorageError::Io {
+                op: op.to_owned(),
+                reason: e.to_string(),
+            }
+        }
     }
 }
 

@@ -432,7 +432,13 @@ impl Connection {
             functions: &Registry(&functions),
             now_ms: now_ms(),
         };
-        Ok(vev_db::transact(db, ops, &ctx)?)
+        let result = vev_db::transact(db, ops, &ctx);
+        // A segment that failed to load made the transactor see less than the data: its
+        // verdict (success or error) is not to be trusted.
+        if let Some(f) = db.storage_failure() {
+            return Err(f.into());
+        }
+        Ok(result?)
     }
 
     /// Register a transaction function under an ident: `[:my/transfer from to amount]`.

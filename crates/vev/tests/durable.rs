@@ -1,0 +1,809 @@
+//! Durable storage: crash tests (SIGKILL at random moments), fault injection at every
+//! storage operation, readers in other threads and processes, corruption, reopen oracles.
+//!
+//! Every check compares the reopened database with the in-memory engine fed the same
+//! transactions: all four indexes, current and history.
+//!
+//! The crash and reader children are this same test binary, re-run with an environment
+//! variable that turns `crash_child` / `reader_child` into the child's main.
+
+use std::io::{BufRead, BufReader};
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use vev::{Connection, Db, FaultPlan, IndexOrder, OpenOptions, TxOp};
+
+/// A fresh directory for one test's files, removed when dropped.
+struct TempDir(PathBuf);
+
+impl TempDir {
+    fn new(name: &str) -> TempDir {
+        let dir = std::env::temp_dir().join(format!(
+            "vev-durable-{name}-{}-{}",
+            std::process::id(),
+            rand::random::<u32>()
+        ));
+        std::fs::create_dir_all(&dir).unwrap();
+        TempDir(dir)
+    }
+
+    fn file(&self, name: &str) -> PathBuf {
+        self.0.join(name)
+    }
+}
+
+impl Drop for TempDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+const SCHEMA: &str = r#"[{:db/ident :c/n :db/valueType :db.type/long :db/cardinality :db.cardinality/one :db/unique :db.unique/identity}
+ {:db/ident :c/name :db/valueType :db.type/string :db/cardinality :db.cardinality/one}
+ {:db/ident :c/tag :db/valueType :db.type/long :db/cardinality :db.cardinality/one :db/index true}
+ {:db/ident :c/tags :db/valueType :db.type/keyword :db/cardinality :db.cardinality/many}
+ {:db/ident :c/next :db/valueType :db.type/ref :db/cardinality :db.cardinality/one}
+ {:db/ident :c/part :db/valueType :db.type/ref :db/cardinality :db.cardinality/many :db/isComponent true}
+ {:db/ident :c/scratch :db/valueType :db.type/string :db/cardinality :db.cardinality/one :db/noHistory true}
+ {:db/ident :audit/by :db/valueType :db.type/string :db/cardinality :db.cardinality/one}]"#;
+
+/// Transaction number `n` of the deterministic workload (0 is the schema). Each carries an
+/// explicit `:db/txInstant`, so the same transactions give the same datoms everywhere.
+fn tx_text(n: u64) -> String {
+    let instant = 1_700_000_000_000u64 + n * 1000;
+    let ms = format!(
+        "#inst \"{}\"",
+        vev::Edn::Inst(instant as i64)
+            .to_string()
+            .trim_start_matches("#inst ")
+            .trim_matches('"')
+    );
+    if n == 0 {
+        return format!(
+            r#"{} [:db/add "datomic.tx" :db/txInstant {ms}]]"#,
+            SCHEMA.trim_end_matches(']')
+        );
+    }
+    let meta = format!(
+        r#"[:db/add "datomic.tx" :db/txInstant {ms}] [:db/add "datomic.tx" :audit/by "w{n}"]"#
+    );
+    let mut ops = vec![meta];
+    ops.push(format!(
+        r#"{{:db/id "e" :c/n {n} :c/name "e{n}" :c/tag {} :c/tags [:t{} :t{}] :c/scratch "s{n}" :c/part [{{:c/name "p{n}"}}]}}"#,
+        n % 7,
+        n % 3,
+        n % 5
+    ));
+    if n > 1 {
+        ops.push(format!(r#"[:db/add [:c/n {}] :c/tag {}]"#, n - 1, 100 + n));
+        ops.push(format!(r#"[:db/add [:c/n {}] :c/next "e"]"#, n - 1));
+        ops.push(format!(r#"[:db/add [:c/n {}] :c/scratch "t{n}"]"#, n - 1));
+    }
+    if n > 4 && n % 4 == 0 {
+        ops.push(format!("[:db/retractEntity [:c/n {}]]", n - 3));
+    }
+    if n > 2 && n % 3 == 0 {
+        ops.push(format!(
+            "[:db/retract [:c/n {}] :c/tags :t{}]",
+            n - 2,
+            (n - 2) % 3
+        ));
+    }
+    format!("[{}]", ops.join(" "))
+}
+
+fn tx_ops(n: u64) -> Vec<TxOp> {
+    vev::parse_tx(&tx_text(n))
+        .unwrap_or_else(|e| panic!("tx {n}: {e}"))
+        .into_iter()
+        .map(|s| s.op)
+        .collect()
+}
+
+/// The in-memory engine fed transactions `0..count`.
+fn memory_oracle(count: u64) -> Db {
+    let conn = Connection::open_in_memory();
+    for n in 0..count {
+        conn.transact(&tx_ops(n)).unwrap();
+    }
+    conn.db()
+}
+
+/// All datoms of the four indexes, current and history.
+fn all_datoms(db: &Db) -> Vec<Vec<vev::Datom>> {
+    let mut out = Vec::new();
+    for view in [db.current(), db.history()] {
+        for order in IndexOrder::ALL {
+            out.push(view.datoms(order, &[]).collect());
+        }
+    }
+    out.push(
+        db.tx_range(None, None)
+            .into_iter()
+            .flat_map(|e| e.datoms)
+            .collect(),
+    );
+    out
+}
+
+fn assert_same(stored: &Db, memory: &Db, context: &str) {
+    assert_eq!(stored.basis_t(), memory.basis_t(), "{context}: basis-t");
+    assert!(
+        all_datoms(stored) == all_datoms(memory),
+        "{context}: the stored database differs from the in-memory engine"
+    );
+    let schema = |db: &Db| {
+        let mut attrs: Vec<String> = db.schema().attributes().map(|a| format!("{a:?}")).collect();
+        attrs.sort();
+        let mut idents: Vec<String> = db
+            .schema()
+            .idents()
+            .map(|(k, e)| format!("{k} {e}"))
+            .collect();
+        idents.sort();
+        (attrs, idents)
+    };
+    assert_eq!(schema(stored), schema(memory), "{context}: schema");
+    assert_eq!(
+        stored.next_user(),
+        memory.next_user(),
+        "{context}: entity counter"
+    );
+    assert_eq!(stored.storage_failure(), None, "{context}: storage failure");
+}
+
+fn small_checkpoints() -> OpenOptions {
+    OpenOptions {
+        checkpoint_datoms: 150,
+        ..OpenOptions::default()
+    }
+}
+
+/// Reopen as the writer. Waits for the lock: a process another test thread is spawning can
+/// hold a copy of the previous writer's lock descriptor for the instant between its fork and
+/// exec.
+fn reopen(path: &Path) -> Connection {
+    open_waiting(path).unwrap()
+}
+
+fn open_waiting(path: &Path) -> Result<Connection, vev::Error> {
+    Connection::open_with(
+        path,
+        &OpenOptions {
+            lock: vev::LockMode::Wait(Duration::from_secs(10)),
+            ..OpenOptions::default()
+        },
+    )
+}
+
+#[test]
+fn reopen_matches_memory_with_and_without_checkpoints() {
+    let dir = TempDir::new("reopen");
+    for (name, opts) in [
+        (
+            "never",
+            OpenOptions {
+                checkpoint_datoms: usize::MAX,
+                ..OpenOptions::default()
+            },
+        ),
+        ("often", small_checkpoints()),
+    ] {
+        let path = dir.file(&format!("{name}.vev"));
+        let conn = Connection::open_with(&path, &opts).unwrap();
+        for n in 0..60 {
+            conn.transact(&tx_ops(n)).unwrap();
+        }
+        let live = conn.db();
+        drop(conn);
+        let memory = memory_oracle(60);
+        assert_same(&live, &memory, name);
+        let reopened = reopen(&path);
+        assert_same(&reopened.db(), &memory, name);
+        let report = reopened.verify().unwrap().unwrap();
+        assert_eq!(report.log_rows, 60);
+        // Queries and pull read through segments the same as in memory.
+        let q = "[:find ?n ?t :where [?e :c/n ?n] [?e :c/tag ?t] [(> ?t 3)]]";
+        assert_eq!(
+            reopened.db().q(q, &[]).unwrap().to_edn(),
+            memory.q(q, &[]).unwrap().to_edn()
+        );
+    }
+}
+
+#[test]
+fn a_database_larger_than_the_cache_still_answers() {
+    let dir = TempDir::new("cache");
+    let path = dir.file("db.vev");
+    let conn = reopen(&path);
+    for n in 0..150 {
+        conn.transact(&tx_ops(n)).unwrap();
+    }
+    conn.checkpoint().unwrap();
+    drop(conn);
+    let tiny = OpenOptions {
+        cache_datoms_max: 3_000,
+        ..OpenOptions::default()
+    };
+    let conn = Connection::open_with(&path, &tiny).unwrap();
+    let db = conn.db();
+    let memory = memory_oracle(150);
+    assert_same(&db, &memory, "tiny cache");
+    let cache = db.segment_cache().unwrap();
+    assert!(
+        cache.cached_datoms() <= 3_000 + 4_096,
+        "{}",
+        cache.cached_datoms()
+    );
+    // Walking everything twice through a cache smaller than the data must reload segments.
+    let first = cache.loads();
+    assert_same(&db, &memory, "tiny cache, second walk");
+    assert!(cache.loads() > first, "no segment was evicted and reloaded");
+    let q = "[:find (count ?e) . :where [?e :c/name]]";
+    assert_eq!(
+        db.q(q, &[]).unwrap().to_edn(),
+        memory.q(q, &[]).unwrap().to_edn()
+    );
+}
+
+// ---- crash tests -------------------------------------------------------------------------
+
+/// The crash child: transact the workload from wherever the file is, printing `ack N` after
+/// each transaction returns. Runs only when the parent sets `VEV_CRASH_CHILD`.
+#[test]
+fn crash_child() {
+    let Ok(path) = std::env::var("VEV_CRASH_CHILD") else {
+        return;
+    };
+    let conn = Connection::open_with(&path, &small_checkpoints()).unwrap();
+    let mut n = conn.db().basis_t();
+    let out = std::io::stdout();
+    loop {
+        conn.transact(&tx_ops(n)).unwrap();
+        {
+            use std::io::Write;
+            let mut lock = out.lock();
+            writeln!(lock, "ack {n}").unwrap();
+            lock.flush().unwrap();
+        }
+        n += 1;
+    }
+}
+
+fn child(test: &str, env: &str, value: &Path) -> Command {
+    let mut cmd = Command::new(std::env::current_exe().unwrap());
+    cmd.args(["--exact", test, "--nocapture", "--test-threads=1", "-q"])
+        .env(env, value)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null());
+    cmd
+}
+
+#[test]
+fn sigkill_at_random_moments_loses_nothing_acknowledged() {
+    let iterations: usize = std::env::var("VEV_CRASH_ITERATIONS")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(200);
+    let dir = TempDir::new("crash");
+    let path = dir.file("crash.vev");
+    let oracle = Connection::open_in_memory();
+    let mut acked_max: Option<u64> = None;
+    let mut kills_mid_run = 0;
+    for i in 0..iterations {
+        let mut proc = child("crash_child", "VEV_CRASH_CHILD", &path)
+            .spawn()
+            .unwrap();
+        let stdout = proc.stdout.take().unwrap();
+        let reader = std::thread::spawn(move || {
+            let mut last = None;
+            for line in BufReader::new(stdout).lines() {
+                let Ok(line) = line else { break };
+                if let Some(n) = line.strip_prefix("ack ") {
+                    last = n.trim().parse::<u64>().ok();
+                }
+            }
+            last
+        });
+        std::thread::sleep(Duration::from_millis(5 + rand::random::<u64>() % 60));
+        proc.kill().unwrap();
+        let status = proc.wait().unwrap();
+        if status.code().is_none() {
+            kills_mid_run += 1;
+        }
+        let last = reader.join().unwrap();
+        if let Some(n) = last {
+            acked_max = Some(acked_max.map_or(n, |m| m.max(n)));
+        }
+        let conn = reopen(&path);
+        let db = conn.db();
+        let present = db.basis_t();
+        // Transaction n is at basis-t n + 1 (t 0 is the empty database).
+        if let Some(m) = acked_max {
+            assert!(
+                present > m,
+                "iteration {i}: acknowledged tx {m} is missing (t={present})"
+            );
+        }
+        // At most the one transaction in flight when the child died is there unacknowledged.
+        assert!(
+            present <= acked_max.map_or(1, |m| m + 2),
+            "iteration {i}: t={present} but only up to {acked_max:?} was acknowledged"
+        );
+        while oracle.db().basis_t() < present {
+            let n = oracle.db().basis_t();
+            oracle.transact(&tx_ops(n)).unwrap();
+        }
+        // Full comparisons cost O(database); do them often early, then every 20 iterations.
+        if i < 10 || i % 20 == 0 || i + 1 == iterations {
+            assert_same(&db, &oracle.db(), &format!("iteration {i}"));
+            conn.verify().unwrap();
+        }
+        acked_max = present.checked_sub(1);
+    }
+    assert!(
+        kills_mid_run > iterations / 2,
+        "the child was rarely killed mid-run"
+    );
+}
+
+// ---- fault injection ---------------------------------------------------------------------
+
+/// Run the workload with the Nth storage operation failing; return the transactions whose
+/// `transact` returned `Ok`.
+fn faulty_run(path: &Path, plan: std::sync::Arc<FaultPlan>) -> Vec<u64> {
+    let opts = OpenOptions {
+        checkpoint_datoms: 60,
+        faults: Some(plan),
+        ..OpenOptions::default()
+    };
+    let conn = Connection::open_with(
+        path,
+        &OpenOptions {
+            lock: vev::LockMode::Wait(Duration::from_secs(10)),
+            ..opts
+        },
+    )
+    .unwrap();
+    let mut ok = Vec::new();
+    for n in 0..14 {
+        match conn.transact(&tx_ops(n)) {
+            Ok(_) => ok.push(n),
+            // The injected failure, or a later transaction that names an entity the failed
+            // one would have made: both leave the database as it was.
+            Err(e) => assert!(
+                e.code() == "storage/injected" || ok.len() < n as usize,
+                "tx {n} failed with {e}"
+            ),
+        }
+    }
+    let _ = conn.checkpoint();
+    ok
+}
+
+/// The workload transactions a database holds, in commit order (by their `:audit/by`).
+fn committed(db: &Db) -> Vec<u64> {
+    let by = db.entid(&vev::Keyword::new("audit/by"));
+    let mut out = Vec::new();
+    for entry in db.tx_range(None, None) {
+        if entry.datoms.iter().any(|d| {
+            Some(d.a) == db.entid(&vev::Keyword::new("db/ident"))
+                && d.v == vev::Value::Keyword(vev::Keyword::new("c/n"))
+        }) {
+            out.push(0);
+        }
+        for d in &entry.datoms {
+            if Some(d.a) == by && d.e == entry.tx {
+                if let vev::Value::String(s) = &d.v {
+                    out.push(s.trim_start_matches('w').parse().unwrap());
+                }
+            }
+        }
+    }
+    out
+}
+
+#[test]
+fn a_failure_at_every_storage_operation_keeps_what_was_acknowledged() {
+    let dir = TempDir::new("faults");
+    // Count the operations of a clean run.
+    let counter = FaultPlan::new(0, false);
+    let ok = faulty_run(&dir.file("count.vev"), counter.clone());
+    assert_eq!(ok.len(), 14);
+    let total = counter.seen();
+    assert!(total >= 28, "only {total} storage operations counted");
+    for after_commit in [false, true] {
+        for n in 1..=total {
+            let context = format!("fault at op {n}, after_commit={after_commit}");
+            let path = dir.file(&format!("f{n}-{after_commit}.vev"));
+            let ok = faulty_run(&path, FaultPlan::new(n, after_commit));
+            let conn = reopen(&path);
+            let db = conn.db();
+            let present = committed(&db);
+            for k in &ok {
+                assert!(
+                    present.contains(k),
+                    "{context}: acknowledged tx {k} is missing"
+                );
+            }
+            let unacked: Vec<u64> = present
+                .iter()
+                .copied()
+                .filter(|k| !ok.contains(k))
+                .collect();
+            assert!(
+                unacked.len() <= usize::from(after_commit),
+                "{context}: unacknowledged transactions {unacked:?} are present"
+            );
+            if ok.len() < 14 || !unacked.is_empty() {
+                assert!(
+                    ok.len() < 14 || after_commit,
+                    "{context}: the fault never fired"
+                );
+            }
+            let memory = Connection::open_in_memory();
+            for k in &present {
+                memory.transact(&tx_ops(*k)).unwrap();
+            }
+            assert_same(&db, &memory.db(), &context);
+            conn.verify().unwrap();
+        }
+    }
+}
+
+// ---- readers -----------------------------------------------------------------------------
+
+const ACCOUNTS: &str = r#"[{:db/ident :acct/id :db/valueType :db.type/long :db/cardinality :db.cardinality/one :db/unique :db.unique/identity}
+ {:db/ident :acct/balance :db/valueType :db.type/long :db/cardinality :db.cardinality/one}]"#;
+const ACCOUNT_COUNT: i64 = 10;
+const TRANSFERS: u64 = 60;
+const TOTAL_Q: &str = "[:find (sum ?b) . :with ?a :where [?a :acct/balance ?b]]";
+
+/// A snapshot is consistent when it is either before the accounts exist or the balances of
+/// the last transfer it contains are exactly those the transfer wrote.
+fn check_snapshot(db: &Db) -> Result<u64, String> {
+    let t = db.basis_t();
+    if t < 2 {
+        return Ok(t);
+    }
+    let total = db.q(TOTAL_Q, &[]).map_err(|e| e.to_string())?;
+    let total = match total.to_edn() {
+        vev::Edn::Integer(n) => n,
+        other => return Err(format!("t={t}: total {other}")),
+    };
+    // Each transfer rewrites two balances to 1000-k-1 and 1000+k+1: the sum stays 1000 per account.
+    if total != 1000 * ACCOUNT_COUNT {
+        return Err(format!(
+            "t={t}: inconsistent snapshot, total balance {total}"
+        ));
+    }
+    Ok(t)
+}
+
+fn writer_workload(conn: &Connection) {
+    conn.transact_edn(ACCOUNTS).unwrap();
+    let accounts: Vec<String> = (0..ACCOUNT_COUNT)
+        .map(|i| format!("{{:acct/id {i} :acct/balance 1000}}"))
+        .collect();
+    conn.transact_edn(&format!("[{}]", accounts.join(" ")))
+        .unwrap();
+    for i in 0..TRANSFERS {
+        // Reset both accounts first so every committed state sums to 1000 per account.
+        let from = (i * 7) % ACCOUNT_COUNT as u64;
+        let to = (i * 3 + 1) % ACCOUNT_COUNT as u64;
+        if from == to {
+            continue;
+        }
+        let k = (i % 50) as i64 + 1;
+        conn.transact_edn(&format!(
+            "[[:db/add [:acct/id {from}] :acct/balance {}] [:db/add [:acct/id {to}] :acct/balance {}]]",
+            1000 - k,
+            1000 + k
+        ))
+        .unwrap();
+        conn.transact_edn(&format!(
+            "[[:db/add [:acct/id {from}] :acct/balance 1000] [:db/add [:acct/id {to}] :acct/balance 1000]]"
+        ))
+        .unwrap();
+    }
+}
+
+/// The reader child: follow the file read-only until it sees `VEV_READER_UNTIL`, checking
+/// every snapshot; print `saw T` for the last one.
+#[test]
+fn reader_child() {
+    let Ok(path) = std::env::var("VEV_READER_CHILD") else {
+        return;
+    };
+    let until: u64 = std::env::var("VEV_READER_UNTIL").unwrap().parse().unwrap();
+    let started = Instant::now();
+    let conn = loop {
+        match Connection::open_with(&path, &OpenOptions::read_only()) {
+            Ok(c) => break c,
+            Err(_) if started.elapsed() < Duration::from_secs(30) => {
+                std::thread::sleep(Duration::from_millis(5))
+            }
+            Err(e) => panic!("reader open: {e}"),
+        }
+    };
+    let mut seen = 0;
+    while started.elapsed() < Duration::from_secs(60) {
+        let db = conn.db();
+        let t = check_snapshot(&db).unwrap();
+        assert!(t >= seen, "time went backwards: {t} after {seen}");
+        seen = t;
+        if t >= until {
+            break;
+        }
+    }
+    println!("saw {seen}");
+}
+
+#[test]
+fn readers_in_threads_and_another_process_see_consistent_snapshots() {
+    let dir = TempDir::new("readers");
+    let path = dir.file("bank.vev");
+    // Count the writer's transactions with an in-memory dry run.
+    let dry = Connection::open_in_memory();
+    writer_workload(&dry);
+    let final_t = dry.db().basis_t();
+    let conn = reopen(&path);
+    let mut proc = child("reader_child", "VEV_READER_CHILD", &path)
+        .env("VEV_READER_UNTIL", final_t.to_string())
+        .spawn()
+        .unwrap();
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let mut threads = Vec::new();
+    for k in 0..3 {
+        let reader = if k == 0 {
+            conn.clone()
+        } else {
+            Connection::open_with(&path, &OpenOptions::read_only()).unwrap()
+        };
+        let stop = stop.clone();
+        threads.push(std::thread::spawn(move || {
+            let mut seen = 0;
+            let mut snapshots = 0;
+            while !stop.load(std::sync::atomic::Ordering::SeqCst) || seen < final_t {
+                let db = reader.db();
+                let t = check_snapshot(&db).unwrap();
+                assert!(t >= seen);
+                seen = t;
+                snapshots += 1;
+            }
+            (seen, snapshots)
+        }));
+    }
+    writer_workload(&conn);
+    stop.store(true, std::sync::atomic::Ordering::SeqCst);
+    for th in threads {
+        let (seen, snapshots) = th.join().unwrap();
+        assert_eq!(seen, final_t);
+        assert!(snapshots > 1);
+    }
+    let out = proc.stdout.take().unwrap();
+    let status = proc.wait().unwrap();
+    assert!(status.success(), "the reader process failed");
+    let line = BufReader::new(out)
+        .lines()
+        .map_while(Result::ok)
+        .find(|l| l.starts_with("saw "));
+    assert_eq!(line, Some(format!("saw {final_t}")));
+}
+
+// ---- corruption and misuse ---------------------------------------------------------------
+
+fn raw(path: &Path) -> rusqlite::Connection {
+    rusqlite::Connection::open(path).unwrap()
+}
+
+fn built(dir: &TempDir, name: &str, txs: u64, checkpoint: bool) -> PathBuf {
+    let path = dir.file(name);
+    let conn = reopen(&path);
+    for n in 0..txs {
+        conn.transact(&tx_ops(n)).unwrap();
+    }
+    if checkpoint {
+        conn.checkpoint().unwrap();
+    }
+    path
+}
+
+#[test]
+fn a_corrupt_segment_is_reported_by_queries_and_verify_never_as_a_wrong_answer() {
+    let dir = TempDir::new("corrupt-seg");
+    let path = built(&dir, "db.vev", 120, true);
+    {
+        let c = raw(&path);
+        let (id, mut payload): (i64, Vec<u8>) = c
+            .query_row(
+                "SELECT id, payload FROM vev_segment ORDER BY length(payload) DESC LIMIT 1",
+                [],
+                |r| Ok((r.get(0)?, r.get(1)?)),
+            )
+            .unwrap();
+        let mid = payload.len() / 2;
+        payload[mid] ^= 0x5a;
+        c.execute(
+            "UPDATE vev_segment SET payload = ?1 WHERE id = ?2",
+            rusqlite::params![payload, id],
+        )
+        .unwrap();
+    }
+    let conn = reopen(&path);
+    let e = conn.verify().unwrap_err();
+    assert_eq!(e.code(), "storage/corruption", "{e}");
+    assert!(e.to_string().contains("segment"), "{e}");
+    drop(conn);
+    // With every segment corrupt, any query that reads the indexes fails rather than answering.
+    {
+        let c = raw(&path);
+        c.execute(
+            "UPDATE vev_segment SET payload = substr(payload, 2) || x'00'",
+            [],
+        )
+        .unwrap();
+    }
+    let conn = reopen(&path);
+    let mut failures = 0;
+    for q in [
+        "[:find (count ?e) . :where [?e :c/name]]",
+        "[:find (count ?v) . :where [_ :c/tag ?v]]",
+        "[:find (count ?e) . :where [?e :c/next ?x]]",
+        "[:find (count ?tx) . :where [?tx :audit/by]]",
+    ] {
+        if let Err(e) = conn.db().q(q, &[]) {
+            assert_eq!(e.code(), "storage/corruption", "{e}");
+            failures += 1;
+        }
+    }
+    assert_eq!(failures, 4, "a query answered from corrupt segments");
+    let e = conn.transact(&tx_ops(120)).unwrap_err();
+    assert_eq!(e.code(), "storage/corruption");
+}
+
+#[test]
+fn a_corrupt_log_row_or_root_fails_the_open_with_its_name() {
+    let dir = TempDir::new("corrupt-log");
+    let path = built(&dir, "log.vev", 30, false);
+    raw(&path)
+        .execute(
+            "UPDATE vev_log SET record = substr(record, 1, length(record) - 7) WHERE t = 17",
+            [],
+        )
+        .unwrap();
+    let e = open_waiting(&path).unwrap_err();
+    assert_eq!(e.code(), "storage/corruption");
+    assert!(e.to_string().contains("log row t=17"), "{e}");
+
+    let path = built(&dir, "gap.vev", 30, false);
+    raw(&path)
+        .execute("DELETE FROM vev_log WHERE t = 9", [])
+        .unwrap();
+    let e = open_waiting(&path).unwrap_err();
+    assert_eq!(e.code(), "storage/corruption");
+    assert!(e.to_string().contains("gap"), "{e}");
+
+    let path = built(&dir, "root.vev", 30, true);
+    raw(&path)
+        .execute("UPDATE vev_root SET record = zeroblob(40)", [])
+        .unwrap();
+    let e = open_waiting(&path).unwrap_err();
+    assert_eq!(e.code(), "storage/corruption");
+    assert!(e.to_string().contains("root record"), "{e}");
+}
+
+#[test]
+fn a_truncated_file_is_corrupt_not_a_panic() {
+    let dir = TempDir::new("truncated");
+    let path = built(&dir, "t.vev", 200, true);
+    // Fold the WAL into the main file, then cut the file.
+    raw(&path)
+        .execute_batch("PRAGMA wal_checkpoint(TRUNCATE);")
+        .unwrap();
+    let len = std::fs::metadata(&path).unwrap().len();
+    let f = std::fs::OpenOptions::new().write(true).open(&path).unwrap();
+    f.set_len(len / 2).unwrap();
+    drop(f);
+    match open_waiting(&path) {
+        Err(e) => assert!(
+            matches!(e.code(), "storage/corruption" | "storage/not-vev"),
+            "{e}"
+        ),
+        Ok(conn) => {
+            let e = conn.verify().unwrap_err();
+            assert_eq!(e.code(), "storage/corruption", "{e}");
+        }
+    }
+}
+
+#[test]
+fn format_version_identity_locks_and_read_only() {
+    let dir = TempDir::new("format");
+    let path = built(&dir, "v.vev", 3, false);
+    raw(&path)
+        .execute_batch("PRAGMA user_version = 99;")
+        .unwrap();
+    let e = open_waiting(&path).unwrap_err();
+    assert_eq!(e.code(), "storage/format-version");
+    assert!(e.to_string().contains("99"), "{e}");
+
+    let other = dir.file("other.sqlite");
+    raw(&other)
+        .execute_batch("CREATE TABLE t (x); PRAGMA application_id = 7;")
+        .unwrap();
+    assert_eq!(open_waiting(&other).unwrap_err().code(), "storage/not-vev");
+    let text = dir.file("text.vev");
+    std::fs::write(&text, b"this is not a database at all, just some text....................................................................").unwrap();
+    let e = open_waiting(&text).unwrap_err();
+    assert!(
+        matches!(e.code(), "storage/not-vev" | "storage/corruption"),
+        "{e}"
+    );
+
+    let path = built(&dir, "lock.vev", 3, false);
+    let writer = reopen(&path);
+    let e = Connection::open(&path).unwrap_err();
+    assert_eq!(e.code(), "storage/locked");
+    let waited = Connection::open_with(
+        &path,
+        &OpenOptions {
+            lock: vev::LockMode::Wait(Duration::from_millis(50)),
+            ..OpenOptions::default()
+        },
+    )
+    .unwrap_err();
+    assert_eq!(waited.code(), "storage/locked");
+    // A waiting writer gets the lock once the first one is gone.
+    let handle = {
+        let path = path.clone();
+        std::thread::spawn(move || {
+            Connection::open_with(
+                &path,
+                &OpenOptions {
+                    lock: vev::LockMode::Wait(Duration::from_secs(10)),
+                    ..OpenOptions::default()
+                },
+            )
+            .map(|c| c.db().basis_t())
+        })
+    };
+    std::thread::sleep(Duration::from_millis(50));
+    drop(writer);
+    assert_eq!(handle.join().unwrap().unwrap(), 3);
+
+    let reader = Connection::open_with(&path, &OpenOptions::read_only()).unwrap();
+    assert_eq!(
+        reader.transact(&tx_ops(3)).unwrap_err().code(),
+        "storage/read-only"
+    );
+    let missing =
+        Connection::open_with(dir.file("none.vev"), &OpenOptions::read_only()).unwrap_err();
+    assert_eq!(missing.code(), "storage/io");
+}
+
+#[test]
+fn bulk_load_reports_progress_and_reopens_equal() {
+    let dir = TempDir::new("bulk");
+    let path = dir.file("bulk.vev");
+    let conn = Connection::open_with(
+        &path,
+        &OpenOptions {
+            bulk_batch_datoms: 300,
+            ..OpenOptions::default()
+        },
+    )
+    .unwrap();
+    let mut calls = Vec::new();
+    let done = conn
+        .bulk_load((0..80).map(tx_ops), &mut |p| calls.push(p.clone()))
+        .unwrap();
+    assert_eq!(done.txs, 80);
+    assert!(calls.len() > 2, "{} progress calls", calls.len());
+    assert!(calls.windows(2).all(|w| w[0].datoms < w[1].datoms));
+    drop(conn);
+    let conn = reopen(&path);
+    assert_same(&conn.db(), &memory_oracle(80), "bulk");
+    conn.verify().unwrap();
+}
