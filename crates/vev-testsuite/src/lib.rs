@@ -14,6 +14,7 @@ use vev::{Connection, Db, Edn, EntityId, Keyword, TempId, TxOp, TxReport};
 pub use checks::check;
 
 /// One case read from a file.
+#[derive(Clone)]
 pub struct Case {
     pub file: String,
     pub name: String,
@@ -135,9 +136,60 @@ impl Run {
     }
 }
 
-/// Run one case: its transactions, then its checks.
+/// Where a case's database lives.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Backend {
+    Memory,
+    /// A SQLite file, checkpointed every few datoms, closed and reopened before the final
+    /// checks (which then read the reopened database, whose every index must equal the
+    /// live one's).
+    Sqlite,
+}
+
+/// A database file for one case, removed afterwards.
+struct CaseFile(std::path::PathBuf);
+
+impl Drop for CaseFile {
+    fn drop(&mut self) {
+        for suffix in ["", "-wal", "-shm"] {
+            let mut p = self.0.clone().into_os_string();
+            p.push(suffix);
+            let _ = std::fs::remove_file(p);
+        }
+    }
+}
+
+fn case_file() -> CaseFile {
+    use std::sync::atomic::{AtomicU64, Ordering};
+    static NEXT: AtomicU64 = AtomicU64::new(0);
+    let n = NEXT.fetch_add(1, Ordering::SeqCst);
+    CaseFile(std::env::temp_dir().join(format!("vev-case-{}-{n}.vev", std::process::id())))
+}
+
+fn sqlite_options() -> vev::OpenOptions {
+    vev::OpenOptions {
+        checkpoint_datoms: 40,
+        lock: vev::LockMode::Wait(std::time::Duration::from_secs(10)),
+        ..vev::OpenOptions::default()
+    }
+}
+
+/// Run one case in memory: its transactions, then its checks.
 pub fn run_case(case: &Case) -> Result<(), String> {
-    let conn = Connection::open_in_memory();
+    run_case_on(case, Backend::Memory)
+}
+
+/// Run one case on a backend.
+pub fn run_case_on(case: &Case, backend: Backend) -> Result<(), String> {
+    let file = match backend {
+        Backend::Memory => None,
+        Backend::Sqlite => Some(case_file()),
+    };
+    let conn = match &file {
+        None => Connection::open_in_memory(),
+        Some(f) => Connection::open_with(&f.0, &sqlite_options())
+            .map_err(|e| format!("open {}: {e}", f.0.display()))?,
+    };
     let mut run = Run {
         conn: conn.clone(),
         tempids: HashMap::new(),
@@ -152,7 +204,21 @@ pub fn run_case(case: &Case) -> Result<(), String> {
     for (i, tx) in case.txs.iter().enumerate() {
         run_tx(&mut run, i + 1, tx)?;
     }
-    let db = conn.db();
+    let mut db = conn.db();
+    if let Some(f) = &file {
+        run.conn = Connection::open_in_memory();
+        drop(conn);
+        run.conn =
+            Connection::open_with(&f.0, &sqlite_options()).map_err(|e| format!("reopen: {e}"))?;
+        let reopened = run.conn.db();
+        if reopened.basis_t() != db.basis_t() || !same_indexes(&reopened, &db) {
+            return Err("the reopened database differs from the one written".into());
+        }
+        run.conn
+            .verify()
+            .map_err(|e| format!("verify after reopen: {e}"))?;
+        db = reopened;
+    }
     for c in &case.checks {
         check(&run, &db, c).map_err(|e| format!("check {c}: {e}"))?;
     }
@@ -213,6 +279,26 @@ fn same_datoms(x: &Db, y: &Db) -> bool {
         db.history()
             .datoms(vev::IndexOrder::Eavt, &[])
             .collect::<Vec<_>>()
+    };
+    all(x) == all(y)
+}
+
+/// Every index, current and history, and the log.
+fn same_indexes(x: &Db, y: &Db) -> bool {
+    let all = |db: &Db| {
+        let mut out = Vec::new();
+        for view in [db.current(), db.history()] {
+            for order in vev::IndexOrder::ALL {
+                out.push(view.datoms(order, &[]).collect::<Vec<_>>());
+            }
+        }
+        out.push(
+            db.tx_range(None, None)
+                .into_iter()
+                .flat_map(|e| e.datoms)
+                .collect(),
+        );
+        out
     };
     all(x) == all(y)
 }

@@ -1,4 +1,5 @@
-//! Runs every conformance case file as its own test (memory backend).
+//! Runs every conformance case as its own test, on each backend: memory, and a SQLite file
+//! that is checkpointed along the way and reopened before the final checks.
 
 use libtest_mimic::{Arguments, Failed, Trial};
 
@@ -16,10 +17,16 @@ fn main() {
         match vev_testsuite::load_file(&path, &label) {
             Ok(cases) => {
                 for case in cases {
-                    let name = format!("memory::{}::{}", case.file, case.name);
-                    trials.push(Trial::test(name, move || {
-                        vev_testsuite::run_case(&case).map_err(Failed::from)
-                    }));
+                    for (prefix, backend) in [
+                        ("memory", vev_testsuite::Backend::Memory),
+                        ("sqlite", vev_testsuite::Backend::Sqlite),
+                    ] {
+                        let name = format!("{prefix}::{}::{}", case.file, case.name);
+                        let case = case.clone();
+                        trials.push(Trial::test(name, move || {
+                            vev_testsuite::run_case_on(&case, backend).map_err(Failed::from)
+                        }));
+                    }
                 }
             }
             Err(e) => trials.push(Trial::test(format!("load::{label}"), move || {
