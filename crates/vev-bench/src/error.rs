@@ -31,6 +31,20 @@ pub enum BenchError {
     MissingField { field: &'static str },
     #[error("{cells} row counts differ from the naive count (marked ✗ in the table)")]
     RowMismatch { cells: usize },
+    #[error("the SQLite floor failed: {0}")]
+    Sqlite(#[from] rusqlite::Error),
+    #[error("the storage benchmark's schema has no attribute :{ident}")]
+    MissingAttribute { ident: &'static str },
+    #[error("account {id} is missing from the storage benchmark's database")]
+    MissingAccount { id: u64 },
+    #[error("shape {shape} transacted {first} datoms at first and {now} later")]
+    ShapeDatoms {
+        shape: &'static str,
+        first: usize,
+        now: usize,
+    },
+    #[error("the open query for account {id} returned {rows} rows, not 5")]
+    OpenQueryRows { id: u64, rows: usize },
 }
 
 impl From<vev::Error> for BenchError {

@@ -90,7 +90,7 @@ pub fn rss_bytes() -> Result<u64, BenchError> {
 }
 
 /// A numeric field of `/proc/self/status` (`VmRSS:  1234 kB` gives 1234).
-fn status_field(name: &'static str) -> Result<u64, BenchError> {
+pub(crate) fn status_field(name: &'static str) -> Result<u64, BenchError> {
     let path = "/proc/self/status";
     let status = std::fs::read_to_string(path).map_err(BenchError::io("read", path))?;
     let value = status

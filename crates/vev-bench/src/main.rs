@@ -9,6 +9,10 @@
 //! `vev-bench query` runs the issue-3 query suite: datascript-bench's queries on one fixture
 //! built here, in Vev (`vev_query.rs`), in DataScript under node and in
 //! Datalevin on its JVM, in memory and on disk, each peer installed on first use.
+//!
+//! `vev-bench storage` runs the issue-4 storage suite: durable small transactions in Vev, the
+//! raw SQLite floor and Datalevin on disk, then bulk load, file size and the time to open a
+//! database in a new process (the hidden `storage-open` subcommand) and answer one query.
 
 mod bulk;
 mod datascript;
@@ -21,6 +25,11 @@ mod query_fixture;
 mod query_report;
 mod report;
 mod stats;
+mod storage;
+mod storage_bulk;
+mod storage_fixture;
+mod storage_latency;
+mod storage_report;
 mod vev_query;
 
 use std::process::ExitCode;
@@ -43,6 +52,45 @@ enum Command {
     Core(CoreConfig),
     /// datascript-bench's queries in Vev, DataScript and Datalevin (memory and disk).
     Query(QueryConfig),
+    /// Durable small transactions vs raw SQLite and Datalevin; bulk load; open time.
+    Storage(StorageArgs),
+    /// Internal: open a database file and answer one query, print the times as JSON.
+    #[command(hide = true)]
+    StorageOpen(StorageOpenArgs),
+}
+
+#[derive(Args)]
+struct StorageArgs {
+    /// Resident accounts (5 datoms each) of the largest database; the others have 50 and
+    /// 2,000.
+    #[arg(long, default_value_t = 1_000_000)]
+    big_entities: u64,
+    /// Untimed transactions of each shape on each database before the timed ones.
+    #[arg(long, default_value_t = 5)]
+    warmup: usize,
+    /// Timed transactions of each shape on each database (issue 4 asks for at least 40; more
+    /// steady the medians, since a commit's fsync time is bimodal on a busy disk).
+    #[arg(long, default_value_t = 100)]
+    measurements: usize,
+    /// Datoms of each bulk load (comma-separated; 0 or none skips it).
+    #[arg(long, value_delimiter = ',', default_value = "1000000,10000000")]
+    bulk_datoms: Vec<u64>,
+    /// Transactions of each shape Datalevin's JVM runs on a scratch database before measuring,
+    /// so that its JIT has compiled the transaction path.
+    #[arg(long, default_value_t = 200)]
+    jvm_warmup: usize,
+    /// Skip Datalevin (no Python or JVM needed).
+    #[arg(long)]
+    no_datalevin: bool,
+}
+
+#[derive(Args)]
+struct StorageOpenArgs {
+    #[arg(long)]
+    path: std::path::PathBuf,
+    /// The `:acct/id` to look up.
+    #[arg(long)]
+    id: u64,
 }
 
 #[derive(Args)]
@@ -261,13 +309,34 @@ fn main() -> ExitCode {
                     cells => Err(BenchError::RowMismatch { cells }),
                 }
             });
-            match result {
-                Ok(()) => ExitCode::SUCCESS,
-                Err(e) => {
-                    eprintln!("vev-bench: {e}");
-                    ExitCode::FAILURE
-                }
-            }
+            exit(result)
+        }
+        Command::Storage(args) => {
+            let mut sizes = vec![50, 2_000, args.big_entities];
+            sizes.sort_unstable();
+            sizes.dedup();
+            let cfg = storage::StorageConfig {
+                sizes,
+                warmup: args.warmup,
+                measurements: args.measurements,
+                bulk_datoms: args.bulk_datoms.into_iter().filter(|&d| d > 0).collect(),
+                datalevin: !args.no_datalevin,
+                jvm_warmup: args.jvm_warmup,
+            };
+            exit(storage::run(cfg).map(|r| print!("{}", storage_report::render(&r))))
+        }
+        Command::StorageOpen(args) => {
+            exit(storage_bulk::open_and_query(&args.path, args.id).map(|line| println!("{line}")))
+        }
+    }
+}
+
+fn exit(result: Result<(), BenchError>) -> ExitCode {
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("vev-bench: {e}");
+            ExitCode::FAILURE
         }
     }
 }

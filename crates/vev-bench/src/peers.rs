@@ -14,6 +14,7 @@
 //! naming itself, then one per query with its row count and the milliseconds of each timed
 //! repetition; its progress lines go straight to our stderr.
 
+use std::ffi::OsString;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 
@@ -280,24 +281,31 @@ fn compile_ahead(datalevin: &Datalevin) -> Result<(), BenchError> {
     std::fs::rename(&partial, &datalevin.classes).map_err(BenchError::io("rename", &partial))
 }
 
+/// Run a Clojure script of this crate (`clj/...`) on Datalevin's JVM, installing both first
+/// if needed; its stdout.
+pub fn run_datalevin_script(
+    script: &'static str,
+    args: &[OsString],
+) -> Result<Vec<u8>, BenchError> {
+    let datalevin = ensure_datalevin()?;
+    let mut cmd = datalevin.command(&datalevin.classes);
+    cmd.arg("clojure.main").arg(script).args(args);
+    run_streaming(&mut cmd, script, &crate_dir())
+}
+
 /// Run `clj/query.clj` on Datalevin's JVM; on disk, its databases go under `scratch`.
 pub fn run_datalevin(
     fixture: &Path,
     storage: DatalevinStorage,
     scratch: &Path,
 ) -> Result<EngineRun, BenchError> {
-    let datalevin = ensure_datalevin()?;
-    let mut cmd = datalevin.command(&datalevin.classes);
-    cmd.arg("clojure.main")
-        .arg("clj/query.clj")
-        .arg(fixture)
-        .arg(storage.arg());
+    let mut args = vec![fixture.as_os_str().to_owned(), storage.arg().into()];
     if storage == DatalevinStorage::Disk {
         let dir = scratch.join("datalevin");
         std::fs::create_dir_all(&dir).map_err(BenchError::io("create", &dir))?;
-        cmd.arg(dir);
+        args.push(dir.into_os_string());
     }
-    let stdout = run_streaming(&mut cmd, "java clojure.main clj/query.clj", &crate_dir())?;
+    let stdout = run_datalevin_script("clj/query.clj", &args)?;
     let (header, timings) = parse_output(&stdout)?;
     let label = format!(
         "Datalevin {} {} (Java {})",

@@ -60,6 +60,19 @@ impl Writer {
     }
 
     pub fn value(&mut self, v: &Value) {
+        self.value_flagged(v, false);
+    }
+
+    /// A value whose tag byte also carries `flag` in its high bit (tags are below 128).
+    pub fn value_flagged(&mut self, v: &Value, flag: bool) {
+        let at = self.buf.len();
+        self.value_body(v);
+        if flag {
+            self.buf[at] |= 0x80;
+        }
+    }
+
+    fn value_body(&mut self, v: &Value) {
         match v {
             Value::Nil => self.u8(0),
             Value::Ref(e) => {
@@ -227,16 +240,25 @@ impl<'a> Reader<'a> {
             .or_else(|_| err(format!("invalid utf-8 in the string at byte {at}")))
     }
 
-    pub fn value(&mut self) -> DecodeResult<Value> {
-        self.value_at(0)
+    /// A value written by `value_flagged`, and its flag.
+    pub fn value_flagged(&mut self) -> DecodeResult<(Value, bool)> {
+        let at = self.pos;
+        let tag = self.u8()?;
+        let v = self.value_tagged(tag & 0x7f, at, 0)?;
+        Ok((v, tag & 0x80 != 0))
     }
 
     fn value_at(&mut self, depth: usize) -> DecodeResult<Value> {
+        let at = self.pos;
+        let tag = self.u8()?;
+        self.value_tagged(tag, at, depth)
+    }
+
+    fn value_tagged(&mut self, tag: u8, at: usize, depth: usize) -> DecodeResult<Value> {
         if depth > VALUE_DEPTH_MAX {
             return err("values nested deeper than 64");
         }
-        let at = self.pos;
-        Ok(match self.u8()? {
+        Ok(match tag {
             0 => Value::Nil,
             1 => Value::Ref(self.varint()?),
             2 => Value::Keyword(Keyword::new(self.str()?)),
@@ -318,9 +340,8 @@ impl DatomDelta {
     pub fn write(&mut self, w: &mut Writer, d: &Datom) {
         w.zigzag(d.e.wrapping_sub(self.e) as i64);
         w.zigzag(d.a.wrapping_sub(self.a) as i64);
-        w.value(&d.v);
-        let dtx = d.tx.wrapping_sub(self.tx) as i64;
-        w.zigzag(dtx.wrapping_mul(2) | d.added as i64);
+        w.value_flagged(&d.v, d.added);
+        w.zigzag(d.tx.wrapping_sub(self.tx) as i64);
         self.e = d.e;
         self.a = d.a;
         self.tx = d.tx;
@@ -329,10 +350,8 @@ impl DatomDelta {
     pub fn read(&mut self, r: &mut Reader<'_>) -> DecodeResult<Datom> {
         let e = self.e.wrapping_add(r.zigzag()? as u64);
         let a = self.a.wrapping_add(r.zigzag()? as u64);
-        let v = r.value()?;
-        let z = r.zigzag()?;
-        let added = z & 1 == 1;
-        let tx = self.tx.wrapping_add((z >> 1) as u64);
+        let (v, added) = r.value_flagged()?;
+        let tx = self.tx.wrapping_add(r.zigzag()? as u64);
         self.e = e;
         self.a = a;
         self.tx = tx;

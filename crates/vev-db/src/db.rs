@@ -48,27 +48,28 @@ impl Indexes {
         }
     }
 
-    /// Apply inserts and removals; `is_ref` says which attributes go to VAET.
-    pub fn apply(&self, changes: Vec<Change>, is_ref: impl Fn(EntityId) -> bool) -> Indexes {
+    /// Apply inserts and removals; `is_ref` says which attributes go to VAET. Consumes the
+    /// indexes: nodes no other `Db` shares are updated in place.
+    pub fn apply(self, changes: Vec<Change>, is_ref: impl Fn(EntityId) -> bool) -> Indexes {
         let vaet: Vec<Change> = changes
             .iter()
             .filter(|c| is_ref(c.datom.a))
             .cloned()
             .collect();
         Indexes {
-            eavt: apply_sorted(&self.eavt, changes.clone()),
-            aevt: apply_sorted(&self.aevt, changes.clone()),
-            avet: apply_sorted(&self.avet, changes),
-            vaet: apply_sorted(&self.vaet, vaet),
+            eavt: apply_sorted(self.eavt, changes.clone()),
+            aevt: apply_sorted(self.aevt, changes.clone()),
+            avet: apply_sorted(self.avet, changes),
+            vaet: apply_sorted(self.vaet, vaet),
         }
     }
 }
 
-pub(crate) fn apply_sorted(tree: &Tree, mut changes: Vec<Change>) -> Tree {
+pub(crate) fn apply_sorted(tree: Tree, mut changes: Vec<Change>) -> Tree {
     let order = tree.order();
     changes.sort_by(|x, y| order.cmp(&x.datom, &y.datom));
     changes.dedup_by(|x, y| order.cmp(&x.datom, &y.datom) == Ordering::Equal);
-    tree.apply(&changes)
+    tree.apply_owned(&changes)
 }
 
 /// Everything a database value holds. Shared between the `Db` views of one basis.

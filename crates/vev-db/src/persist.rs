@@ -86,7 +86,16 @@ impl LogRecord {
 
 /// Apply a committed transaction's record to the Db it was committed on.
 pub fn replay(before: &Db, record: &LogRecord) -> DecodeResult<Db> {
-    let before = before.current();
+    replay_owned(before.current(), record)
+}
+
+/// `replay`, consuming the Db: index nodes nothing else shares are updated in place.
+pub fn replay_owned(before: Db, record: &LogRecord) -> DecodeResult<Db> {
+    let before = if before.view() == crate::View::default() {
+        before
+    } else {
+        before.current()
+    };
     let t = before.basis_t() + 1;
     if record.t != t {
         return err(format!(
@@ -129,13 +138,19 @@ pub fn replay(before: &Db, record: &LogRecord) -> DecodeResult<Db> {
             }
         }
     }
-    let mut state = (*before.state).clone();
-    match crate::tx::schema::next_schema(&before, &record.datoms) {
-        Ok(Some(schema)) => state.schema = Arc::new(schema),
-        Ok(None) => {}
+    let new_schema = match crate::tx::schema::next_schema(&before, &record.datoms) {
+        Ok(s) => s,
         Err(e) => return err(format!("the schema change does not apply: {e}")),
+    };
+    let schema_before = before.state.schema.clone();
+    let mut state = match Arc::try_unwrap(before.state) {
+        Ok(state) => state,
+        Err(shared) => (*shared).clone(),
+    };
+    if let Some(schema) = new_schema {
+        state.schema = Arc::new(schema);
     }
-    crate::tx::apply(&mut state, &before, &record.datoms, &retracted_tx);
+    crate::tx::apply(&mut state, &schema_before, &record.datoms, &retracted_tx);
     state.basis_t = t;
     state.next_user = record.next_user;
     state.last_instant = instant;

@@ -105,16 +105,22 @@ impl Tree {
     /// Apply a batch of changes, which must be sorted in this tree's order with at most one
     /// change per datom. Inserting a present datom or removing an absent one is a no-op.
     pub fn apply(&self, changes: &[Change]) -> Tree {
+        self.clone().apply_owned(changes)
+    }
+
+    /// `apply`, consuming the tree: nodes that nothing else shares (no older `Db` holds them)
+    /// are updated in place, moving their datoms instead of copying them.
+    pub fn apply_owned(self, changes: &[Change]) -> Tree {
         if changes.is_empty() {
-            return self.clone();
+            return self;
         }
         debug_assert!(changes
             .windows(2)
             .all(|w| self.order.cmp(&w[0].datom, &w[1].datom) == Ordering::Less));
         let order = self.order;
-        let entries = match &self.root {
+        let entries = match self.root {
             None => leaf_merge(order, &[], changes),
-            Some(node) => apply_node(order, node, changes),
+            Some(node) => apply_node_owned(order, node, changes),
         };
         let mut level = entries;
         while level.len() > 1 {
@@ -281,6 +287,131 @@ fn apply_node(order: IndexOrder, node: &Node, changes: &[Change]) -> Vec<Entry> 
             split_branch(out)
         }
     }
+}
+
+/// `apply_node` on a node the caller owns: a node whose `Arc` is unique is taken apart and
+/// its datoms and children are moved; a shared one (and everything under it) is copied.
+fn apply_node_owned(order: IndexOrder, node: Node, changes: &[Change]) -> Vec<Entry> {
+    match node {
+        Node::Leaf(items) => match Arc::try_unwrap(items) {
+            Ok(items) => leaf_merge_owned(order, items, changes),
+            Err(shared) => leaf_merge(order, &shared, changes),
+        },
+        Node::Stored(s) => apply_node(order, &s.load(), changes),
+        Node::Branch(b) => match Arc::try_unwrap(b) {
+            Ok(b) => apply_branch_owned(order, b, changes),
+            Err(shared) => apply_node(order, &Node::Branch(shared), changes),
+        },
+    }
+}
+
+fn apply_branch_owned(order: IndexOrder, b: Branch, changes: &[Change]) -> Vec<Entry> {
+    let Branch {
+        mut children,
+        mins,
+        mut sizes,
+    } = b;
+    let n = children.len();
+    let child_of = |d: &Datom| {
+        mins.partition_point(|m| order.cmp(m, d) != Ordering::Greater)
+            .saturating_sub(1)
+    };
+    let first = child_of(&changes[0].datom);
+    let last = child_of(&changes[changes.len() - 1].datom);
+    if first == last {
+        // Every change falls into one child: rebuild only that slot, keep `mins` if its first
+        // datom stays.
+        let child = std::mem::replace(&mut children[first], Node::Leaf(Arc::new(Vec::new())));
+        let mut entries = apply_node_owned(order, child, changes);
+        let same_min = entries.len() == 1
+            && order.cmp(&entries[0].min, &mins[first]) == Ordering::Equal
+            && (entries[0].size >= LEAF_MIN || n == 1);
+        if same_min {
+            let Entry { node, size, .. } = entries.pop().expect("one entry");
+            children[first] = node;
+            sizes[first] = size;
+            let total = sizes.iter().sum();
+            let min = mins[0].clone();
+            return vec![Entry {
+                node: Node::Branch(Arc::new(Branch {
+                    children,
+                    mins,
+                    sizes,
+                })),
+                min,
+                size: total,
+            }];
+        }
+        let mut out: Vec<Entry> = Vec::with_capacity(n + entries.len());
+        for (i, child) in children.into_iter().enumerate() {
+            if i == first {
+                out.append(&mut entries);
+            } else {
+                out.push(Entry {
+                    node: child,
+                    min: mins[i].clone(),
+                    size: sizes[i],
+                });
+            }
+        }
+        merge_small_leaves(&mut out);
+        return split_branch(out);
+    }
+    let mut out: Vec<Entry> = Vec::with_capacity(n + 1);
+    let mut rest = changes;
+    for (i, child) in children.into_iter().enumerate() {
+        let take = if i + 1 < n {
+            let bound = &mins[i + 1];
+            rest.partition_point(|c| order.cmp(&c.datom, bound) == Ordering::Less)
+        } else {
+            rest.len()
+        };
+        let (mine, tail) = rest.split_at(take);
+        rest = tail;
+        if mine.is_empty() {
+            out.push(Entry {
+                node: child,
+                min: mins[i].clone(),
+                size: sizes[i],
+            });
+        } else {
+            out.extend(apply_node_owned(order, child, mine));
+        }
+    }
+    merge_small_leaves(&mut out);
+    split_branch(out)
+}
+
+/// `leaf_merge` of a leaf the caller owns: its datoms move into the result.
+fn leaf_merge_owned(order: IndexOrder, items: Vec<Datom>, changes: &[Change]) -> Vec<Entry> {
+    let mut merged: Vec<Datom> = Vec::with_capacity(items.len() + changes.len());
+    let mut items = items.into_iter().peekable();
+    let mut j = 0;
+    loop {
+        let ord = match (items.peek(), changes.get(j)) {
+            (Some(d), Some(c)) => order.cmp(d, &c.datom),
+            (Some(_), None) => Ordering::Less,
+            (None, Some(_)) => Ordering::Greater,
+            (None, None) => break,
+        };
+        match ord {
+            Ordering::Less => merged.extend(items.next()),
+            Ordering::Equal => {
+                let d = items.next();
+                if changes[j].insert {
+                    merged.extend(d);
+                }
+                j += 1;
+            }
+            Ordering::Greater => {
+                if changes[j].insert {
+                    merged.push(changes[j].datom.clone());
+                }
+                j += 1;
+            }
+        }
+    }
+    chunk_leaves(merged)
 }
 
 /// The fast path of a path copy: every change falls into one child, and that child comes back
@@ -632,6 +763,55 @@ mod tests {
             .collect();
         let t3 = t.apply(&all_gone);
         assert!(t3.is_empty() && t3.iter().next().is_none());
+    }
+
+    #[test]
+    fn in_place_batches_match_a_model_and_leave_shared_versions_alone() {
+        // Batches applied to a uniquely owned tree (updated in place) and, every few rounds,
+        // to a tree an older version still shares (copied): both must match the model, and
+        // the older version must not change.
+        let mut t = Tree::new(IndexOrder::Eavt);
+        let mut model = std::collections::BTreeSet::new();
+        let mut kept: Vec<(Tree, Vec<u64>)> = Vec::new();
+        let mut x: u64 = 99;
+        for round in 0..300 {
+            let mut batch = std::collections::BTreeMap::new();
+            for _ in 0..(1 + round % 40) {
+                x = x
+                    .wrapping_mul(6364136223846793005)
+                    .wrapping_add(1442695040888963407);
+                batch.insert((x >> 33) % 3000, (x >> 20) % 4 != 0);
+            }
+            let changes: Vec<Change> = batch
+                .iter()
+                .map(|(&e, &insert)| Change {
+                    datom: d(e),
+                    insert,
+                })
+                .collect();
+            if round % 7 == 0 {
+                kept.push((t.clone(), model.iter().copied().collect()));
+            }
+            t = t.apply_owned(&changes);
+            for (e, insert) in batch {
+                if insert {
+                    model.insert(e);
+                } else {
+                    model.remove(&e);
+                }
+            }
+            let got: Vec<u64> = t.iter().map(|x| x.e).collect();
+            assert_eq!(
+                got,
+                model.iter().copied().collect::<Vec<_>>(),
+                "round {round}"
+            );
+            assert_eq!(t.len(), got.len());
+        }
+        for (old, want) in kept {
+            let got: Vec<u64> = old.iter().map(|x| x.e).collect();
+            assert_eq!(got, want);
+        }
     }
 
     #[test]

@@ -333,7 +333,7 @@ impl Store {
         let mut db = db;
         for rec in records {
             tail += rec.datoms.len();
-            db = replay(&db, &rec)?;
+            db = replay(db, &rec)?;
         }
         if let Some(f) = self.cache.failure() {
             return Err(f);
@@ -450,7 +450,7 @@ impl Store {
         };
         let mut db = db.current();
         for rec in records {
-            db = replay(&db, &rec)?;
+            db = replay(db, &rec)?;
         }
         Ok(db)
     }
@@ -520,8 +520,8 @@ impl Store {
     }
 }
 
-fn replay(db: &Db, rec: &LogRecord) -> Result<Db, StorageError> {
-    persist::replay(db, rec)
+fn replay(db: Db, rec: &LogRecord) -> Result<Db, StorageError> {
+    persist::replay_owned(db, rec)
         .map_err(|e| StorageError::corruption(format!("log row t={}", rec.t), e.0))
 }
 

@@ -378,20 +378,30 @@ impl Connection {
             Ok(())
         };
         for ops in txs {
-            let report = self.apply(&db, &ops)?;
+            // Without subscribers nothing needs db-before, so the import hands each value on
+            // and its index nodes are updated in place.
+            let (after, tx_data) = if writer.listeners.is_empty() {
+                let outcome = self.apply_owned(db, &ops)?;
+                (outcome.db, outcome.tx_data)
+            } else {
+                let report = self.apply(&db, &ops)?;
+                let out = (report.db_after.clone(), report.tx_data.clone());
+                writer
+                    .listeners
+                    .retain(|tx| tx.send(report.clone()).is_ok());
+                out
+            };
             done.txs += 1;
-            done.datoms += report.tx_data.len() as u64;
-            pending_datoms += report.tx_data.len();
+            done.datoms += tx_data.len() as u64;
+            pending_datoms += tx_data.len();
             if self.inner.durable.is_some() {
-                pending.push(vev_db::persist::LogRecord::of(
-                    &report.db_after,
-                    &report.tx_data,
-                ));
+                pending.push(vev_db::persist::LogRecord {
+                    t: after.basis_t(),
+                    next_user: after.next_user(),
+                    datoms: tx_data,
+                });
             }
-            writer
-                .listeners
-                .retain(|tx| tx.send(report.clone()).is_ok());
-            db = report.db_after;
+            db = after;
             if pending_datoms >= batch {
                 flush(&mut writer, &db, &mut pending, &mut done)?;
                 pending_datoms = 0;
@@ -436,6 +446,24 @@ impl Connection {
         // A segment that failed to load made the transactor see less than the data: its
         // verdict (success or error) is not to be trusted.
         if let Some(f) = db.storage_failure() {
+            return Err(f.into());
+        }
+        Ok(result?)
+    }
+
+    fn apply_owned(&self, db: Db, ops: &[TxOp]) -> Result<vev_db::TxOutcome, Error> {
+        let functions = self
+            .inner
+            .functions
+            .read()
+            .unwrap_or_else(|p| p.into_inner());
+        let ctx = TxContext {
+            functions: &Registry(&functions),
+            now_ms: now_ms(),
+        };
+        let failure = db.segment_cache().cloned();
+        let result = vev_db::transact_owned(db, ops, &ctx);
+        if let Some(f) = failure.and_then(|c| c.failure()) {
             return Err(f.into());
         }
         Ok(result?)

@@ -35,10 +35,10 @@ use std::sync::Arc;
 
 use vev_core::ids::{self, tx_id, EntityId};
 use vev_core::schema::sys;
-use vev_core::{Attribute, Datom, Edn, Keyword, TempId, TxError, TxOp, Value};
+use vev_core::{Attribute, Datom, Edn, IndexOrder, Keyword, Schema, TempId, TxError, TxOp, Value};
 
-use crate::db::{apply_sorted, Db, State};
-use crate::tree::Change;
+use crate::db::{apply_sorted, Db, Indexes, State};
+use crate::tree::{Change, Tree};
 
 /// Registered transaction functions, looked up by the ident at the head of a list form.
 pub trait TxFunctions {
@@ -130,14 +130,45 @@ pub(crate) enum Term {
 
 /// Apply `ops` to `db` (its current state, whatever its view) and return the report.
 pub fn transact(db: &Db, ops: &[TxOp], ctx: &TxContext<'_>) -> Result<TxReport, TxError> {
-    let before = db.current();
+    let (before, after) = run(db.current(), ops, ctx, true)?;
+    Ok(TxReport {
+        db_before: before.expect("kept"),
+        db_after: after.db,
+        tx_data: after.tx_data,
+        tempids: after.tempids,
+    })
+}
+
+/// What `transact_owned` returns: the report without db-before.
+pub struct TxOutcome {
+    pub db: Db,
+    pub tx_data: Vec<Datom>,
+    pub tempids: HashMap<TempId, EntityId>,
+}
+
+/// `transact` that consumes `db`. When nothing else holds `db`'s index nodes (as in a bulk
+/// import that keeps only the latest value), the transaction updates them in place instead of
+/// copying the paths it touches; the result is the same.
+pub fn transact_owned(db: Db, ops: &[TxOp], ctx: &TxContext<'_>) -> Result<TxOutcome, TxError> {
+    let db = if db.is_current_view() {
+        db
+    } else {
+        db.current()
+    };
+    run(db, ops, ctx, false).map(|(_, after)| after)
+}
+
+fn run(
+    before: Db,
+    ops: &[TxOp],
+    ctx: &TxContext<'_>,
+    keep_before: bool,
+) -> Result<(Option<Db>, TxOutcome), TxError> {
     let t = before.basis_t() + 1;
     let tx = tx_id(t);
     let terms = expand::expand(&before, ops, ctx.functions)?;
     let resolved = resolve::resolve(&before, terms, tx)?;
     let generated = generate::generate(&before, &resolved.terms, tx)?;
-    let mut state = (*before.state).clone();
-    state.next_user = resolved.next_user;
     let instant = tx_instant(&before, &generated.datoms, tx, ctx.now_ms)?;
     let mut tx_data = generated.datoms;
     let instant_datom = match tx_data
@@ -149,19 +180,33 @@ pub fn transact(db: &Db, ops: &[TxOp], ctx: &TxContext<'_>) -> Result<TxReport, 
     };
     tx_data.insert(0, instant_datom);
     let new_schema = schema::next_schema(&before, &tx_data)?;
+    // Every check has passed: from here on nothing reads db-before but its schema.
+    let schema_before = before.state.schema.clone();
+    let kept = keep_before.then(|| before.clone());
+    let mut state = match Arc::try_unwrap(before.state) {
+        Ok(state) => state,
+        Err(shared) => (*shared).clone(),
+    };
+    state.next_user = resolved.next_user;
     if let Some(s) = new_schema {
         state.schema = Arc::new(s);
     }
-    apply(&mut state, &before, &tx_data, &generated.retracted_tx);
+    apply(
+        &mut state,
+        &schema_before,
+        &tx_data,
+        &generated.retracted_tx,
+    );
     state.basis_t = t;
     state.last_instant = instant;
-    let db_after = Db::from_state(state);
-    Ok(TxReport {
-        db_before: before,
-        db_after,
-        tx_data,
-        tempids: resolved.tempids,
-    })
+    Ok((
+        kept,
+        TxOutcome {
+            db: Db::from_state(state),
+            tx_data,
+            tempids: resolved.tempids,
+        },
+    ))
 }
 
 /// The transaction's instant: the one asserted on the transaction entity, or the clock.
@@ -182,7 +227,12 @@ fn tx_instant(before: &Db, datoms: &[Datom], tx: EntityId, now_ms: i64) -> Resul
 
 /// Put the transaction's datoms into the indexes, the history and the log.
 /// `retracted_tx` gives, for each retraction, the tx of the assertion it retracts.
-pub(crate) fn apply(state: &mut State, before: &Db, tx_data: &[Datom], retracted_tx: &[EntityId]) {
+pub(crate) fn apply(
+    state: &mut State,
+    schema_before: &Schema,
+    tx_data: &[Datom],
+    retracted_tx: &[EntityId],
+) {
     let schema = state.schema.clone();
     let mut current = Vec::with_capacity(tx_data.len());
     let mut retired = Vec::new();
@@ -202,7 +252,7 @@ pub(crate) fn apply(state: &mut State, before: &Db, tx_data: &[Datom], retracted
             datom: assertion.clone(),
             insert: false,
         });
-        let keep_history = before.schema().attribute(d.a).is_none_or(|a| !a.no_history);
+        let keep_history = schema_before.attribute(d.a).is_none_or(|a| !a.no_history);
         if keep_history {
             retired.push(Change {
                 datom: assertion,
@@ -222,11 +272,13 @@ pub(crate) fn apply(state: &mut State, before: &Db, tx_data: &[Datom], retracted
             insert: true,
         })
         .collect();
-    state.current = state.current.apply(current, is_ref);
+    let take = |ix: &mut Indexes| std::mem::replace(ix, Indexes::new());
+    state.current = take(&mut state.current).apply(current, is_ref);
     if !retired.is_empty() {
-        state.retired = state.retired.apply(retired, is_ref);
+        state.retired = take(&mut state.retired).apply(retired, is_ref);
     }
-    state.log = apply_sorted(&state.log, log);
+    let log_tree = std::mem::replace(&mut state.log, Tree::new(IndexOrder::Log));
+    state.log = apply_sorted(log_tree, log);
 }
 
 /// True when `e` is an id this database has allocated (or the transaction being built).
