@@ -126,6 +126,16 @@ fn io(op: &str) -> impl Fn(rusqlite::Error) -> StorageError + '_ {
     }
 }
 
+/// A column that cannot be read as what Vev wrote there: corruption of that record.
+fn unreadable(what: String, e: rusqlite::Error) -> StorageError {
+    match e {
+        rusqlite::Error::InvalidColumnType(..) | rusqlite::Error::FromSqlConversionFailure(..) => {
+            StorageError::corruption(what, format!("unreadable column: {e}"))
+        }
+        other => io("read")(other),
+    }
+}
+
 /// Frame a payload for storage: the payload then its CRC-32 (4 bytes, little-endian).
 fn seal(mut payload: Vec<u8>) -> Vec<u8> {
     let crc = crc32fast::hash(&payload);
@@ -180,7 +190,7 @@ impl SegmentStore for SegmentReader {
         let bytes: Option<Vec<u8>> = conn
             .prepare_cached("SELECT payload FROM vev_segment WHERE id = ?1")
             .and_then(|mut st| st.query_row([id as i64], |r| r.get(0)).optional())
-            .map_err(io("segment read"))?;
+            .map_err(|e| unreadable(what(), e))?;
         match bytes {
             Some(b) => unseal(&what, b),
             None => Err(StorageError::corruption(
@@ -473,7 +483,9 @@ impl Store {
             let mut rows = st.query([]).map_err(io("verify"))?;
             while let Some(row) = rows.next().map_err(io("verify"))? {
                 let t: i64 = row.get(0).map_err(io("verify"))?;
-                let bytes: Vec<u8> = row.get(1).map_err(io("verify"))?;
+                let bytes: Vec<u8> = row
+                    .get(1)
+                    .map_err(|e| unreadable(format!("log row t={t}"), e))?;
                 let rec = decode_log_row(t, bytes)?;
                 if t as u64 != expect_t {
                     return Err(StorageError::corruption(
@@ -493,7 +505,9 @@ impl Store {
             let mut rows = st.query([]).map_err(io("verify"))?;
             while let Some(row) = rows.next().map_err(io("verify"))? {
                 let id: i64 = row.get(0).map_err(io("verify"))?;
-                let bytes: Vec<u8> = row.get(1).map_err(io("verify"))?;
+                let bytes: Vec<u8> = row
+                    .get(1)
+                    .map_err(|e| unreadable(format!("segment {id}"), e))?;
                 unseal(&|| format!("segment {id}"), bytes)?;
                 report.segments += 1;
             }
@@ -557,7 +571,9 @@ fn read_log_after(
                 format!("expected t={expect}: the log has a gap"),
             ));
         }
-        let bytes: Vec<u8> = row.get(1).map_err(io("log read"))?;
+        let bytes: Vec<u8> = row
+            .get(1)
+            .map_err(|e| unreadable(format!("log row t={t}"), e))?;
         out.push(decode_log_row(t, bytes)?);
         expect += 1;
     }

@@ -169,6 +169,8 @@ fn case_file() -> CaseFile {
 fn sqlite_options() -> vev::OpenOptions {
     vev::OpenOptions {
         checkpoint_datoms: 40,
+        // Keep the tail, so that reopening replays it.
+        checkpoint_on_close: false,
         lock: vev::LockMode::Wait(std::time::Duration::from_secs(10)),
         ..vev::OpenOptions::default()
     }

@@ -10,7 +10,8 @@
 //! record is appended and synced in one SQLite write batch, and only then is the new `Db`
 //! published and the report returned. A failed append publishes nothing; before the next
 //! transaction the writer re-reads the log, in case the failure came after the commit. When
-//! the log tail since the last checkpoint passes `checkpoint_datoms`, the writer checkpoints:
+//! the log tail since the last checkpoint passes `checkpoint_datoms`, and when the last handle
+//! of a writer with a tail is dropped (unless `checkpoint_on_close` is off), it checkpoints:
 //! it writes the index subtrees that changed as segments plus a new root, so the next open
 //! reads the root and a short tail.
 
@@ -47,6 +48,9 @@ pub struct OpenOptions {
     pub checkpoint_datoms: usize,
     /// Datoms per write batch during `bulk_load` (default 200,000).
     pub bulk_batch_datoms: usize,
+    /// Checkpoint when the last handle of a writer is dropped, if the log has a tail
+    /// (default true).
+    pub checkpoint_on_close: bool,
     /// For tests: fail the Nth storage operation.
     #[doc(hidden)]
     pub faults: Option<Arc<FaultPlan>>,
@@ -61,6 +65,7 @@ impl Default for OpenOptions {
             cache_datoms_max: 8_000_000,
             checkpoint_datoms: 1_000_000,
             bulk_batch_datoms: 200_000,
+            checkpoint_on_close: true,
             faults: None,
         }
     }
@@ -98,6 +103,7 @@ struct Durable {
     store: Store,
     checkpoint_datoms: usize,
     bulk_batch_datoms: usize,
+    checkpoint_on_close: bool,
     /// SQLite's `data_version` when a read-only connection last caught up.
     seen_version: AtomicI64,
 }
@@ -107,6 +113,26 @@ struct Inner {
     writer: Mutex<Writer>,
     functions: RwLock<HashMap<Keyword, TxFn>>,
     durable: Option<Durable>,
+}
+
+impl Drop for Inner {
+    /// Closing a writer with a log tail checkpoints it (best effort: the tail is durable in
+    /// the log either way), so that the next open reads the root and no tail.
+    fn drop(&mut self) {
+        let Some(durable) = &self.durable else {
+            return;
+        };
+        let writer = self.writer.get_mut().unwrap_or_else(|p| p.into_inner());
+        if !durable.checkpoint_on_close
+            || durable.store.is_read_only()
+            || writer.tail_datoms == 0
+            || writer.needs_catch_up
+        {
+            return;
+        }
+        let latest = self.latest.get_mut().unwrap_or_else(|p| p.into_inner());
+        let _ = durable.store.checkpoint(latest);
+    }
 }
 
 /// A connection to one database. Cheap to clone; clones share the database.
@@ -165,6 +191,7 @@ impl Connection {
                 store: opened.store,
                 checkpoint_datoms: opts.checkpoint_datoms.max(1),
                 bulk_batch_datoms: opts.bulk_batch_datoms.max(1),
+                checkpoint_on_close: opts.checkpoint_on_close,
                 seen_version: AtomicI64::new(version),
             }),
         ))

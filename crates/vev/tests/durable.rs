@@ -598,9 +598,18 @@ fn raw(path: &Path) -> rusqlite::Connection {
     rusqlite::Connection::open(path).unwrap()
 }
 
+/// A database of `txs` workload transactions: checkpointed at the end, or with all of them
+/// in the log tail.
 fn built(dir: &TempDir, name: &str, txs: u64, checkpoint: bool) -> PathBuf {
     let path = dir.file(name);
-    let conn = reopen(&path);
+    let conn = Connection::open_with(
+        &path,
+        &OpenOptions {
+            checkpoint_on_close: false,
+            ..OpenOptions::default()
+        },
+    )
+    .unwrap();
     for n in 0..txs {
         conn.transact(&tx_ops(n)).unwrap();
     }
@@ -676,6 +685,20 @@ fn a_corrupt_log_row_or_root_fails_the_open_with_its_name() {
     let e = open_waiting(&path).unwrap_err();
     assert_eq!(e.code(), "storage/corruption");
     assert!(e.to_string().contains("log row t=17"), "{e}");
+
+    // Before the root, a bad log row is found by verify (open reads only the tail).
+    let path = built(&dir, "old.vev", 30, true);
+    raw(&path)
+        .execute(
+            "UPDATE vev_log SET record = record || x'00' WHERE t = 5",
+            [],
+        )
+        .unwrap();
+    let conn = reopen(&path);
+    let e = conn.verify().unwrap_err();
+    assert_eq!(e.code(), "storage/corruption");
+    assert!(e.to_string().contains("log row t=5"), "{e}");
+    drop(conn);
 
     let path = built(&dir, "gap.vev", 30, false);
     raw(&path)
