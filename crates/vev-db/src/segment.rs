@@ -123,9 +123,10 @@ impl SegmentCache {
         let mut lru = self.lock();
         lru.tick += 1;
         let tick = lru.tick;
-        if lru.map.insert(id, (node, size, tick)).is_none() {
-            lru.datoms += size;
+        if let Some((_, old, _)) = lru.map.insert(id, (node, size, tick)) {
+            lru.datoms -= old;
         }
+        lru.datoms += size;
         if lru.datoms > self.capacity_datoms {
             // Evict the least recently used half of the entries' worth of datoms in one pass,
             // so the scan over the map is amortised over many loads.

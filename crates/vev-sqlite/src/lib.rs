@@ -409,13 +409,18 @@ impl Store {
         if self.read_only {
             return Err(self.read_only_error());
         }
-        let mut next = *self.next_segment.lock().unwrap_or_else(|p| p.into_inner());
+        // Ids are taken for good, even if this checkpoint fails: the cache may already hold
+        // segments under them, and a later checkpoint must not reuse an id for other bytes.
+        let mut ids = self.next_segment.lock().unwrap_or_else(|p| p.into_inner());
+        let mut next = *ids;
         let Checkpoint {
             t,
             root,
             segments,
             db: stored,
         } = persist::checkpoint(db, &self.cache, &mut next);
+        *ids = next;
+        drop(ids);
         if let Some(f) = self.cache.failure() {
             return Err(f);
         }
@@ -440,7 +445,6 @@ impl Store {
         )
         .map_err(io("root write"))?;
         self.commit(tx, "checkpoint sync")?;
-        *self.next_segment.lock().unwrap_or_else(|p| p.into_inner()) = next;
         Ok(stored)
     }
 
@@ -513,7 +517,8 @@ impl Store {
             }
         }
         drop(conn);
-        if db.basis_t() + 1 != expect_t {
+        // The log may have grown since `db` was read (another process's writer), not shrunk.
+        if expect_t - 1 < db.basis_t() {
             return Err(StorageError::corruption(
                 "log",
                 format!(
