@@ -17,10 +17,13 @@
 ;; System/nanoTime; entity ids are resolved before the clock starts and removing shapes restore
 ;; what they removed afterwards (untimed), as on Vev's side.
 ;;
+;; Each shape runs in the spec's rounds (first touch of each account, then the same accounts
+;; again), as on Vev's side.
+;;
 ;; Prints one JSON line {"engine", "version", "java_version", "env_flags"}, then one per size
-;; {"entities", "build_ms"} and one per size and shape {"entities", "shape", "datoms",
-;; "samples_us"} ("datoms": the distinct tx-data counts of the timed calls). Progress goes to
-;; stderr.
+;; {"entities", "build_ms"} and one per size, shape and round {"entities", "shape", "round",
+;; "datoms", "samples_us"} ("datoms": the distinct tx-data counts of the timed calls). Progress
+;; goes to stderr.
 
 (require '[datalevin.core :as d]
          '[datalevin.constants :as dc]
@@ -42,6 +45,7 @@
 (def jvm-warmup-entities (long (spec "jvm_warmup_entities")))
 (def cities (vec (spec "cities")))
 (def shapes (vec (spec "shapes")))
+(def rounds (vec (spec "rounds")))
 
 (def schema
   {:acct/id      {:db/valueType :db.type/long :db/cardinality :db.cardinality/one
@@ -80,9 +84,11 @@
       (throw (ex-info "missing account" {:id j}))))
 
 (defn shape-tx
-  "Measurement k of a shape on db (n accounts): {:tx timed-tx-data, :restore untimed-or-nil}."
-  [shape offset k n db]
-  (let [j (target offset k n)]
+  "Measurement k of a shape on db (n accounts): {:tx timed-tx-data, :restore untimed-or-nil}.
+  The account comes from k; the values written from k plus the round's value offset."
+  [shape offset k value-offset n db]
+  (let [j (target offset k n)
+        k (+ k value-offset)]
     (case shape
       "append"  {:tx [{:acct/name    (str "new-" k)
                        :acct/balance k
@@ -102,9 +108,10 @@
                       [:db/add :db/current-tx :audit/reason (str "upsert " k)]]})))
 
 (defn measure
-  "Measurement k of a shape on conn (n accounts): [µs tx-data-count]."
-  [conn n {:strs [name offset]} k]
-  (let [{:keys [tx restore]} (shape-tx name (long offset) k n (d/db conn))
+  "Measurement k of a shape in a round on conn (n accounts): [µs tx-data-count]."
+  [conn n {:strs [name offset]} round k]
+  (let [{:keys [tx restore]} (shape-tx name (long offset) k (long (round "value_offset"))
+                                       n (d/db conn))
         start  (System/nanoTime)
         report (d/transact! conn tx)
         us     (/ (- (System/nanoTime) start) 1e3)]
@@ -125,7 +132,7 @@
   (log (format "JVM warm-up: %d transactions of each shape on %d accounts (built in %.0f ms)"
                jvm-warmup jvm-warmup-entities ms))
   (doseq [shape shapes k (range jvm-warmup)]
-    (measure conn jvm-warmup-entities shape k))
+    (measure conn jvm-warmup-entities shape (first rounds) k))
   (d/close conn))
 
 (def conns
@@ -137,12 +144,11 @@
            (emit {"entities" n "build_ms" ms})
            [n conn]))))
 
-;; Measurement k of a shape runs on each size in turn, as on Vev's side.
-(doseq [shape shapes]
-  (log "measuring" (shape "name"))
+;; Per shape, each round: measurement k runs on each size in turn, as on Vev's side.
+(defn run-round [shape round]
   (let [results (reduce (fn [acc k]
                           (reduce (fn [acc [n conn]]
-                                    (let [[us cnt] (measure conn n shape k)]
+                                    (let [[us cnt] (measure conn n shape round k)]
                                       (if (>= k warmup)
                                         (-> acc
                                             (update-in [n :samples] conj us)
@@ -155,8 +161,13 @@
       (let [{:keys [samples counts]} (results n)]
         (emit {"entities"   n
                "shape"      (shape "name")
+               "round"      (round "name")
                "datoms"     (vec (sort counts))
                "samples_us" samples})))))
+
+(doseq [shape shapes round rounds]
+  (log "measuring" (shape "name") (round "name"))
+  (run-round shape round))
 
 (doseq [[_ conn] conns] (d/close conn))
 (shutdown-agents)

@@ -15,7 +15,7 @@ use crate::error::BenchError;
 use crate::peers;
 use crate::report::Machine;
 use crate::storage_bulk::{self, BulkRun};
-use crate::storage_fixture::{Shape, CITIES};
+use crate::storage_fixture::{Round, Shape, CITIES};
 use crate::storage_latency::{self, Floor, SizeRun};
 
 /// What `vev-bench storage` runs.
@@ -40,16 +40,17 @@ pub struct DatalevinRun {
 pub struct DatalevinShape {
     pub entities: u64,
     pub shape: String,
+    pub round: String,
     /// Distinct tx-data counts of the timed transactions.
     pub datoms: Vec<u64>,
     pub samples_us: Vec<f64>,
 }
 
 impl DatalevinRun {
-    pub fn shape(&self, entities: u64, shape: Shape) -> Option<&DatalevinShape> {
+    pub fn shape(&self, entities: u64, shape: Shape, round: Round) -> Option<&DatalevinShape> {
         self.shapes
             .iter()
-            .find(|s| s.entities == entities && s.shape == shape.name())
+            .find(|s| s.entities == entities && s.shape == shape.name() && s.round == round.name())
     }
 }
 
@@ -145,6 +146,9 @@ fn run_datalevin(cfg: &StorageConfig, scratch: &Path) -> Result<DatalevinRun, Be
         "shapes": Shape::RUN_ORDER.iter()
             .map(|s| json!({"name": s.name(), "offset": s.offset()}))
             .collect::<Vec<_>>(),
+        "rounds": Round::ALL.iter()
+            .map(|r| json!({"name": r.name(), "value_offset": r.value_offset()}))
+            .collect::<Vec<_>>(),
     });
     let spec_path = scratch.join("datalevin-storage.json");
     std::fs::write(&spec_path, serde_json::to_vec(&spec)?)
@@ -201,6 +205,7 @@ fn parse_datalevin(stdout: &[u8]) -> Result<DatalevinRun, BenchError> {
             None => run.shapes.push(DatalevinShape {
                 entities,
                 shape: text(&doc, "shape")?,
+                round: text(&doc, "round")?,
                 datoms: numbers("datoms")?.into_iter().map(|d| d as u64).collect(),
                 samples_us: numbers("samples_us")?,
             }),
@@ -217,13 +222,14 @@ mod tests {
     fn datalevin_output_parses() {
         let out = br#"{"engine":"datalevin","version":"1.2.8","java_version":"25","env_flags":["nordahead","notls"]}
 {"entities":50,"build_ms":12.5}
-{"entities":50,"shape":"append","datoms":[3],"samples_us":[100.0,200.5]}
+{"entities":50,"shape":"append","round":"cached","datoms":[3],"samples_us":[100.0,200.5]}
 "#;
         let run = parse_datalevin(out).unwrap();
         assert_eq!(run.label, "Datalevin 1.2.8 (Java 25)");
         assert_eq!(run.env_flags, ["nordahead", "notls"]);
         assert_eq!(run.builds, [(50, 12.5)]);
-        let s = run.shape(50, Shape::Append).unwrap();
+        assert!(run.shape(50, Shape::Append, Round::First).is_none());
+        let s = run.shape(50, Shape::Append, Round::Cached).unwrap();
         assert_eq!(s.datoms, [3]);
         assert_eq!(s.samples_us, [100.0, 200.5]);
     }

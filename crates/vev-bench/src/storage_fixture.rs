@@ -118,7 +118,7 @@ impl Shape {
 
 /// A stride coprime with `n`, so that `target` visits distinct accounts for `k < n`.
 pub fn stride(n: u64) -> u64 {
-    if n % 7919 == 0 {
+    if n.is_multiple_of(7919) {
         7907
     } else {
         7919
@@ -171,15 +171,51 @@ impl Attrs {
     }
 }
 
-/// Measurement `k` of `shape` on `db`, a database of `n` resident accounts.
+/// Which pass over the accounts a measurement belongs to.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Round {
+    /// Each measurement touches an account no transaction has touched since the bulk load:
+    /// on a large database its index segments are not in Vev's cache yet.
+    First,
+    /// The same accounts again, right after the first round: their segments are cached.
+    Cached,
+}
+
+impl Round {
+    pub const ALL: [Round; 2] = [Round::First, Round::Cached];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Round::First => "first",
+            Round::Cached => "cached",
+        }
+    }
+
+    /// Added to `k` in the values a measurement writes, so that the second round changes
+    /// every value again.
+    pub fn value_offset(self) -> u64 {
+        match self {
+            Round::First => 0,
+            Round::Cached => 100_000,
+        }
+    }
+}
+
+/// The value offset of the `Connection::with` pass that follows the two rounds.
+pub const WITH_VALUE_OFFSET: u64 = 200_000;
+
+/// Measurement `k` of `shape` on `db`, a database of `n` resident accounts: the account
+/// comes from `k`, the values written from `k + value_offset` (see `Round::value_offset`).
 pub fn shape_tx(
     shape: Shape,
     k: u64,
+    value_offset: u64,
     n: u64,
     db: &Db,
     attrs: &Attrs,
 ) -> Result<ShapeTx, BenchError> {
     let j = target(shape, k, n);
+    let k = k + value_offset;
     let tx = |ops: Vec<TxOp>| ShapeTx { ops, restore: None };
     Ok(match shape {
         Shape::Append => tx(vec![TxOp::Map(

@@ -1,12 +1,17 @@
 //! Durable small transactions in Vev and the raw SQLite floor, measured interleaved.
 //!
 //! For each database size a fresh Vev file gets the schema and `n` resident accounts through
-//! `Connection::bulk_load` (not timed); then each shape runs `warmup + measurements` times on
-//! every size, the sizes taking turns. Measurement `k` builds its transaction data and resolves entity ids first (untimed), times
-//! `Connection::transact` (dropping the report included, as for a caller), then times one
-//! SQLite write batch of as many rows as the Vev transaction had datoms in a separate file
-//! with Vev's pragmas (WAL, `synchronous=FULL`), then restores what a removing shape removed
-//! (untimed). Interleaving the two puts both under the same load and the same disk.
+//! `Connection::bulk_load` (not timed). Then each shape runs in two rounds over the same
+//! accounts (`Round::First`, `Round::Cached`: after a bulk load the index segments of a
+//! large database are loaded on first touch), each round `warmup + measurements` times on
+//! every size, the sizes taking turns. Measurement `k` builds its transaction data and
+//! resolves entity ids first (untimed), times `Connection::transact` (dropping the report
+//! included, as for a caller), then times one SQLite write batch of as many rows as the Vev
+//! transaction had datoms in a separate file with Vev's pragmas (WAL, `synchronous=FULL`),
+//! then restores what a removing shape removed (untimed). Interleaving puts Vev, the floor and
+//! every size under the same load and the same disk. A last pass times `Connection::with` on
+//! the same accounts, each followed by an untimed floor commit: the in-memory part of a
+//! transaction alone, without its commit.
 
 use std::path::Path;
 use std::time::Instant;
@@ -16,18 +21,60 @@ use vev::{BulkProgress, Connection, IndexOrder};
 use crate::error::BenchError;
 use crate::latency::status_field;
 use crate::stats::us;
-use crate::storage_fixture::{self as fx, Shape};
+use crate::storage_fixture::{self as fx, Round, Shape};
 
 /// Accounts per transaction when building a resident database.
 pub const BUILD_ACCOUNTS_PER_TX: u64 = 1_000;
 
-/// One shape on one database: samples in µs.
+/// One round of one shape on one database: samples in µs.
+#[derive(Default)]
+pub struct Samples {
+    pub vev_us: Vec<f64>,
+    pub floor_us: Vec<f64>,
+}
+
+/// One shape on one database.
 pub struct ShapeRun {
     pub shape: Shape,
     /// Datoms of each Vev transaction (its `:db/txInstant` included).
     pub datoms: usize,
-    pub vev_us: Vec<f64>,
-    pub floor_us: Vec<f64>,
+    pub first: Samples,
+    pub cached: Samples,
+    /// `Connection::with` on the same accounts after the two rounds: the in-memory
+    /// transactor alone (the next `Db` built, nothing written), report dropped, in µs.
+    pub with_us: Vec<f64>,
+}
+
+impl ShapeRun {
+    pub fn round(&self, round: Round) -> &Samples {
+        match round {
+            Round::First => &self.first,
+            Round::Cached => &self.cached,
+        }
+    }
+
+    fn round_mut(&mut self, round: Round) -> &mut Samples {
+        match round {
+            Round::First => &mut self.first,
+            Round::Cached => &mut self.cached,
+        }
+    }
+
+    /// Every measurement of a shape must transact as many datoms as the first one did: a
+    /// different count means the shape did not do what it says (e.g. a value did not change).
+    fn check_datoms(&mut self, datoms: usize) -> Result<(), BenchError> {
+        if self.datoms == 0 {
+            self.datoms = datoms;
+        }
+        if datoms != self.datoms {
+            return Err(BenchError::ShapeDatoms {
+                shape: self.shape.name(),
+                first: self.datoms,
+                now: datoms,
+            });
+        }
+        Ok(())
+    }
 }
 
 /// One database size.
@@ -159,26 +206,32 @@ pub fn run_sizes(
             r.run.shapes.push(ShapeRun {
                 shape,
                 datoms: 0,
-                vev_us: Vec::with_capacity(measurements),
-                floor_us: Vec::with_capacity(measurements),
+                first: Samples::default(),
+                cached: Samples::default(),
+                with_us: Vec::with_capacity(measurements),
             });
+        }
+        for round in Round::ALL {
+            for k in 0..warmup + measurements {
+                for r in &mut residents {
+                    let (vev_us, floor_us, datoms) = measure(r, shape, round, k as u64, floor)?;
+                    let run = r.run.shapes.last_mut().expect("pushed above");
+                    run.check_datoms(datoms)?;
+                    if k >= warmup {
+                        let samples = run.round_mut(round);
+                        samples.vev_us.push(vev_us);
+                        samples.floor_us.push(floor_us);
+                    }
+                }
+            }
         }
         for k in 0..warmup + measurements {
             for r in &mut residents {
-                let (vev_us, floor_us, datoms) = measure(r, shape, k as u64, floor)?;
+                let (with_us, datoms) = measure_with(r, shape, k as u64, floor)?;
                 let run = r.run.shapes.last_mut().expect("pushed above");
-                if k == 0 {
-                    run.datoms = datoms;
-                } else if datoms != run.datoms {
-                    return Err(BenchError::ShapeDatoms {
-                        shape: shape.name(),
-                        first: run.datoms,
-                        now: datoms,
-                    });
-                }
+                run.check_datoms(datoms)?;
                 if k >= warmup {
-                    run.vev_us.push(vev_us);
-                    run.floor_us.push(floor_us);
+                    run.with_us.push(with_us);
                 }
             }
         }
@@ -194,10 +247,11 @@ pub fn run_sizes(
 fn measure(
     r: &Resident,
     shape: Shape,
+    round: Round,
     k: u64,
     floor: &mut Floor,
 ) -> Result<(f64, f64, usize), BenchError> {
-    let tx = fx::shape_tx(shape, k, r.n, &r.conn.db(), &r.attrs)?;
+    let tx = fx::shape_tx(shape, k, round.value_offset(), r.n, &r.conn.db(), &r.attrs)?;
     let start = Instant::now();
     let report = r.conn.transact(&tx.ops)?;
     let datoms = report.tx_data.len();
@@ -208,4 +262,24 @@ fn measure(
         r.conn.transact(restore)?;
     }
     Ok((vev_us, floor_us, datoms))
+}
+
+/// One `Connection::with` measurement: its µs and the datoms it would have transacted. An
+/// untimed floor commit follows, so that, as inside `transact`, the transactor runs after a
+/// durable commit has been through the kernel (and through the CPU's caches).
+fn measure_with(
+    r: &Resident,
+    shape: Shape,
+    k: u64,
+    floor: &mut Floor,
+) -> Result<(f64, usize), BenchError> {
+    let db = r.conn.db();
+    let tx = fx::shape_tx(shape, k, fx::WITH_VALUE_OFFSET, r.n, &db, &r.attrs)?;
+    let start = Instant::now();
+    let report = r.conn.with(&db, &tx.ops)?;
+    let datoms = report.tx_data.len();
+    drop(report);
+    let with_us = us(start.elapsed());
+    floor.commit(datoms)?;
+    Ok((with_us, datoms))
 }
