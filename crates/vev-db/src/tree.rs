@@ -41,7 +41,7 @@ pub(crate) struct Branch {
     pub(crate) children: Vec<Node>,
     /// The first datom of each child; shared between versions while no child's first datom
     /// changes (the common case), so a path copy does not clone them.
-    pub(crate) mins: Arc<[Datom]>,
+    pub(crate) mins: Arc<Vec<Datom>>,
     pub(crate) sizes: Vec<usize>,
 }
 
@@ -120,6 +120,11 @@ impl Tree {
         let order = self.order;
         let entries = match self.root {
             None => leaf_merge(order, &[], changes),
+            // At the root, a large batch may use a second thread.
+            Some(Node::Branch(b)) => match Arc::try_unwrap(b) {
+                Ok(b) => apply_branch_owned(order, b, changes, true),
+                Err(shared) => apply_node(order, &Node::Branch(shared), changes),
+            },
             Some(node) => apply_node_owned(order, node, changes),
         };
         let mut level = entries;
@@ -299,13 +304,18 @@ fn apply_node_owned(order: IndexOrder, node: Node, changes: &[Change]) -> Vec<En
         },
         Node::Stored(s) => apply_node(order, &s.load(), changes),
         Node::Branch(b) => match Arc::try_unwrap(b) {
-            Ok(b) => apply_branch_owned(order, b, changes),
+            Ok(b) => apply_branch_owned(order, b, changes, false),
             Err(shared) => apply_node(order, &Node::Branch(shared), changes),
         },
     }
 }
 
-fn apply_branch_owned(order: IndexOrder, b: Branch, changes: &[Change]) -> Vec<Entry> {
+fn apply_branch_owned(
+    order: IndexOrder,
+    b: Branch,
+    changes: &[Change],
+    parallel: bool,
+) -> Vec<Entry> {
     let Branch {
         mut children,
         mins,
@@ -342,45 +352,83 @@ fn apply_branch_owned(order: IndexOrder, b: Branch, changes: &[Change]) -> Vec<E
                 size: total,
             }];
         }
+        let mins = Arc::try_unwrap(mins).unwrap_or_else(|shared| (*shared).clone());
         let mut out: Vec<Entry> = Vec::with_capacity(n + entries.len());
-        for (i, child) in children.into_iter().enumerate() {
+        for (i, ((child, min), size)) in children.into_iter().zip(mins).zip(sizes).enumerate() {
             if i == first {
                 out.append(&mut entries);
             } else {
                 out.push(Entry {
                     node: child,
-                    min: mins[i].clone(),
-                    size: sizes[i],
+                    min,
+                    size,
                 });
             }
         }
         merge_small_leaves(&mut out);
         return split_branch(out);
     }
-    let mut out: Vec<Entry> = Vec::with_capacity(n + 1);
+    // Split the changes among the children (moving the children and their first datoms).
+    let mut work: Vec<(Entry, &[Change])> = Vec::with_capacity(n);
     let mut rest = changes;
-    for (i, child) in children.into_iter().enumerate() {
-        let take = if i + 1 < n {
-            let bound = &mins[i + 1];
-            rest.partition_point(|c| order.cmp(&c.datom, bound) == Ordering::Less)
-        } else {
-            rest.len()
-        };
-        let (mine, tail) = rest.split_at(take);
+    let mins_owned = Arc::try_unwrap(mins).unwrap_or_else(|shared| (*shared).clone());
+    let bounds: Vec<usize> = (1..n)
+        .map(|i| {
+            let bound = &mins_owned[i];
+            changes.partition_point(|c| order.cmp(&c.datom, bound) == Ordering::Less)
+        })
+        .collect();
+    let mut taken = 0;
+    for (i, ((node, min), size)) in children.into_iter().zip(mins_owned).zip(sizes).enumerate() {
+        let end = if i + 1 < n { bounds[i] } else { changes.len() };
+        let (mine, tail) = rest.split_at(end - taken);
+        taken = end;
         rest = tail;
-        if mine.is_empty() {
-            out.push(Entry {
-                node: child,
-                min: mins[i].clone(),
-                size: sizes[i],
-            });
-        } else {
-            out.extend(apply_node_owned(order, child, mine));
-        }
+        work.push((Entry { node, min, size }, mine));
     }
+    let run = |work: Vec<(Entry, &[Change])>| -> Vec<Entry> {
+        let mut out = Vec::with_capacity(work.len() + 1);
+        for (entry, mine) in work {
+            if mine.is_empty() {
+                out.push(entry);
+            } else {
+                out.extend(apply_node_owned(order, entry.node, mine));
+            }
+        }
+        out
+    };
+    let mut out = if parallel && changes.len() >= PARALLEL_APPLY_MIN {
+        // A large batch: the children are independent subtrees, so give about half of the
+        // changes' children to a second thread.
+        let mut count = 0;
+        let split = work
+            .iter()
+            .position(|(_, mine)| {
+                count += mine.len();
+                count * 2 >= changes.len()
+            })
+            .map_or(work.len(), |i| i + 1)
+            .clamp(1, work.len() - 1);
+        let second = work.split_off(split);
+        std::thread::scope(|scope| {
+            let other = scope.spawn(|| run(second));
+            let mut out = run(work);
+            out.extend(
+                other
+                    .join()
+                    .unwrap_or_else(|p| std::panic::resume_unwind(p)),
+            );
+            out
+        })
+    } else {
+        run(work)
+    };
     merge_small_leaves(&mut out);
     split_branch(out)
 }
+
+/// Batches with at least this many changes split the root's children between two threads.
+const PARALLEL_APPLY_MIN: usize = 2048;
 
 /// `leaf_merge` of a leaf the caller owns: its datoms move into the result.
 fn leaf_merge_owned(order: IndexOrder, items: Vec<Datom>, changes: &[Change]) -> Vec<Entry> {
@@ -561,7 +609,7 @@ pub(crate) fn branch_entry(entries: Vec<Entry>) -> Entry {
     let size = sizes.iter().sum();
     let b = Branch {
         children,
-        mins: Arc::from(mins),
+        mins: Arc::new(mins),
         sizes,
     };
     Entry {

@@ -357,9 +357,12 @@ impl Connection {
     }
 
     /// Import a stream of transactions fast: each runs through the transactor as usual, but
-    /// their log records are written in large synced batches (`bulk_batch_datoms`), and one
-    /// checkpoint at the end writes the index segments. `progress` is called after each
-    /// batch. A failure stops the import: the batches written before it stay committed.
+    /// their log records are written in large synced batches (`bulk_batch_datoms`) by a second
+    /// thread while the next batch is computed, and one checkpoint at the end writes the index
+    /// segments. `progress` is called after each batch is committed. The import's database is
+    /// published when it ends (no other value shares its index nodes meanwhile, so they are
+    /// updated in place). A failure stops the import: the batches committed before it stay,
+    /// and the connection adopts them from the log.
     pub fn bulk_load<I>(
         &self,
         txs: I,
@@ -368,76 +371,128 @@ impl Connection {
     where
         I: IntoIterator<Item = Vec<TxOp>>,
     {
+        use vev_db::persist::LogRecord;
         let started = Instant::now();
         let mut writer = self.inner.writer.lock().unwrap_or_else(|p| p.into_inner());
         self.catch_up_locked(&mut writer)?;
-        let mut done = BulkProgress {
-            txs: 0,
-            datoms: 0,
-            elapsed: Duration::ZERO,
-        };
-        let mut db = self.latest();
-        let mut pending: Vec<vev_db::persist::LogRecord> = Vec::new();
-        let mut pending_datoms = 0;
         let batch = self
             .inner
             .durable
             .as_ref()
             .map_or(usize::MAX, |d| d.bulk_batch_datoms);
-        let mut flush = |writer: &mut Writer,
-                         db: &Db,
-                         pending: &mut Vec<vev_db::persist::LogRecord>,
-                         done: &mut BulkProgress|
-         -> Result<(), Error> {
-            if let Some(durable) = &self.inner.durable {
-                if let Some(f) = db.storage_failure() {
-                    return Err(f.into());
-                }
-                if let Err(e) = durable.store.append_many(pending) {
-                    writer.needs_catch_up = true;
-                    return Err(e.into());
-                }
-            }
-            pending.clear();
-            self.publish(db.clone());
-            done.elapsed = started.elapsed();
-            progress(done);
-            Ok(())
+        /// A batch on its way to the log: its records, and the counts after it.
+        type Batch = (Vec<LogRecord>, u64, u64);
+        let (to_log, from_main) = std::sync::mpsc::sync_channel::<Batch>(1);
+        let (to_main, acks) = channel::<Result<Batch, Error>>();
+        let durable = self.inner.durable.as_ref();
+        let mut done = BulkProgress {
+            txs: 0,
+            datoms: 0,
+            elapsed: Duration::ZERO,
         };
-        for ops in txs {
-            // Without subscribers nothing needs db-before, so the import hands each value on
-            // and its index nodes are updated in place.
-            let (after, tx_data) = if writer.listeners.is_empty() {
-                let outcome = self.apply_owned(db, &ops)?;
-                (outcome.db, outcome.tx_data)
-            } else {
-                let report = self.apply(&db, &ops)?;
-                let out = (report.db_after.clone(), report.tx_data.clone());
-                writer
-                    .listeners
-                    .retain(|tx| tx.send(report.clone()).is_ok());
-                out
+        let mut failed: Option<Error> = None;
+        let mut committed = |ack: Result<Batch, Error>,
+                             failed: &mut Option<Error>,
+                             done: &mut BulkProgress| match ack {
+            Ok((_, txs, datoms)) => {
+                done.txs = txs;
+                done.datoms = datoms;
+                done.elapsed = started.elapsed();
+                progress(done);
+            }
+            Err(e) => {
+                failed.get_or_insert(e);
+            }
+        };
+        let imported = std::thread::scope(|scope| {
+            scope.spawn(move || {
+                for batch in from_main {
+                    if let Some(f) = durable.and_then(|d| d.store.cache().failure()) {
+                        let _ = to_main.send(Err(f.into()));
+                        return;
+                    }
+                    let written = match durable {
+                        Some(d) => d.store.append_many(&batch.0).map_err(Error::from),
+                        None => Ok(()),
+                    };
+                    let stop = written.is_err();
+                    let _ = to_main.send(written.map(|()| batch));
+                    if stop {
+                        return;
+                    }
+                }
+            });
+            let mut db = self.latest();
+            let mut pending: Vec<LogRecord> = Vec::new();
+            let mut pending_datoms = 0;
+            let (mut txs_seen, mut datoms_seen) = (0u64, 0u64);
+            let send = |pending: &mut Vec<LogRecord>, txs: u64, datoms: u64| {
+                to_log.send((std::mem::take(pending), txs, datoms)).is_ok()
             };
-            done.txs += 1;
-            done.datoms += tx_data.len() as u64;
-            pending_datoms += tx_data.len();
-            if self.inner.durable.is_some() {
-                pending.push(vev_db::persist::LogRecord {
+            for ops in txs {
+                while let Ok(ack) = acks.try_recv() {
+                    committed(ack, &mut failed, &mut done);
+                }
+                if failed.is_some() {
+                    break;
+                }
+                // Without subscribers nothing needs db-before, so the import hands each value
+                // on and its unshared index nodes are updated in place.
+                let applied = if writer.listeners.is_empty() {
+                    self.apply_owned(db, &ops).map(|o| (o.db, o.tx_data))
+                } else {
+                    self.apply(&db, &ops).map(|report| {
+                        writer
+                            .listeners
+                            .retain(|tx| tx.send(report.clone()).is_ok());
+                        (report.db_after, report.tx_data)
+                    })
+                };
+                let (after, tx_data) = match applied {
+                    Ok(x) => x,
+                    Err(e) => {
+                        failed = Some(e);
+                        db = Db::empty();
+                        break;
+                    }
+                };
+                txs_seen += 1;
+                datoms_seen += tx_data.len() as u64;
+                pending_datoms += tx_data.len();
+                pending.push(LogRecord {
                     t: after.basis_t(),
                     next_user: after.next_user(),
                     datoms: tx_data,
                 });
+                db = after;
+                if pending_datoms >= batch {
+                    if !send(&mut pending, txs_seen, datoms_seen) {
+                        break;
+                    }
+                    pending_datoms = 0;
+                }
             }
-            db = after;
-            if pending_datoms >= batch {
-                flush(&mut writer, &db, &mut pending, &mut done)?;
-                pending_datoms = 0;
+            if failed.is_none() && !pending.is_empty() {
+                send(&mut pending, txs_seen, datoms_seen);
             }
+            drop(to_log);
+            for ack in acks.iter() {
+                committed(ack, &mut failed, &mut done);
+            }
+            db
+        });
+        if let Some(e) = failed {
+            // In memory nothing was committed; on a file, adopt the batches that were.
+            if let Some(durable) = durable {
+                match durable.store.catch_up(&self.latest()) {
+                    Ok(db) => self.publish(db),
+                    Err(_) => writer.needs_catch_up = true,
+                }
+            }
+            return Err(e);
         }
-        if pending_datoms > 0 || !pending.is_empty() {
-            flush(&mut writer, &db, &mut pending, &mut done)?;
-        }
-        if let Some(durable) = &self.inner.durable {
+        self.publish(imported);
+        if let Some(durable) = durable {
             writer.tail_datoms += done.datoms as usize;
             self.checkpoint_locked(durable, &mut writer)?;
         }

@@ -830,3 +830,45 @@ fn bulk_load_reports_progress_and_reopens_equal() {
     assert_same(&conn.db(), &memory_oracle(80), "bulk");
     conn.verify().unwrap();
 }
+
+#[test]
+fn a_failed_bulk_load_keeps_the_batches_it_committed() {
+    let dir = TempDir::new("bulk-fail");
+    let path = dir.file("bulk.vev");
+    let conn = Connection::open_with(
+        &path,
+        &OpenOptions {
+            bulk_batch_datoms: 100,
+            ..OpenOptions::default()
+        },
+    )
+    .unwrap();
+    let bad: Vec<TxOp> = vev::parse_tx("[[:db/add 1 :no/such-attribute 1]]")
+        .unwrap()
+        .into_iter()
+        .map(|s| s.op)
+        .collect();
+    let txs = (0..40)
+        .map(tx_ops)
+        .chain(std::iter::once(bad))
+        .chain((40..50).map(tx_ops));
+    let mut reported = 0;
+    let e = conn.bulk_load(txs, &mut |p| reported = p.txs).unwrap_err();
+    assert_eq!(e.code(), "tx/unknown-attribute", "{e}");
+    let live = conn.db();
+    assert!(
+        live.basis_t() >= reported,
+        "{} < {reported}",
+        live.basis_t()
+    );
+    assert!(live.basis_t() <= 40);
+    let memory = memory_oracle(live.basis_t());
+    assert_same(&live, &memory, "after a failed bulk load");
+    drop(conn);
+    let reopened = reopen(&path);
+    assert_same(&reopened.db(), &memory, "reopened after a failed bulk load");
+    // The connection goes on from there.
+    let conn = reopened;
+    let next = conn.db().basis_t();
+    conn.transact(&tx_ops(next)).unwrap();
+}
