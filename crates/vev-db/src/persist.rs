@@ -168,11 +168,12 @@ pub struct Checkpoint {
 }
 
 /// Build the checkpoint of `db` (its current state). Segments already stored through `cache`
-/// are referenced, not rewritten; new ones get ids from `next_id` on.
+/// are referenced, not rewritten; new ones get ids from `next_id` on. The nine trees are
+/// encoded on two threads.
 pub fn checkpoint(db: &Db, cache: &Arc<SegmentCache>, next_id: &mut u64) -> Checkpoint {
+    use std::sync::atomic::AtomicU64;
     let state = &db.state;
     let mut w = Writer::new();
-    let mut segments = Vec::new();
     w.u8(KIND_ROOT);
     w.varint(state.basis_t);
     w.varint(state.next_user);
@@ -183,21 +184,87 @@ pub fn checkpoint(db: &Db, cache: &Arc<SegmentCache>, next_id: &mut u64) -> Chec
     for d in &schema_datoms {
         delta.write(&mut w, d);
     }
-    let mut tree =
-        |t: &crate::tree::Tree, w: &mut Writer| persist_tree(t, cache, next_id, &mut segments, w);
+    let trees = [
+        &state.current.eavt,
+        &state.current.aevt,
+        &state.current.avet,
+        &state.current.vaet,
+        &state.retired.eavt,
+        &state.retired.aevt,
+        &state.retired.avet,
+        &state.retired.vaet,
+        &state.log,
+    ];
+    let ids = AtomicU64::new(*next_id);
+    type Persisted = (crate::tree::Tree, Vec<u8>, Vec<NewSegment>);
+    let persist = |t: &crate::tree::Tree| -> Persisted {
+        let mut top = Writer::new();
+        let mut segments = Vec::new();
+        let stored = persist_tree(t, cache, &ids, &mut segments, &mut top);
+        (stored, top.buf, segments)
+    };
+    // Two groups of about equal datom counts, one per thread.
+    let total: usize = trees.iter().map(|t| t.len()).sum();
+    let mut order: Vec<usize> = (0..trees.len()).collect();
+    order.sort_by_key(|&i| std::cmp::Reverse(trees[i].len()));
+    let (mut mine, mut theirs) = (Vec::new(), Vec::new());
+    let (mut a, mut b) = (0, 0);
+    for i in order {
+        if a <= b {
+            a += trees[i].len();
+            mine.push(i);
+        } else {
+            b += trees[i].len();
+            theirs.push(i);
+        }
+    }
+    let mut done: Vec<Option<Persisted>> = (0..trees.len()).map(|_| None).collect();
+    let run = |which: &[usize]| -> Vec<(usize, Persisted)> {
+        which.iter().map(|&i| (i, persist(trees[i]))).collect()
+    };
+    let results = if total >= PARALLEL_CHECKPOINT_MIN {
+        std::thread::scope(|scope| {
+            let other = scope.spawn(|| run(&theirs));
+            let mut out = run(&mine);
+            out.extend(
+                other
+                    .join()
+                    .unwrap_or_else(|p| std::panic::resume_unwind(p)),
+            );
+            out
+        })
+    } else {
+        let mut out = run(&mine);
+        out.extend(run(&theirs));
+        out
+    };
+    for (i, p) in results {
+        done[i] = Some(p);
+    }
+    let mut segments = Vec::new();
+    let mut stored_trees = Vec::with_capacity(trees.len());
+    for p in done {
+        let (tree, top, segs) = p.expect("every tree persisted");
+        w.buf.extend_from_slice(&top);
+        segments.extend(segs);
+        stored_trees.push(tree);
+    }
+    *next_id = ids.into_inner();
+    let mut it = stored_trees.into_iter();
+    let mut next = || it.next().expect("nine trees");
     let current = Indexes {
-        eavt: tree(&state.current.eavt, &mut w),
-        aevt: tree(&state.current.aevt, &mut w),
-        avet: tree(&state.current.avet, &mut w),
-        vaet: tree(&state.current.vaet, &mut w),
+        eavt: next(),
+        aevt: next(),
+        avet: next(),
+        vaet: next(),
     };
     let retired = Indexes {
-        eavt: tree(&state.retired.eavt, &mut w),
-        aevt: tree(&state.retired.aevt, &mut w),
-        avet: tree(&state.retired.avet, &mut w),
-        vaet: tree(&state.retired.vaet, &mut w),
+        eavt: next(),
+        aevt: next(),
+        avet: next(),
+        vaet: next(),
     };
-    let log = tree(&state.log, &mut w);
+    let log = next();
     let stored = State {
         current,
         retired,
@@ -215,6 +282,9 @@ pub fn checkpoint(db: &Db, cache: &Arc<SegmentCache>, next_id: &mut u64) -> Chec
         db: Db::from_state(stored),
     }
 }
+
+/// Databases with at least this many datoms in their trees checkpoint on two threads.
+const PARALLEL_CHECKPOINT_MIN: usize = 20_000;
 
 /// The current datoms that define the schema: every datom of a schema attribute.
 fn schema_datoms(db: &Db) -> Vec<Datom> {

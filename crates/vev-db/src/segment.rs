@@ -171,8 +171,10 @@ fn loaded(node: &Node) -> Node {
 
 /// The payload of one segment: kind, height, then the subtree (leaves hold delta-coded
 /// datoms; one delta run through the whole segment).
-fn encode_segment(node: &Node, h: u32) -> Vec<u8> {
-    let mut w = Writer::new();
+fn encode_segment(node: &Node, h: u32, size: usize) -> Vec<u8> {
+    let mut w = Writer {
+        buf: Vec::with_capacity(16 + size * 12),
+    };
     w.u8(KIND_SEGMENT);
     w.varint(u64::from(h));
     let mut delta = DatomDelta::new();
@@ -268,7 +270,7 @@ pub struct NewSegment {
 pub(crate) fn persist_tree(
     tree: &Tree,
     cache: &Arc<SegmentCache>,
-    next_id: &mut u64,
+    next_id: &AtomicU64,
     out: &mut Vec<NewSegment>,
     w: &mut Writer,
 ) -> Tree {
@@ -307,7 +309,7 @@ fn persist_node(
     size: usize,
     seg_h: u32,
     cache: &Arc<SegmentCache>,
-    next_id: &mut u64,
+    next_id: &AtomicU64,
     out: &mut Vec<NewSegment>,
     w: &mut Writer,
 ) -> Node {
@@ -316,11 +318,10 @@ fn persist_node(
         let stored = match node {
             Node::Stored(s) if Arc::ptr_eq(&s.cache, cache) && s.height == h => s.clone(),
             _ => {
-                let id = *next_id;
-                *next_id += 1;
+                let id = next_id.fetch_add(1, AtomicOrdering::Relaxed);
                 out.push(NewSegment {
                     id,
-                    payload: encode_segment(node, h),
+                    payload: encode_segment(node, h, size),
                 });
                 cache.insert(id, loaded(node), size);
                 Arc::new(Stored {

@@ -814,6 +814,46 @@ mod tests {
     }
 
     #[test]
+    fn large_batches_split_across_threads_match_a_model() {
+        let mut t = Tree::new(IndexOrder::Eavt);
+        let mut model = std::collections::BTreeSet::new();
+        let mut x: u64 = 7;
+        for round in 0..6 {
+            let mut batch = std::collections::BTreeMap::new();
+            while batch.len() < PARALLEL_APPLY_MIN + 500 {
+                x = x
+                    .wrapping_mul(6364136223846793005)
+                    .wrapping_add(1442695040888963407);
+                batch.insert((x >> 33) % 40_000, round == 0 || (x >> 20) % 3 != 0);
+            }
+            let changes: Vec<Change> = batch
+                .iter()
+                .map(|(&e, &insert)| Change {
+                    datom: d(e),
+                    insert,
+                })
+                .collect();
+            let kept = (round % 2 == 1).then(|| t.clone());
+            t = t.apply_owned(&changes);
+            drop(kept);
+            for (e, insert) in batch {
+                if insert {
+                    model.insert(e);
+                } else {
+                    model.remove(&e);
+                }
+            }
+            let got: Vec<u64> = t.iter().map(|x| x.e).collect();
+            assert_eq!(
+                got,
+                model.iter().copied().collect::<Vec<_>>(),
+                "round {round}"
+            );
+            assert_eq!(t.len(), got.len());
+        }
+    }
+
+    #[test]
     fn in_place_batches_match_a_model_and_leave_shared_versions_alone() {
         // Batches applied to a uniquely owned tree (updated in place) and, every few rounds,
         // to a tree an older version still shares (copied): both must match the model, and

@@ -872,3 +872,52 @@ fn a_failed_bulk_load_keeps_the_batches_it_committed() {
     let next = conn.db().basis_t();
     conn.transact(&tx_ops(next)).unwrap();
 }
+
+#[test]
+fn a_large_database_checkpoints_on_two_threads_and_reopens_equal() {
+    // Enough datoms that the checkpoint encodes its trees on two threads and one transaction
+    // applies its changes on two threads.
+    let dir = TempDir::new("large");
+    let path = dir.file("large.vev");
+    let conn = Connection::open(&path).unwrap();
+    conn.transact(&tx_ops(0)).unwrap();
+    let big: String = (0..1200)
+        .map(|i| {
+            format!(
+                "{{:c/n {} :c/name \"big{i}\" :c/tag {} :c/tags [:a :b]}}",
+                100_000 + i,
+                i % 97
+            )
+        })
+        .collect();
+    let big_ops: Vec<TxOp> = vev::parse_tx(&format!("[{big}]"))
+        .unwrap()
+        .into_iter()
+        .map(|s| s.op)
+        .collect();
+    let report = conn.transact(&big_ops).unwrap();
+    assert!(report.tx_data.len() > 4096);
+    conn.checkpoint().unwrap();
+    let live = conn.db();
+    drop(conn);
+    let memory = Connection::open_in_memory();
+    memory.transact(&tx_ops(0)).unwrap();
+    memory.transact(&big_ops).unwrap();
+    let reopened = reopen(&path);
+    // Transaction instants differ (the clock), so compare everything but the instants.
+    let strip = |db: &Db| -> Vec<Vec<(u64, u64, String, u64, bool)>> {
+        all_datoms(db)
+            .into_iter()
+            .map(|ds| {
+                ds.into_iter()
+                    .filter(|d| d.a != vev::schema::sys::TX_INSTANT)
+                    .map(|d| (d.e, d.a, d.v.to_string(), d.tx, d.added))
+                    .collect()
+            })
+            .collect()
+    };
+    assert!(strip(&reopened.db()) == strip(&memory.db()));
+    assert!(strip(&live) == strip(&memory.db()));
+    let report = reopened.verify().unwrap().unwrap();
+    assert!(report.index_datoms > 20_000, "{report:?}");
+}
