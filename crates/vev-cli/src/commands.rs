@@ -1,0 +1,657 @@
+//! The commands that work on a database file: transact, query, pull, datoms, log, schema,
+//! stats, verify.
+
+use std::collections::BTreeMap;
+use std::io::{self, BufWriter, Read, Write};
+use std::path::Path;
+use std::time::Instant;
+
+use vev::{
+    Attribute, Component, Connection, Datom, Db, Edn, EntityId, IndexOrder, Keyword, OpenOptions,
+    Query, QueryResult, TempId, TimePoint, Value,
+};
+
+use crate::error::{CliError, CliResult, WithSource};
+use crate::output::{self, Format, Rows};
+use crate::{Index, TimeArgs};
+
+fn stdout() -> BufWriter<io::StdoutLock<'static>> {
+    BufWriter::new(io::stdout().lock())
+}
+
+/// Open a database file that must exist, read-only (no writer lock).
+pub fn open_read(path: &Path) -> CliResult<Connection> {
+    if !path.exists() {
+        return Err(CliError::Argument {
+            code: "cli/not-found",
+            message: format!("database file {} does not exist", path.display()),
+        });
+    }
+    Ok(Connection::open_with(path, &OpenOptions::read_only())?)
+}
+
+/// `@FILE` is read from FILE; anything else is the text itself. Returns (name, text).
+fn text_arg(arg: &str, what: &str) -> CliResult<(String, String)> {
+    match arg.strip_prefix('@') {
+        Some(file) => Ok((file.to_string(), read_file(file)?)),
+        None => Ok((what.to_string(), arg.to_string())),
+    }
+}
+
+fn read_file(path: &str) -> CliResult<String> {
+    std::fs::read_to_string(path).map_err(|err| CliError::Io {
+        path: path.to_string(),
+        err,
+    })
+}
+
+fn read_input(file: Option<&str>) -> CliResult<(String, String)> {
+    match file {
+        None | Some("-") => {
+            let mut text = String::new();
+            io::stdin()
+                .read_to_string(&mut text)
+                .map_err(|err| CliError::Io {
+                    path: "stdin".into(),
+                    err,
+                })?;
+            Ok(("stdin".into(), text))
+        }
+        Some(path) => Ok((path.to_string(), read_file(path)?)),
+    }
+}
+
+fn time_point(arg: &str) -> CliResult<TimePoint> {
+    if let Ok(t) = arg.parse::<u64>() {
+        return Ok(TimePoint::T(t));
+    }
+    match vev::edn::parse(arg) {
+        Ok(Edn::Inst(ms)) => Ok(TimePoint::Instant(ms)),
+        _ => Err(CliError::argument(format!(
+            "time {arg:?} is neither a basis-t nor an #inst \"...\""
+        ))),
+    }
+}
+
+/// The database value the time flags select.
+fn view(db: Db, time: &TimeArgs) -> CliResult<Db> {
+    let mut db = db;
+    if let Some(t) = &time.as_of {
+        db = db.as_of(time_point(t)?);
+    }
+    if let Some(t) = &time.since {
+        db = db.since(time_point(t)?);
+    }
+    if time.history {
+        db = db.history();
+    }
+    Ok(db)
+}
+
+fn kw(s: &str) -> Edn {
+    Edn::Keyword(Keyword::new(s))
+}
+
+fn report_edn(report: &vev::TxReport) -> Edn {
+    let mut tempids = BTreeMap::new();
+    for (temp, id) in &report.tempids {
+        let key = match temp {
+            TempId::Str(s) => Edn::String(s.to_string()),
+            TempId::Num(n) => Edn::Integer(*n),
+            TempId::Tx => Edn::String("datomic.tx".into()),
+            _ => continue,
+        };
+        tempids.insert(key, Edn::Integer(*id as i64));
+    }
+    Edn::Map(BTreeMap::from([
+        (
+            kw("basis-t"),
+            Edn::Integer(report.db_after.basis_t() as i64),
+        ),
+        (kw("tx"), Edn::Integer(report.tx() as i64)),
+        (kw("tempids"), Edn::Map(tempids)),
+        (kw("datoms"), Edn::Integer(report.tx_data.len() as i64)),
+    ]))
+}
+
+pub fn transact(path: &Path, file: Option<&str>, batch: bool) -> CliResult<()> {
+    let (name, text) = read_input(file)?;
+    let conn = Connection::open(path)?;
+    let mut out = stdout();
+    if !batch {
+        let report = conn.transact_edn(&text).in_text(&name, &text, 0)?;
+        writeln!(out, "{}", report_edn(&report))?;
+        return Ok(out.flush()?);
+    }
+    // Each top-level form is one transaction; errors point into the whole input.
+    let forms = vev::edn::parse_all_spanned(&text).in_text(&name, &text, 0)?;
+    for form in forms {
+        let (start, end) = (form.span.start.offset, form.span.end.offset);
+        let report = conn
+            .transact_edn(&text[start..end])
+            .in_form(&name, &text, start)?;
+        writeln!(out, "{}", report_edn(&report))?;
+    }
+    Ok(out.flush()?)
+}
+
+pub struct QueryArgs<'a> {
+    pub query: &'a str,
+    pub inputs: &'a [String],
+    pub time: &'a TimeArgs,
+    pub format: Format,
+    pub explain: bool,
+    pub timing: bool,
+}
+
+/// Column names: the `:keys` names, or each `:find` element as written.
+fn query_header(query: &Query, text: &str) -> Vec<String> {
+    use vev::query_ast::FindElem;
+    let ast = query.ast();
+    if let Some(maps) = &ast.return_maps {
+        return maps.names.iter().map(|n| n.as_str().to_string()).collect();
+    }
+    ast.find
+        .elems()
+        .iter()
+        .map(|e| {
+            let span = match e {
+                FindElem::Var(_, span)
+                | FindElem::Aggregate { span, .. }
+                | FindElem::Pull { span, .. } => *span,
+            };
+            text.get(span.start.offset..span.end.offset)
+                .unwrap_or("?")
+                .to_string()
+        })
+        .collect()
+}
+
+pub fn query(path: &Path, args: &QueryArgs<'_>) -> CliResult<()> {
+    let (name, text) = text_arg(args.query, "query")?;
+    let query = Query::parse(&text).in_text(&name, &text, 0)?;
+    let mut inputs_edn = Vec::with_capacity(args.inputs.len());
+    for (i, input) in args.inputs.iter().enumerate() {
+        let (name, text) = text_arg(input, &format!("input {}", i + 1))?;
+        inputs_edn.push(vev::edn::parse(&text).in_text(&name, &text, 0)?);
+    }
+    let conn = open_read(path)?;
+    let db = view(conn.sync()?, args.time)?;
+    let mut inputs = vec![vev::Input::Db(&db)];
+    inputs.extend(inputs_edn.iter().map(vev::Input::Edn));
+    let started = Instant::now();
+    let opts = vev::QueryOptions::default();
+    let mut out = stdout();
+    if args.explain {
+        let (result, plan) = query.explain(&inputs, &opts).in_text(&name, &text, 0)?;
+        let elapsed = started.elapsed();
+        let header = ["step", "clause", "method", "estimated", "rows", "ms"];
+        let mut rows = Rows::new(&mut out, args.format, header.map(String::from).to_vec())?;
+        for (i, step) in plan.iter().enumerate() {
+            rows.row(&[
+                Edn::Integer(i as i64 + 1),
+                Edn::String(step.clause.clone()),
+                Edn::String(step.method.clone()),
+                step.estimated_rows
+                    .map_or(Edn::Nil, |n| Edn::Integer(n as i64)),
+                Edn::Integer(step.actual_rows as i64),
+                Edn::Float((step.elapsed.as_secs_f64() * 1e6).round() / 1e3),
+            ])?;
+        }
+        rows.finish()?;
+        if args.timing {
+            eprintln!("{} rows in {elapsed:?}", result.len());
+        }
+        return Ok(());
+    }
+    let result = query.run(&inputs, &opts).in_text(&name, &text, 0)?;
+    let elapsed = started.elapsed();
+    write_result(&mut out, args.format, &query_header(&query, &text), &result)?;
+    if args.timing {
+        eprintln!("{} rows in {elapsed:?}", result.len());
+    }
+    Ok(())
+}
+
+fn write_result(
+    out: &mut impl Write,
+    format: Format,
+    header: &[String],
+    result: &QueryResult,
+) -> io::Result<()> {
+    if matches!(format, Format::Edn | Format::Json) {
+        return output::write_value(out, format, "", &result.to_edn());
+    }
+    let mut rows = Rows::new(&mut *out, format, header.to_vec())?;
+    match result {
+        QueryResult::Rel(r) => {
+            // A set: shown in EDN's order, as `edn` prints it.
+            let mut sorted: Vec<&Vec<Edn>> = r.iter().collect();
+            sorted.sort();
+            for row in sorted {
+                rows.row(row)?;
+            }
+        }
+        QueryResult::Bag(r) => {
+            for row in r {
+                rows.row(row)?;
+            }
+        }
+        QueryResult::Coll(items) => {
+            for item in items {
+                rows.row(std::slice::from_ref(item))?;
+            }
+        }
+        QueryResult::Scalar(v) => {
+            if let Some(v) = v {
+                rows.row(std::slice::from_ref(v))?;
+            }
+        }
+        QueryResult::Tuple(t) => {
+            if let Some(t) = t {
+                rows.row(t)?;
+            }
+        }
+        QueryResult::Maps(maps) => {
+            for map in maps {
+                let cells: Vec<Edn> = match map {
+                    Edn::Map(m) => m.values().cloned().collect(),
+                    other => vec![other.clone()],
+                };
+                rows.row(&cells)?;
+            }
+        }
+    }
+    rows.finish()
+}
+
+/// An entity given as an id, an ident or a lookup ref `[:attr value]`.
+fn resolve_entity(db: &Db, arg: &str) -> CliResult<EntityId> {
+    let form = vev::edn::parse(arg).in_text("entity", arg, 0)?;
+    resolve_entity_edn(db, &form)?.ok_or_else(|| CliError::Argument {
+        code: "cli/not-found",
+        message: format!("no entity {arg}"),
+    })
+}
+
+fn resolve_entity_edn(db: &Db, form: &Edn) -> CliResult<Option<EntityId>> {
+    match form {
+        Edn::Integer(n) if *n >= 0 => Ok(Some(*n as EntityId)),
+        Edn::Keyword(k) => Ok(db.entid(k)),
+        Edn::Vector(items) if items.len() == 2 => {
+            let attr = attribute_of(db, &items[0])?;
+            if attr.unique.is_none() {
+                return Err(CliError::argument(format!(
+                    "lookup ref {form}: attribute {} is not :db/unique",
+                    attr.ident
+                )));
+            }
+            let value = coerce(db, &attr, &items[1])?;
+            let found = db
+                .datoms(
+                    IndexOrder::Avet,
+                    &[Component::Entity(attr.id), Component::Value(value)],
+                )
+                .next()
+                .map(|d| d.e);
+            Ok(found)
+        }
+        other => Err(CliError::argument(format!(
+            "{other} is not an entity id, an ident or a lookup ref"
+        ))),
+    }
+}
+
+fn attribute_of(db: &Db, form: &Edn) -> CliResult<std::sync::Arc<Attribute>> {
+    let attr = match form {
+        Edn::Keyword(k) => db.attribute(k).cloned(),
+        Edn::Integer(n) => db.schema().attribute(*n as EntityId).cloned(),
+        _ => None,
+    };
+    attr.ok_or_else(|| CliError::Argument {
+        code: "cli/not-found",
+        message: format!("unknown attribute {form}"),
+    })
+}
+
+fn coerce(db: &Db, attr: &Attribute, form: &Edn) -> CliResult<Value> {
+    vev::coerce_value(db, attr, form).ok_or_else(|| {
+        CliError::argument(format!(
+            "{form} is not a value of {} (type {})",
+            attr.ident,
+            attr.value_type.ident()
+        ))
+    })
+}
+
+pub fn pull(
+    path: &Path,
+    pattern: &str,
+    entity: &str,
+    time: &TimeArgs,
+    format: Format,
+) -> CliResult<()> {
+    let (name, text) = text_arg(pattern, "pattern")?;
+    let conn = open_read(path)?;
+    let db = view(conn.sync()?, time)?;
+    let e = resolve_entity(&db, entity)?;
+    let pulled = db.pull(&text, e).in_text(&name, &text, 0)?;
+    let mut out = stdout();
+    if matches!(format, Format::Table | Format::Csv) {
+        let (header, cells): (Vec<String>, Vec<Edn>) = match &pulled {
+            Edn::Map(m) => m.iter().map(|(k, v)| (output::cell(k), v.clone())).unzip(),
+            other => (vec!["value".into()], vec![other.clone()]),
+        };
+        let mut rows = Rows::new(&mut out, format, header)?;
+        rows.row(&cells)?;
+        return Ok(rows.finish()?);
+    }
+    output::write_value(&mut out, format, "", &pulled)?;
+    Ok(out.flush()?)
+}
+
+/// A datom as `[e :attr v tx added]` (refs as entity ids).
+fn datom_row(db: &Db, d: &Datom) -> Vec<Edn> {
+    let attr = db
+        .ident(d.a)
+        .map_or(Edn::Integer(d.a as i64), |k| Edn::Keyword(k.clone()));
+    vec![
+        Edn::Integer(d.e as i64),
+        attr,
+        d.v.to_edn(),
+        Edn::Integer(d.tx as i64),
+        Edn::Bool(d.added),
+    ]
+}
+
+/// The index prefix from the components as given, in the index's order.
+fn prefix(db: &Db, index: Index, components: &[String]) -> CliResult<Vec<Component>> {
+    #[derive(Clone, Copy)]
+    enum Pos {
+        E,
+        A,
+        V,
+        T,
+    }
+    let order = match index {
+        Index::Eavt => [Pos::E, Pos::A, Pos::V, Pos::T],
+        Index::Aevt => [Pos::A, Pos::E, Pos::V, Pos::T],
+        Index::Avet => [Pos::A, Pos::V, Pos::E, Pos::T],
+        Index::Vaet => [Pos::V, Pos::A, Pos::E, Pos::T],
+    };
+    if components.len() > 4 {
+        return Err(CliError::argument(
+            "an index prefix has at most 4 components",
+        ));
+    }
+    let forms = components
+        .iter()
+        .enumerate()
+        .map(|(i, c)| vev::edn::parse(c).in_text(&format!("component {}", i + 1), c, 0))
+        .collect::<CliResult<Vec<Edn>>>()?;
+    // The attribute, when given, types the value.
+    let attr = match order.iter().position(|p| matches!(p, Pos::A)) {
+        Some(i) if i < forms.len() => Some(attribute_of(db, &forms[i])?),
+        _ => None,
+    };
+    let entity = |form: &Edn| -> CliResult<EntityId> {
+        resolve_entity_edn(db, form)?.ok_or_else(|| CliError::Argument {
+            code: "cli/not-found",
+            message: format!("no entity {form}"),
+        })
+    };
+    let mut out = Vec::with_capacity(forms.len());
+    for (pos, form) in order.iter().zip(&forms) {
+        out.push(match pos {
+            Pos::E | Pos::T => Component::Entity(entity(form)?),
+            Pos::A => Component::Entity(attr.as_ref().map_or(0, |a| a.id)),
+            Pos::V => match &attr {
+                _ if matches!(index, Index::Vaet) => Component::Entity(entity(form)?),
+                Some(a) if a.is_ref() => Component::Entity(entity(form)?),
+                Some(a) => Component::Value(coerce(db, a, form)?),
+                None => Component::Value(untyped_value(form)?),
+            },
+        });
+    }
+    Ok(out)
+}
+
+fn untyped_value(form: &Edn) -> CliResult<Value> {
+    Ok(match form {
+        Edn::String(s) => Value::String(s.as_str().into()),
+        Edn::Integer(n) => Value::Long(*n),
+        Edn::Bool(b) => Value::Boolean(*b),
+        Edn::Keyword(k) => Value::Keyword(k.clone()),
+        Edn::Float(f) => Value::Double(*f),
+        Edn::Inst(ms) => Value::Instant(*ms),
+        other => {
+            return Err(CliError::argument(format!(
+                "give the attribute before value {other}"
+            )))
+        }
+    })
+}
+
+pub fn datoms(
+    path: &Path,
+    index: Index,
+    components: &[String],
+    time: &TimeArgs,
+    format: Format,
+    limit: Option<usize>,
+) -> CliResult<()> {
+    let conn = open_read(path)?;
+    let db = view(conn.sync()?, time)?;
+    let prefix = prefix(&db, index, components)?;
+    let order = match index {
+        Index::Eavt => IndexOrder::Eavt,
+        Index::Aevt => IndexOrder::Aevt,
+        Index::Avet => IndexOrder::Avet,
+        Index::Vaet => IndexOrder::Vaet,
+    };
+    let header = ["e", "a", "v", "tx", "added"].map(String::from).to_vec();
+    let mut rows = Rows::new(stdout(), format, header)?;
+    for d in db.datoms(order, &prefix).take(limit.unwrap_or(usize::MAX)) {
+        rows.row(&datom_row(&db, &d))?;
+    }
+    if let Some(f) = db.storage_failure() {
+        return Err(vev::Error::from(f).into());
+    }
+    Ok(rows.finish()?)
+}
+
+pub fn log(path: &Path, from: Option<u64>, to: Option<u64>, format: Format) -> CliResult<()> {
+    let conn = open_read(path)?;
+    let db = conn.sync()?;
+    let header = ["t", "e", "a", "v", "added"].map(String::from).to_vec();
+    let mut rows = Rows::new(stdout(), format, header)?;
+    for entry in db.tx_range(from, to) {
+        for d in &entry.datoms {
+            let [e, a, v, _, added]: [Edn; 5] = datom_row(&db, d)
+                .try_into()
+                .unwrap_or_else(|_| unreachable!("datom_row has five cells"));
+            rows.row(&[Edn::Integer(entry.t as i64), e, a, v, added])?;
+        }
+    }
+    Ok(rows.finish()?)
+}
+
+fn is_system(attr: &Attribute) -> bool {
+    vev::Schema::system().attribute(attr.id).is_some()
+}
+
+fn attribute_edn(attr: &Attribute) -> Edn {
+    let mut m = BTreeMap::from([
+        (kw("db/ident"), Edn::Keyword(attr.ident.clone())),
+        (kw("db/valueType"), Edn::Keyword(attr.value_type.ident())),
+        (
+            kw("db/cardinality"),
+            kw(if attr.is_many() {
+                "db.cardinality/many"
+            } else {
+                "db.cardinality/one"
+            }),
+        ),
+    ]);
+    if let Some(u) = attr.unique {
+        let unique = match u {
+            vev::Unique::Identity => "db.unique/identity",
+            vev::Unique::Value => "db.unique/value",
+        };
+        m.insert(kw("db/unique"), kw(unique));
+    }
+    for (flag, name) in [
+        (attr.index, "db/index"),
+        (attr.is_component, "db/isComponent"),
+        (attr.no_history, "db/noHistory"),
+        (attr.fulltext, "db/fulltext"),
+    ] {
+        if flag {
+            m.insert(kw(name), Edn::Bool(true));
+        }
+    }
+    Edn::Map(m)
+}
+
+pub fn schema(path: &Path, system: bool, format: Format) -> CliResult<()> {
+    let conn = open_read(path)?;
+    let db = conn.sync()?;
+    let mut attrs: Vec<_> = db
+        .schema()
+        .attributes()
+        .filter(|a| system || !is_system(a))
+        .cloned()
+        .collect();
+    attrs.sort_by(|a, b| a.ident.cmp(&b.ident));
+    let mut out = stdout();
+    match format {
+        Format::Edn => {
+            let maps: Vec<String> = attrs.iter().map(|a| attribute_edn(a).to_string()).collect();
+            writeln!(out, "[{}]", maps.join("\n "))?;
+        }
+        Format::Json => {
+            let all = Edn::Vector(attrs.iter().map(|a| attribute_edn(a)).collect());
+            output::write_value(&mut out, format, "", &all)?;
+        }
+        Format::Table | Format::Csv => {
+            let header = ["ident", "valueType", "cardinality", "unique", "flags"];
+            let mut rows = Rows::new(&mut out, format, header.map(String::from).to_vec())?;
+            for a in &attrs {
+                let Edn::Map(m) = attribute_edn(a) else {
+                    continue;
+                };
+                let get = |k: &str| m.get(&kw(k)).cloned().unwrap_or(Edn::Nil);
+                let flags: Vec<&str> = [
+                    (a.index, "index"),
+                    (a.is_component, "component"),
+                    (a.no_history, "noHistory"),
+                    (a.fulltext, "fulltext"),
+                ]
+                .iter()
+                .filter(|(on, _)| *on)
+                .map(|(_, n)| *n)
+                .collect();
+                rows.row(&[
+                    get("db/ident"),
+                    get("db/valueType"),
+                    get("db/cardinality"),
+                    m.get(&kw("db/unique"))
+                        .cloned()
+                        .unwrap_or(Edn::String(String::new())),
+                    Edn::String(flags.join(" ")),
+                ])?;
+            }
+            rows.finish()?;
+        }
+    }
+    Ok(out.flush()?)
+}
+
+fn size_on_disk(path: &Path) -> u64 {
+    ["", "-wal"]
+        .iter()
+        .map(|suffix| {
+            let mut p = path.as_os_str().to_owned();
+            p.push(suffix);
+            std::fs::metadata(p).map_or(0, |m| m.len())
+        })
+        .sum()
+}
+
+pub fn stats(path: &Path, format: Format) -> CliResult<()> {
+    let conn = open_read(path)?;
+    let db = conn.sync()?;
+    let datoms = db.count(IndexOrder::Eavt, &[]);
+    let mut entities = 0u64;
+    let mut last = None;
+    for d in db.datoms(IndexOrder::Eavt, &[]) {
+        if last != Some(d.e) {
+            entities += 1;
+            last = Some(d.e);
+        }
+    }
+    if let Some(f) = db.storage_failure() {
+        return Err(vev::Error::from(f).into());
+    }
+    let mut attrs: Vec<_> = db
+        .schema()
+        .attributes()
+        .filter(|a| !is_system(a))
+        .cloned()
+        .collect();
+    attrs.sort_by(|a, b| a.ident.cmp(&b.ident));
+    let per_attr: BTreeMap<Edn, Edn> = attrs
+        .iter()
+        .map(|a| {
+            let n = db.count(IndexOrder::Aevt, &[Component::Entity(a.id)]);
+            (Edn::Keyword(a.ident.clone()), Edn::Integer(n as i64))
+        })
+        .collect();
+    let summary = [
+        ("basis-t", db.basis_t() as i64),
+        ("datoms", datoms as i64),
+        ("entities", entities as i64),
+        ("attributes", attrs.len() as i64),
+        ("size-bytes", size_on_disk(path) as i64),
+    ];
+    let mut out = stdout();
+    match format {
+        Format::Edn | Format::Json => {
+            let mut m: BTreeMap<Edn, Edn> = summary
+                .iter()
+                .map(|(k, v)| (kw(k), Edn::Integer(*v)))
+                .collect();
+            m.insert(kw("attribute-datoms"), Edn::Map(per_attr));
+            output::write_value(&mut out, format, "", &Edn::Map(m))?;
+        }
+        Format::Table | Format::Csv => {
+            let header = vec!["stat".to_string(), "value".to_string()];
+            let mut rows = Rows::new(&mut out, format, header)?;
+            for (k, v) in summary {
+                rows.row(&[Edn::String(k.into()), Edn::Integer(v)])?;
+            }
+            for (k, v) in per_attr {
+                rows.row(&[Edn::String(k.to_string()), v])?;
+            }
+            rows.finish()?;
+        }
+    }
+    Ok(out.flush()?)
+}
+
+pub fn verify(path: &Path) -> CliResult<()> {
+    let conn = open_read(path)?;
+    let report = conn.verify()?;
+    let mut out = stdout();
+    if let Some(r) = report {
+        let m = BTreeMap::from([
+            (kw("ok"), Edn::Bool(true)),
+            (kw("log-rows"), Edn::Integer(r.log_rows as i64)),
+            (kw("log-datoms"), Edn::Integer(r.log_datoms as i64)),
+            (kw("segments"), Edn::Integer(r.segments as i64)),
+            (kw("index-datoms"), Edn::Integer(r.index_datoms as i64)),
+        ]);
+        writeln!(out, "{}", Edn::Map(m))?;
+    }
+    Ok(out.flush()?)
+}

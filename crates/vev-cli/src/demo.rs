@@ -1,0 +1,255 @@
+//! `vev demo`: a database file with a generated social graph, loaded through `bulk_load` with a
+//! progress bar, then example queries with their timings.
+//!
+//! People are generated in transactions of 500; each person has an email (unique identity), a
+//! name, an age, a city and two or three friends among the people before them (lookup refs by
+//! email, or tempids for people of the same transaction). After the
+//! load, a small transaction moves some people to another city, so that as-of and history
+//! have something to show.
+
+use std::io::{self, Write};
+use std::path::PathBuf;
+use std::time::{Duration, Instant};
+
+use indicatif::{ProgressBar, ProgressStyle};
+use vev::{Connection, Edn};
+
+use crate::error::{CliError, CliResult};
+
+const SCHEMA: &str = r#"[
+  {:db/ident :person/email :db/valueType :db.type/string :db/cardinality :db.cardinality/one
+   :db/unique :db.unique/identity}
+  {:db/ident :person/name :db/valueType :db.type/string :db/cardinality :db.cardinality/one}
+  {:db/ident :person/age :db/valueType :db.type/long :db/cardinality :db.cardinality/one
+   :db/index true}
+  {:db/ident :person/city :db/valueType :db.type/string :db/cardinality :db.cardinality/one}
+  {:db/ident :person/friend :db/valueType :db.type/ref :db/cardinality :db.cardinality/many}]"#;
+
+const NAMES: [&str; 12] = [
+    "Ann", "Bo", "Chen", "Dag", "Eva", "Femi", "Gro", "Hana", "Ivan", "Juno", "Kai", "Lea",
+];
+const CITIES: [&str; 6] = ["Oslo", "Riga", "Turku", "Lima", "Pune", "Kobe"];
+const TX_PEOPLE: usize = 500;
+
+/// A small deterministic generator (64-bit LCG), so every run builds the same data.
+struct Lcg(u64);
+
+impl Lcg {
+    fn below(&mut self, n: usize) -> usize {
+        self.0 = self
+            .0
+            .wrapping_mul(6364136223846793005)
+            .wrapping_add(1442695040888963407);
+        ((self.0 >> 33) % n as u64) as usize
+    }
+}
+
+/// The transaction data for people `from..to`.
+fn people_tx(from: usize, to: usize, rng: &mut Lcg) -> String {
+    let mut tx = String::from("[");
+    for i in from..to {
+        let mut friends = String::new();
+        if i > 0 {
+            for _ in 0..2 + rng.below(2) {
+                let f = rng.below(i);
+                if f >= from {
+                    friends.push_str(&format!(r#""p{f}" "#));
+                } else {
+                    friends.push_str(&format!(r#"[:person/email "p{f}@example.com"] "#));
+                }
+            }
+        }
+        tx.push_str(&format!(
+            r#"{{:db/id "p{i}" :person/email "p{i}@example.com" :person/name "{}" :person/age {} :person/city "{}" :person/friend [{friends}]}}"#,
+            NAMES[rng.below(NAMES.len())],
+            18 + rng.below(70),
+            CITIES[rng.below(CITIES.len())],
+        ));
+    }
+    tx.push(']');
+    tx
+}
+
+fn fresh_file(dir: Option<PathBuf>) -> CliResult<PathBuf> {
+    let dir = dir.unwrap_or_else(|| std::env::temp_dir().join("vev-demo"));
+    std::fs::create_dir_all(&dir).map_err(|err| CliError::Io {
+        path: dir.display().to_string(),
+        err,
+    })?;
+    let path = dir.join("demo.vev");
+    for suffix in ["", "-wal", "-shm"] {
+        let mut p = path.clone().into_os_string();
+        p.push(suffix);
+        let _ = std::fs::remove_file(p);
+    }
+    Ok(path)
+}
+
+pub fn run(dir: Option<PathBuf>, people: usize) -> CliResult<()> {
+    let path = fresh_file(dir)?;
+    let conn = Connection::open(&path)?;
+    let mut out = io::stdout().lock();
+    writeln!(out, "created {}", path.display())?;
+    conn.transact_edn(SCHEMA)?;
+    writeln!(
+        out,
+        "schema: :person/email :person/name :person/age :person/city :person/friend"
+    )?;
+
+    let txs = people.div_ceil(TX_PEOPLE);
+    let bar = ProgressBar::new(txs as u64);
+    bar.set_style(
+        ProgressStyle::with_template(
+            "loading {bar:40} {pos}/{len} transactions, {msg} datoms ({elapsed})",
+        )
+        .unwrap_or_else(|_| ProgressStyle::default_bar()),
+    );
+    let mut rng = Lcg(42);
+    let mut parse_error = None;
+    let batches = (0..txs).map_while(|k| {
+        let text = people_tx(k * TX_PEOPLE, ((k + 1) * TX_PEOPLE).min(people), &mut rng);
+        match vev::parse_tx(&text) {
+            Ok(ops) => Some(ops.into_iter().map(|s| s.op).collect()),
+            Err(e) => {
+                parse_error = Some(e);
+                None
+            }
+        }
+    });
+    let loaded = conn.bulk_load(batches, &mut |p| {
+        bar.set_position(p.txs);
+        bar.set_message(p.datoms.to_string());
+    })?;
+    bar.finish_and_clear();
+    if let Some(e) = parse_error {
+        return Err(e.into());
+    }
+    let t_loaded = conn.db().basis_t();
+    writeln!(
+        out,
+        "loaded {people} people: {} datoms in {} transactions in {:.2?} (basis-t {t_loaded})",
+        loaded.datoms, loaded.txs, loaded.elapsed
+    )?;
+
+    // Some people move to Oslo, so the past differs from the present.
+    let movers: Vec<String> = (0..people.min(100))
+        .map(|i| format!(r#"{{:person/email "p{i}@example.com" :person/city "Oslo"}}"#))
+        .collect();
+    let moved = conn.transact_edn(&format!("[{}]", movers.join(" ")))?;
+    writeln!(
+        out,
+        "moved {} people to Oslo at basis-t {}",
+        movers.len(),
+        moved.db_after.basis_t()
+    )?;
+    writeln!(out)?;
+    queries(&conn, people, t_loaded, &mut out)?;
+    writeln!(
+        out,
+        "\ntry: vev query {} '[:find ?name (count ?p) :where [?p :person/name ?name]]'",
+        path.display()
+    )?;
+    Ok(())
+}
+
+const RULES: &str = r#"[[(reach ?a ?b) [?a :person/friend ?b]]
+                        [(reach ?a ?b) [?a :person/friend ?x] (reach ?x ?b)]]"#;
+
+fn queries(conn: &Connection, people: usize, t_loaded: u64, out: &mut impl Write) -> CliResult<()> {
+    let db = conn.db();
+    let last = people.saturating_sub(1);
+    let email = |i: usize| Edn::String(format!("p{i}@example.com"));
+    let rules = vev::edn::parse(RULES)?;
+    let show = |out: &mut dyn Write,
+                title: &str,
+                db: &vev::Db,
+                query: &str,
+                args: &[Edn]|
+     -> CliResult<()> {
+        let started = Instant::now();
+        let result = db.q(query, args)?;
+        let elapsed = started.elapsed();
+        let text = result.to_edn().to_string();
+        let shown: String = text.chars().take(200).collect();
+        let more = if shown.len() < text.len() { " ..." } else { "" };
+        writeln!(out, "{title} ({} rows, {}):", result.len(), ms(elapsed))?;
+        writeln!(
+            out,
+            "  {}",
+            query.split_whitespace().collect::<Vec<_>>().join(" ")
+        )?;
+        writeln!(out, "  => {shown}{more}\n")?;
+        Ok(())
+    };
+    show(
+        out,
+        "join: 30-year-olds in Riga and their friends who live in Riga too",
+        &db,
+        r#"[:find ?a-email ?b-email
+            :where [?a :person/age 30] [?a :person/city "Riga"] [?a :person/friend ?b]
+                   [?b :person/city "Riga"] [?a :person/email ?a-email] [?b :person/email ?b-email]]"#,
+        &[],
+    )?;
+    show(
+        out,
+        "aggregate: people and average age per city",
+        &db,
+        r#"[:find ?city (count ?p) (avg ?age)
+            :where [?p :person/city ?city] [?p :person/age ?age]]"#,
+        &[],
+    )?;
+    show(
+        out,
+        &format!("rule: how many people p{last} reaches through friends of friends (recursive)"),
+        &db,
+        r#"[:find (count ?b) . :in $ % ?email
+            :where [?a :person/email ?email] (reach ?a ?b)]"#,
+        &[rules, email(last)],
+    )?;
+    let started = Instant::now();
+    let p30 = db
+        .q(
+            "[:find ?p . :in $ ?email :where [?p :person/email ?email]]",
+            &[email(30)],
+        )?
+        .to_edn();
+    let pattern =
+        "[:person/name :person/age :person/city {:person/friend [:person/name :person/email]}]";
+    let pulled = match p30 {
+        Edn::Integer(e) => db.pull(pattern, e as u64)?,
+        _ => Edn::Nil,
+    };
+    writeln!(
+        out,
+        "pull: p30 and their friends ({}):",
+        ms(started.elapsed())
+    )?;
+    writeln!(out, "  {pattern}\n  => {pulled}\n")?;
+    show(
+        out,
+        "as-of: people in Oslo now and as of the load",
+        &db,
+        r#"[:find (count ?p) . :where [?p :person/city "Oslo"]]"#,
+        &[],
+    )?;
+    show(
+        out,
+        &format!("  ... as of basis-t {t_loaded}"),
+        &db.as_of(t_loaded),
+        r#"[:find (count ?p) . :where [?p :person/city "Oslo"]]"#,
+        &[],
+    )?;
+    show(
+        out,
+        "history: every city p1 has had (tx, asserted or retracted)",
+        &db.history(),
+        r#"[:find ?city ?tx ?added :in $ ?email
+            :where [?p :person/email ?email] [?p :person/city ?city ?tx ?added]]"#,
+        &[email(1)],
+    )?;
+    Ok(())
+}
+
+fn ms(d: Duration) -> String {
+    format!("{:.2} ms", d.as_secs_f64() * 1e3)
+}

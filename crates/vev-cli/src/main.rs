@@ -1,0 +1,213 @@
+//! `vev`: the command line of the Vev database. The only crate that prints.
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use clap::{Parser, Subcommand};
+
+mod commands;
+mod demo;
+mod error;
+mod output;
+
+use output::Format;
+
+/// Vev: an embedded database of immutable facts with Datomic's data model.
+///
+/// DB is a database file. Commands that only read open it read-only, so they work while
+/// another process writes. EDN arguments (queries, inputs, patterns, components) are EDN
+/// text; a QUERY or PATTERN of the form @FILE is read from FILE.
+#[derive(Parser, Debug)]
+#[command(name = "vev", version, about, long_about)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+/// Which database value a read command sees.
+#[derive(clap::Args, Debug, Default)]
+pub struct TimeArgs {
+    /// The database as of basis-t T (or an #inst "..." instant).
+    #[arg(long, value_name = "T")]
+    pub as_of: Option<String>,
+    /// Only what was asserted or retracted after basis-t T (or an #inst "..." instant).
+    #[arg(long, value_name = "T")]
+    pub since: Option<String>,
+    /// Every assertion and retraction, past and present.
+    #[arg(long)]
+    pub history: bool,
+}
+
+#[derive(Subcommand, Debug)]
+enum Command {
+    /// Transact EDN transaction data from FILE (or stdin when FILE is - or absent) and print
+    /// the report as EDN: {:basis-t T :tx ID :tempids {...} :datoms N}.
+    Transact {
+        db: PathBuf,
+        file: Option<String>,
+        /// The input is a stream of transactions, one top-level vector each; one report a line.
+        #[arg(long)]
+        batch: bool,
+    },
+    /// Run a Datalog query. Each INPUT is EDN, bound to the query's :in after $.
+    Query {
+        db: PathBuf,
+        /// The query as EDN text, or @FILE.
+        query: String,
+        inputs: Vec<String>,
+        #[command(flatten)]
+        time: TimeArgs,
+        /// Output format (default: table on a terminal, edn otherwise).
+        #[arg(long, value_enum)]
+        format: Option<Format>,
+        /// Run the query and print the plan that ran (estimated and actual rows per step)
+        /// instead of the result.
+        #[arg(long)]
+        explain: bool,
+        /// Print the elapsed time to stderr.
+        #[arg(long)]
+        timing: bool,
+    },
+    /// Pull PATTERN for one entity: an entity id, an ident, or a lookup ref [:attr value].
+    Pull {
+        db: PathBuf,
+        /// The pull pattern as EDN text, or @FILE.
+        pattern: String,
+        entity: String,
+        #[command(flatten)]
+        time: TimeArgs,
+        /// Output format (default: edn; table shows one row of the top-level attributes).
+        #[arg(long, value_enum, default_value = "edn")]
+        format: Format,
+    },
+    /// Print the datoms of an index (eavt, aevt, avet, vaet) whose leading components match.
+    /// Components are EDN: entity ids, idents or lookup refs, then values.
+    Datoms {
+        db: PathBuf,
+        #[arg(value_enum)]
+        index: Index,
+        components: Vec<String>,
+        #[command(flatten)]
+        time: TimeArgs,
+        #[arg(long, value_enum)]
+        format: Option<Format>,
+        /// Stop after N datoms.
+        #[arg(long, value_name = "N")]
+        limit: Option<usize>,
+    },
+    /// Print the transaction log, one datom a row: basis-t, entity, attribute, value, added.
+    Log {
+        db: PathBuf,
+        /// First basis-t (inclusive).
+        #[arg(long, value_name = "T")]
+        from: Option<u64>,
+        /// Last basis-t (exclusive).
+        #[arg(long, value_name = "T")]
+        to: Option<u64>,
+        #[arg(long, value_enum)]
+        format: Option<Format>,
+    },
+    /// Print the installed attributes (add --system for Vev's own).
+    Schema {
+        db: PathBuf,
+        #[arg(long)]
+        system: bool,
+        #[arg(long, value_enum)]
+        format: Option<Format>,
+    },
+    /// Print counts: datoms, entities, attributes, size on disk, datoms per attribute.
+    Stats {
+        db: PathBuf,
+        #[arg(long, value_enum)]
+        format: Option<Format>,
+    },
+    /// Check every log row and index segment of a database file.
+    Verify { db: PathBuf },
+    /// Create a database in DIR (default: a temporary directory), load a generated data set of
+    /// people and friendships, and run example queries with their timings.
+    Demo {
+        dir: Option<PathBuf>,
+        /// How many people to generate (about 8 datoms each).
+        #[arg(long, default_value_t = 15_000)]
+        people: usize,
+    },
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum Index {
+    Eavt,
+    Aevt,
+    Avet,
+    Vaet,
+}
+
+fn run(cli: Cli) -> error::CliResult<()> {
+    match cli.command {
+        Command::Transact { db, file, batch } => commands::transact(&db, file.as_deref(), batch),
+        Command::Query {
+            db,
+            query,
+            inputs,
+            time,
+            format,
+            explain,
+            timing,
+        } => commands::query(
+            &db,
+            &commands::QueryArgs {
+                query: &query,
+                inputs: &inputs,
+                time: &time,
+                format: Format::resolve(format),
+                explain,
+                timing,
+            },
+        ),
+        Command::Pull {
+            db,
+            pattern,
+            entity,
+            time,
+            format,
+        } => commands::pull(&db, &pattern, &entity, &time, format),
+        Command::Datoms {
+            db,
+            index,
+            components,
+            time,
+            format,
+            limit,
+        } => commands::datoms(
+            &db,
+            index,
+            &components,
+            &time,
+            Format::resolve(format),
+            limit,
+        ),
+        Command::Log {
+            db,
+            from,
+            to,
+            format,
+        } => commands::log(&db, from, to, Format::resolve(format)),
+        Command::Schema { db, system, format } => {
+            commands::schema(&db, system, Format::resolve(format))
+        }
+        Command::Stats { db, format } => commands::stats(&db, Format::resolve(format)),
+        Command::Verify { db } => commands::verify(&db),
+        Command::Demo { dir, people } => demo::run(dir, people),
+    }
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    match run(cli) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) if e.is_broken_pipe() => ExitCode::SUCCESS,
+        Err(e) => {
+            eprint!("{}", e.render());
+            ExitCode::FAILURE
+        }
+    }
+}

@@ -1,0 +1,241 @@
+//! Output formats. Every command produces either one EDN value or rows under a header; rows
+//! are written as they come in every format but `table`, which measures its columns first.
+//!
+//! - `edn`: printed as the EDN reader reads it back (one value; rows one vector a line).
+//! - `json`: see `edn_to_json` (and the crate README).
+//! - `csv`: RFC 4180, a header row, strings bare, other values as EDN.
+//! - `table`: aligned columns for people, strings bare.
+
+use std::io::{self, Write};
+
+use vev::Edn;
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum Format {
+    Table,
+    Edn,
+    Json,
+    Csv,
+}
+
+impl Format {
+    /// The format asked for, or `table` on a terminal and `edn` otherwise.
+    pub fn resolve(asked: Option<Format>) -> Format {
+        use std::io::IsTerminal;
+        asked.unwrap_or(if io::stdout().is_terminal() {
+            Format::Table
+        } else {
+            Format::Edn
+        })
+    }
+}
+
+/// EDN → JSON. nil, booleans, strings and `i64`s map to themselves; floats to numbers (`##NaN`,
+/// `##Inf`, `##-Inf` to those strings); keywords to `":ns/name"`, symbols to their name,
+/// characters to one-character strings; big integers and decimals to their EDN text
+/// (`"12N"`, `"1.5M"`), so they keep every digit; `#inst` to an RFC 3339 string; `#uuid` to
+/// its string; lists, vectors and sets to arrays; maps to objects whose keys are strings as
+/// they are, keywords as `":ns/name"` and anything else as EDN text; other tagged values to
+/// `{"#tag": value}`.
+pub fn edn_to_json(edn: &Edn) -> serde_json::Value {
+    use serde_json::Value as J;
+    match edn {
+        Edn::Nil => J::Null,
+        Edn::Bool(b) => J::Bool(*b),
+        Edn::String(s) => J::String(s.clone()),
+        Edn::Char(c) => J::String(c.to_string()),
+        Edn::Integer(n) => J::from(*n),
+        Edn::Float(f) => {
+            serde_json::Number::from_f64(*f).map_or_else(|| J::String(edn.to_string()), J::Number)
+        }
+        Edn::BigInt(_) | Edn::BigDec(_) => J::String(edn.to_string()),
+        Edn::Keyword(k) => J::String(format!(":{}", k.as_str())),
+        Edn::Symbol(s) => J::String(s.as_str().to_string()),
+        Edn::List(items) | Edn::Vector(items) => J::Array(items.iter().map(edn_to_json).collect()),
+        Edn::Set(items) => J::Array(items.iter().map(edn_to_json).collect()),
+        Edn::Map(map) => J::Object(
+            map.iter()
+                .map(|(k, v)| (json_key(k), edn_to_json(v)))
+                .collect(),
+        ),
+        Edn::Inst(ms) => J::String(vev::edn::format_inst(*ms)),
+        Edn::Uuid(u) => J::String(vev::edn::format_uuid(*u)),
+        Edn::Tagged(tag, value) => {
+            let mut obj = serde_json::Map::new();
+            obj.insert(format!("#{}", tag.as_str()), edn_to_json(value));
+            J::Object(obj)
+        }
+    }
+}
+
+fn json_key(k: &Edn) -> String {
+    match k {
+        Edn::String(s) => s.clone(),
+        Edn::Keyword(k) => format!(":{}", k.as_str()),
+        other => other.to_string(),
+    }
+}
+
+/// A cell for `table` and `csv`: strings bare, everything else as EDN.
+pub fn cell(edn: &Edn) -> String {
+    match edn {
+        Edn::String(s) => s.clone(),
+        other => other.to_string(),
+    }
+}
+
+/// Writes rows under a header in one format.
+pub struct Rows<W: Write> {
+    out: W,
+    format: Format,
+    header: Vec<String>,
+    /// `table` only: the cells so far.
+    buffered: Vec<Vec<String>>,
+    /// `json` only: rows written so far.
+    count: usize,
+}
+
+impl<W: Write> Rows<W> {
+    pub fn new(out: W, format: Format, header: Vec<String>) -> io::Result<Rows<W>> {
+        let mut rows = Rows {
+            out,
+            format,
+            header,
+            buffered: Vec::new(),
+            count: 0,
+        };
+        match format {
+            Format::Csv => {
+                let line: Vec<String> = rows.header.iter().map(|h| csv_field(h)).collect();
+                writeln!(rows.out, "{}", line.join(","))?;
+            }
+            Format::Json => write!(rows.out, "[")?,
+            Format::Table | Format::Edn => {}
+        }
+        Ok(rows)
+    }
+
+    pub fn row(&mut self, row: &[Edn]) -> io::Result<()> {
+        match self.format {
+            Format::Edn => writeln!(self.out, "{}", Edn::Vector(row.to_vec())),
+            Format::Json => {
+                let sep = if self.count == 0 { "\n" } else { ",\n" };
+                self.count += 1;
+                let value = serde_json::Value::Array(row.iter().map(edn_to_json).collect());
+                write!(self.out, "{sep}{value}")
+            }
+            Format::Csv => {
+                let line: Vec<String> = row.iter().map(|v| csv_field(&cell(v))).collect();
+                writeln!(self.out, "{}", line.join(","))
+            }
+            Format::Table => {
+                self.buffered.push(row.iter().map(cell).collect());
+                Ok(())
+            }
+        }
+    }
+
+    pub fn finish(mut self) -> io::Result<()> {
+        match self.format {
+            Format::Json => writeln!(self.out, "{}]", if self.count > 0 { "\n" } else { "" })?,
+            Format::Table => write_table(&mut self.out, &self.header, &self.buffered)?,
+            Format::Edn | Format::Csv => {}
+        }
+        self.out.flush()
+    }
+}
+
+fn csv_field(text: &str) -> String {
+    if text.contains([',', '"', '\n', '\r']) {
+        format!("\"{}\"", text.replace('"', "\"\""))
+    } else {
+        text.to_string()
+    }
+}
+
+fn write_table(out: &mut impl Write, header: &[String], rows: &[Vec<String>]) -> io::Result<()> {
+    let mut widths: Vec<usize> = header.iter().map(|h| h.chars().count()).collect();
+    for row in rows {
+        for (i, c) in row.iter().enumerate() {
+            if i >= widths.len() {
+                widths.push(0);
+            }
+            widths[i] = widths[i].max(c.chars().count());
+        }
+    }
+    let line = |cells: &[String]| -> String {
+        let padded: Vec<String> = widths
+            .iter()
+            .enumerate()
+            .map(|(i, w)| {
+                let c = cells.get(i).map_or("", String::as_str);
+                format!("{c}{}", " ".repeat(w - c.chars().count()))
+            })
+            .collect();
+        padded.join(" | ").trim_end().to_string()
+    };
+    writeln!(out, "{}", line(header))?;
+    let rule: Vec<String> = widths.iter().map(|w| "-".repeat(*w)).collect();
+    writeln!(out, "{}", rule.join("-+-"))?;
+    for row in rows {
+        writeln!(out, "{}", line(row))?;
+    }
+    let n = rows.len();
+    writeln!(out, "({n} row{})", if n == 1 { "" } else { "s" })
+}
+
+/// Write one EDN value in a format (`table` and `csv` show a scalar as one cell, a
+/// collection of scalars as one column, a collection of rows as rows).
+pub fn write_value(
+    out: &mut impl Write,
+    format: Format,
+    header: &str,
+    value: &Edn,
+) -> io::Result<()> {
+    match format {
+        Format::Edn => writeln!(out, "{value}"),
+        Format::Json => writeln!(out, "{}", edn_to_json(value)),
+        Format::Table | Format::Csv => {
+            let mut rows = Rows::new(&mut *out, format, vec![header.to_string()])?;
+            match value {
+                Edn::Vector(items) | Edn::List(items) => {
+                    for item in items {
+                        rows.row(std::slice::from_ref(item))?;
+                    }
+                }
+                Edn::Set(items) => {
+                    for item in items {
+                        rows.row(std::slice::from_ref(item))?;
+                    }
+                }
+                other => rows.row(std::slice::from_ref(other))?,
+            }
+            rows.finish()
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn json_maps_keywords_to_strings() {
+        let edn = vev::edn::parse(r#"{:person/name "Ann" "k" [1 2.5 nil] :n 12N :t #inst "2020-01-01T00:00:00.000-00:00"}"#).unwrap();
+        let json = edn_to_json(&edn);
+        assert_eq!(json[":person/name"], "Ann");
+        assert_eq!(json["k"], serde_json::json!([1, 2.5, null]));
+        assert_eq!(json[":n"], "12N");
+        assert!(json[":t"]
+            .as_str()
+            .unwrap()
+            .starts_with("2020-01-01T00:00:00"));
+    }
+
+    #[test]
+    fn csv_quotes_when_needed() {
+        assert_eq!(csv_field("plain"), "plain");
+        assert_eq!(csv_field("a,b"), "\"a,b\"");
+        assert_eq!(csv_field("say \"hi\""), "\"say \"\"hi\"\"\"");
+    }
+}
