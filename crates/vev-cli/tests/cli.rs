@@ -1,0 +1,489 @@
+//! The `vev` binary run as a user runs it: every command and format, error lines and exit codes.
+//! Each test makes its own database in a temporary directory (a few small transactions).
+
+use std::path::{Path, PathBuf};
+
+use assert_cmd::Command;
+use vev::edn::parse;
+use vev::Edn;
+
+const SCHEMA: &str = r#"[
+ {:db/ident :person/email :db/valueType :db.type/string :db/cardinality :db.cardinality/one
+  :db/unique :db.unique/identity}
+ {:db/ident :person/name :db/valueType :db.type/string :db/cardinality :db.cardinality/one}
+ {:db/ident :person/age :db/valueType :db.type/long :db/cardinality :db.cardinality/one}
+ {:db/ident :person/friend :db/valueType :db.type/ref :db/cardinality :db.cardinality/many}]"#;
+
+const PEOPLE: &str = r#"[{:db/id "ann" :person/email "ann@x" :person/name "Ann" :person/age 30}
+ {:db/id "bo" :person/email "bo@x" :person/name "Bo, \"the\" second" :person/age 41
+  :person/friend ["ann"]}]"#;
+
+struct Fixture {
+    _dir: tempfile::TempDir,
+    db: PathBuf,
+}
+
+fn vev() -> Command {
+    Command::cargo_bin("vev").expect("the vev binary is built")
+}
+
+fn run_ok(args: &[&str], stdin: &str) -> String {
+    let out = vev().args(args).write_stdin(stdin).output().expect("runs");
+    assert!(
+        out.status.success(),
+        "vev {args:?} failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8(out.stdout).expect("utf-8")
+}
+
+/// Run, expect failure; returns stderr.
+fn run_err(args: &[&str], stdin: &str) -> String {
+    let out = vev().args(args).write_stdin(stdin).output().expect("runs");
+    assert_eq!(out.status.code(), Some(1), "vev {args:?} should fail");
+    assert!(out.stdout.is_empty(), "nothing on stdout after an error");
+    String::from_utf8(out.stderr).expect("utf-8")
+}
+
+fn s(p: &Path) -> &str {
+    p.to_str().expect("utf-8 path")
+}
+
+/// Schema at basis-t 1, Ann and Bo at 2, Ann turns 31 at 3.
+fn fixture() -> Fixture {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let db = dir.path().join("t.vev");
+    run_ok(&["transact", s(&db)], SCHEMA);
+    run_ok(&["transact", s(&db), "-"], PEOPLE);
+    run_ok(
+        &["transact", s(&db)],
+        r#"[{:person/email "ann@x" :person/age 31}]"#,
+    );
+    Fixture { _dir: dir, db }
+}
+
+fn get<'a>(map: &'a Edn, key: &str) -> &'a Edn {
+    let Edn::Map(m) = map else {
+        panic!("{map} is not a map")
+    };
+    m.get(&Edn::keyword(key))
+        .unwrap_or_else(|| panic!("{map} has no {key}"))
+}
+
+#[test]
+fn transact_prints_the_report_as_edn() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("t.vev");
+    let schema = dir.path().join("schema.edn");
+    std::fs::write(&schema, SCHEMA).unwrap();
+    run_ok(&["transact", s(&db), s(&schema)], "");
+    let report = parse(&run_ok(&["transact", s(&db)], PEOPLE)).unwrap();
+    assert_eq!(get(&report, "basis-t"), &Edn::Integer(2));
+    // The txInstant, Ann's three attributes, Bo's four.
+    assert_eq!(get(&report, "datoms"), &Edn::Integer(8));
+    let tempids = get(&report, "tempids").as_map().unwrap();
+    assert!(matches!(
+        tempids.get(&Edn::string("ann")),
+        Some(Edn::Integer(_))
+    ));
+    assert!(matches!(get(&report, "tx"), Edn::Integer(_)));
+}
+
+#[test]
+fn transact_batch_runs_one_transaction_per_vector() {
+    let f = fixture();
+    let input = r#"[{:person/email "cy@x"}] [{:person/email "di@x"}]
+                   [[:db/add "e" :person/email "ed@x"]]"#;
+    let out = run_ok(&["transact", s(&f.db), "--batch"], input);
+    let reports: Vec<Edn> = out.lines().map(|l| parse(l).unwrap()).collect();
+    let ts: Vec<&Edn> = reports.iter().map(|r| get(r, "basis-t")).collect();
+    assert_eq!(ts, [&Edn::Integer(4), &Edn::Integer(5), &Edn::Integer(6)]);
+}
+
+#[test]
+fn query_edn_reads_back_as_the_result() {
+    let f = fixture();
+    let q = "[:find ?n ?a :where [?e :person/name ?n] [?e :person/age ?a]]";
+    let out = run_ok(&["query", s(&f.db), q], "");
+    assert_eq!(
+        parse(&out).unwrap(),
+        parse(r#"#{["Ann" 31] ["Bo, \"the\" second" 41]}"#).unwrap()
+    );
+    // Default off a terminal is EDN; --format edn says the same.
+    assert_eq!(out, run_ok(&["query", s(&f.db), q, "--format", "edn"], ""));
+}
+
+#[test]
+fn query_values_of_every_kind_round_trip_through_edn() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("t.vev");
+    let types = [
+        "string", "long", "bigint", "double", "instant", "uuid", "keyword", "boolean", "bigdec",
+    ];
+    let schema: Vec<String> = types
+        .iter()
+        .map(|t| format!("{{:db/ident :v/{t} :db/valueType :db.type/{t} :db/cardinality :db.cardinality/one}}"))
+        .collect();
+    run_ok(&["transact", s(&db)], &format!("[{}]", schema.join(" ")));
+    let values = r#"["tab\t \"q\" \\ é\n" -7 123456789012345678901234567890N 2.5
+                     #inst "2020-02-03T04:05:06.007-00:00" #uuid "1b4e28ba-2fa1-11d2-883f-0016d3cca427"
+                     :a/b true 1.25M]"#;
+    let Edn::Vector(values) = parse(values).unwrap() else {
+        unreachable!()
+    };
+    let attrs: Vec<String> = types
+        .iter()
+        .zip(&values)
+        .map(|(t, v)| format!(":v/{t} {v}"))
+        .collect();
+    run_ok(&["transact", s(&db)], &format!("[{{{}}}]", attrs.join(" ")));
+    let vars: Vec<String> = types.iter().map(|t| format!("?{t}")).collect();
+    let clauses: Vec<String> = types.iter().map(|t| format!("[?e :v/{t} ?{t}]")).collect();
+    let q = format!("[:find [{}] :where {}]", vars.join(" "), clauses.join(" "));
+    let out = run_ok(&["query", s(&db), &q], "");
+    assert_eq!(parse(&out).unwrap(), Edn::Vector(values));
+}
+
+#[test]
+fn query_json_csv_and_table() {
+    let f = fixture();
+    let q = "[:find ?n ?a :where [?e :person/name ?n] [?e :person/age ?a]]";
+    let json: serde_json::Value =
+        serde_json::from_str(&run_ok(&["query", s(&f.db), q, "--format", "json"], "")).unwrap();
+    assert_eq!(
+        json,
+        serde_json::json!([["Ann", 31], ["Bo, \"the\" second", 41]])
+    );
+    let csv = run_ok(&["query", s(&f.db), q, "--format", "csv"], "");
+    assert_eq!(csv, "?n,?a\nAnn,31\n\"Bo, \"\"the\"\" second\",41\n");
+    let table = run_ok(&["query", s(&f.db), q, "--format", "table"], "");
+    let lines: Vec<&str> = table.lines().collect();
+    assert_eq!(lines[0], format!("{:<16} | ?a", "?n"));
+    assert_eq!(lines[2], format!("{:<16} | 31", "Ann"));
+    assert_eq!(lines.last(), Some(&"(2 rows)"));
+    // Keys become JSON strings with their colon; :keys rows are objects.
+    let pulled = run_ok(
+        &[
+            "query",
+            s(&f.db),
+            "[:find [(pull ?e [:person/name]) ...] :where [?e :person/age 31]]",
+            "--format",
+            "json",
+        ],
+        "",
+    );
+    let pulled: serde_json::Value = serde_json::from_str(&pulled).unwrap();
+    assert_eq!(pulled, serde_json::json!([{":person/name": "Ann"}]));
+    let keyed = run_ok(
+        &[
+            "query",
+            s(&f.db),
+            "[:find ?n :keys name :where [_ :person/name ?n]]",
+            "--format",
+            "json",
+        ],
+        "",
+    );
+    let keyed: serde_json::Value = serde_json::from_str(&keyed).unwrap();
+    assert!(keyed
+        .as_array()
+        .unwrap()
+        .contains(&serde_json::json!({":name": "Ann"})));
+}
+
+#[test]
+fn query_inputs_files_and_time_travel() {
+    let f = fixture();
+    let qfile = f.db.with_file_name("q.edn");
+    std::fs::write(
+        &qfile,
+        "[:find ?a . :in $ ?email :where [?e :person/email ?email] [?e :person/age ?a]]",
+    )
+    .unwrap();
+    let at = format!("@{}", s(&qfile));
+    let ask = |extra: &[&str]| {
+        let mut args = vec!["query", s(&f.db), &at, r#""ann@x""#];
+        args.extend_from_slice(extra);
+        run_ok(&args, "").trim().to_string()
+    };
+    assert_eq!(ask(&[]), "31");
+    assert_eq!(ask(&["--as-of", "2"]), "30");
+    assert_eq!(ask(&["--since", "3"]), "nil"); // the email was asserted at t 2
+    let h = run_ok(
+        &[
+            "query",
+            s(&f.db),
+            "[:find ?a ?added :where [?e :person/age ?a _ ?added] [?e :person/email \"ann@x\"]]",
+            "--history",
+        ],
+        "",
+    );
+    assert_eq!(
+        parse(&h).unwrap(),
+        parse("#{[30 true] [30 false] [31 true]}").unwrap()
+    );
+}
+
+#[test]
+fn query_explain_and_timing() {
+    let f = fixture();
+    let q = "[:find ?n :where [?e :person/age ?a] [(> ?a 35)] [?e :person/name ?n]]";
+    let out = vev()
+        .args([
+            "query",
+            s(&f.db),
+            q,
+            "--explain",
+            "--timing",
+            "--format",
+            "csv",
+        ])
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    let plan = String::from_utf8(out.stdout).unwrap();
+    assert!(
+        plan.starts_with("step,clause,method,estimated,rows,ms\n"),
+        "{plan}"
+    );
+    assert!(plan.contains(":person/name"), "{plan}");
+    let stderr = String::from_utf8(out.stderr).unwrap();
+    assert!(stderr.starts_with("1 rows in "), "{stderr}");
+}
+
+#[test]
+fn pull_by_lookup_ref_ident_and_id() {
+    let f = fixture();
+    let out = run_ok(
+        &[
+            "pull",
+            s(&f.db),
+            "[:person/name {:person/friend [:person/email]}]",
+            r#"[:person/email "bo@x"]"#,
+        ],
+        "",
+    );
+    assert_eq!(
+        parse(&out).unwrap(),
+        parse(r#"{:person/name "Bo, \"the\" second" :person/friend [{:person/email "ann@x"}]}"#)
+            .unwrap()
+    );
+    let attr = run_ok(&["pull", s(&f.db), "[:db/ident]", ":person/age"], "");
+    assert_eq!(
+        parse(&attr).unwrap(),
+        parse("{:db/ident :person/age}").unwrap()
+    );
+    let json = run_ok(
+        &[
+            "pull",
+            s(&f.db),
+            "[:person/age]",
+            r#"[:person/email "ann@x"]"#,
+            "--as-of",
+            "2",
+            "--format",
+            "json",
+        ],
+        "",
+    );
+    assert_eq!(json.trim(), r#"{":person/age":30}"#);
+    let err = run_err(
+        &["pull", s(&f.db), "[*]", r#"[:person/email "nobody"]"#],
+        "",
+    );
+    assert!(err.starts_with("error[cli/not-found]: "), "{err}");
+}
+
+#[test]
+fn datoms_by_index_prefix() {
+    let f = fixture();
+    let out = run_ok(
+        &[
+            "datoms",
+            s(&f.db),
+            "eavt",
+            r#"[:person/email "ann@x"]"#,
+            ":person/age",
+        ],
+        "",
+    );
+    let rows: Vec<Edn> = out.lines().map(|l| parse(l).unwrap()).collect();
+    assert_eq!(rows.len(), 1);
+    let Edn::Vector(row) = &rows[0] else { panic!() };
+    assert_eq!(row[1], Edn::keyword("person/age"));
+    assert_eq!(row[2], Edn::Integer(31));
+    assert_eq!(row[4], Edn::Bool(true));
+    let avet = run_ok(
+        &["datoms", s(&f.db), "avet", ":person/email", r#""bo@x""#],
+        "",
+    );
+    assert_eq!(avet.lines().count(), 1);
+    let all = run_ok(
+        &[
+            "datoms",
+            s(&f.db),
+            "aevt",
+            ":person/name",
+            "--format",
+            "csv",
+        ],
+        "",
+    );
+    assert_eq!(all.lines().next(), Some("e,a,v,tx,added"));
+    assert_eq!(all.lines().count(), 3);
+    let limited = run_ok(&["datoms", s(&f.db), "eavt", "--limit", "2"], "");
+    assert_eq!(limited.lines().count(), 2);
+    let hist = run_ok(
+        &["datoms", s(&f.db), "aevt", ":person/age", "--history"],
+        "",
+    );
+    assert_eq!(hist.lines().count(), 4); // 30 asserted, 41, 30 retracted, 31 asserted
+    let refs = run_ok(
+        &["datoms", s(&f.db), "vaet", r#"[:person/email "ann@x"]"#],
+        "",
+    );
+    assert_eq!(refs.lines().count(), 1);
+}
+
+#[test]
+fn log_schema_stats_verify() {
+    let f = fixture();
+    let log = run_ok(&["log", s(&f.db), "--from", "3", "--to", "4"], "");
+    let rows: Vec<Edn> = log.lines().map(|l| parse(l).unwrap()).collect();
+    // txInstant, the new age, the retracted old age.
+    assert_eq!(rows.len(), 3);
+    assert!(rows
+        .iter()
+        .all(|r| r.as_seq().unwrap()[0] == Edn::Integer(3)));
+    let schema = parse(&run_ok(&["schema", s(&f.db)], "")).unwrap();
+    let attrs = schema.as_seq().unwrap();
+    assert_eq!(attrs.len(), 4);
+    assert_eq!(
+        get(&attrs[1], "db/unique"),
+        &Edn::keyword("db.unique/identity")
+    );
+    let table = run_ok(&["schema", s(&f.db), "--format", "table"], "");
+    assert!(table.contains(":person/friend | :db.type/ref"), "{table}");
+    let stats = parse(&run_ok(&["stats", s(&f.db)], "")).unwrap();
+    assert_eq!(get(&stats, "attributes"), &Edn::Integer(4));
+    assert_eq!(get(&stats, "basis-t"), &Edn::Integer(3));
+    let per = get(&stats, "attribute-datoms");
+    assert_eq!(get(per, "person/email"), &Edn::Integer(2));
+    assert_eq!(get(per, "person/friend"), &Edn::Integer(1));
+    assert!(matches!(get(&stats, "size-bytes"), Edn::Integer(n) if *n > 0));
+    let json: serde_json::Value =
+        serde_json::from_str(&run_ok(&["stats", s(&f.db), "--format", "json"], "")).unwrap();
+    assert_eq!(json[":attribute-datoms"][":person/age"], 2);
+    let verified = parse(&run_ok(&["verify", s(&f.db)], "")).unwrap();
+    assert_eq!(get(&verified, "ok"), &Edn::Bool(true));
+    assert_eq!(get(&verified, "log-rows"), &Edn::Integer(3));
+}
+
+#[test]
+fn errors_name_their_code_and_point_at_the_column() {
+    let f = fixture();
+    let err = run_err(&["transact", s(&f.db)], r#"[{:person/emali "x"}]"#);
+    assert!(err.starts_with("error[tx/unknown-attribute]: "), "{err}");
+    assert_eq!(err.lines().count(), 1, "{err}");
+    let err = run_err(
+        &["query", s(&f.db), "[:find ?e\n :where [?e :person/nmae]]"],
+        "",
+    );
+    let lines: Vec<&str> = err.lines().collect();
+    assert!(
+        lines[0].starts_with("error[query/unknown-attribute]: "),
+        "{err}"
+    );
+    assert_eq!(lines[1].trim(), "--> query:2:9");
+    assert_eq!(lines[2], "2 |  :where [?e :person/nmae]]");
+    assert_eq!(lines[3], "  |         ^");
+    let err = run_err(&["transact", s(&f.db)], "[{:person/name \"x\"}\n  {:a }]");
+    assert!(err.starts_with("error[edn/odd-map]: "), "{err}");
+    assert!(err.contains("2 |   {:a }]"), "{err}");
+    // In a batch, an error without a span points at its transaction.
+    // The transactions before it stay, and their reports were printed.
+    let out = vev()
+        .args(["transact", s(&f.db), "--batch"])
+        .write_stdin("[{:person/email \"ok@x\"}]\n[{:person/age \"old\"}]")
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    assert_eq!(String::from_utf8_lossy(&out.stdout).lines().count(), 1);
+    let err = String::from_utf8(out.stderr).unwrap();
+    assert!(err.starts_with("error[tx/wrong-value-type]: "), "{err}");
+    assert!(err.contains("--> stdin:2:1"), "{err}");
+    let missing = f.db.with_file_name("missing.vev");
+    let err = run_err(&["stats", s(&missing)], "");
+    assert!(err.starts_with("error[cli/not-found]: "), "{err}");
+    assert!(!missing.exists(), "read commands never create a file");
+    let err = run_err(
+        &[
+            "query",
+            s(&f.db),
+            "[:find ?e :where [?e :person/age ?a]]",
+            "--as-of",
+            "soon",
+        ],
+        "",
+    );
+    assert!(err.starts_with("error[cli/invalid-argument]: "), "{err}");
+    let not_db = f.db.with_file_name("not.vev");
+    std::fs::write(
+        &not_db,
+        "hello, this is not a database file at all, not even close",
+    )
+    .unwrap();
+    let err = run_err(&["verify", s(&not_db)], "");
+    assert!(err.starts_with("error[storage/"), "{err}");
+    // clap's own usage errors exit with 2.
+    vev().args(["query"]).assert().code(2);
+}
+
+#[test]
+fn read_commands_work_while_a_writer_holds_the_file() {
+    let f = fixture();
+    let writer = vev::Connection::open(&f.db).unwrap();
+    writer
+        .transact_edn(r#"[{:person/email "cy@x" :person/age 5}]"#)
+        .unwrap();
+    let out = run_ok(
+        &[
+            "query",
+            s(&f.db),
+            "[:find (count ?e) . :where [?e :person/email]]",
+        ],
+        "",
+    );
+    assert_eq!(out.trim(), "3");
+    let err = run_err(&["transact", s(&f.db)], r#"[{:person/email "dd@x"}]"#);
+    assert!(err.starts_with("error[storage/locked]: "), "{err}");
+    drop(writer);
+}
+
+#[test]
+fn demo_loads_and_queries() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = run_ok(&["demo", s(dir.path()), "--people", "600"], "");
+    for needle in [
+        "loaded 600 people",
+        "join:",
+        "aggregate:",
+        "rule:",
+        "pull:",
+        "as-of:",
+        "history:",
+    ] {
+        assert!(out.contains(needle), "no {needle:?} in:\n{out}");
+    }
+    let db = dir.path().join("demo.vev");
+    let n = run_ok(
+        &[
+            "query",
+            s(&db),
+            "[:find (count ?e) . :where [?e :person/email]]",
+        ],
+        "",
+    );
+    assert_eq!(n.trim(), "600");
+    run_ok(&["verify", s(&db)], "");
+}
