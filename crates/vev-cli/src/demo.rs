@@ -99,14 +99,16 @@ pub fn run(dir: Option<PathBuf>, people: usize) -> CliResult<()> {
     let txs = people.div_ceil(TX_PEOPLE);
     let bar = ProgressBar::new(txs as u64);
     bar.set_style(
-        ProgressStyle::with_template(
-            "loading {bar:40} {pos}/{len} transactions, {msg} datoms ({elapsed})",
-        )
-        .unwrap_or_else(|_| ProgressStyle::default_bar()),
+        ProgressStyle::with_template("loading {bar:40} {pos}/{len} transactions ({elapsed}) {msg}")
+            .unwrap_or_else(|_| ProgressStyle::default_bar()),
     );
     let mut rng = Lcg(42);
     let mut parse_error = None;
+    // The bar moves as the transactor takes each transaction; bulk_load reports the datoms
+    // committed after each write batch.
+    let generated = bar.clone();
     let batches = (0..txs).map_while(|k| {
+        generated.set_position(k as u64);
         let text = people_tx(k * TX_PEOPLE, ((k + 1) * TX_PEOPLE).min(people), &mut rng);
         match vev::parse_tx(&text) {
             Ok(ops) => Some(ops.into_iter().map(|s| s.op).collect()),
@@ -117,8 +119,7 @@ pub fn run(dir: Option<PathBuf>, people: usize) -> CliResult<()> {
         }
     });
     let loaded = conn.bulk_load(batches, &mut |p| {
-        bar.set_position(p.txs);
-        bar.set_message(p.datoms.to_string());
+        bar.set_message(format!("{} datoms committed", p.datoms));
     })?;
     bar.finish_and_clear();
     if let Some(e) = parse_error {

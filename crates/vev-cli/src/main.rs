@@ -128,7 +128,7 @@ enum Command {
     Demo {
         dir: Option<PathBuf>,
         /// How many people to generate (about 8 datoms each).
-        #[arg(long, default_value_t = 15_000)]
+        #[arg(long, default_value_t = 20_000)]
         people: usize,
     },
 }
