@@ -18,8 +18,9 @@ use vev_core::{Component, Datom, IndexOrder, StorageError, Value};
 
 use crate::codec::{err, DatomDelta, DecodeResult, Reader, Writer};
 use crate::db::{Db, Indexes, State};
-use crate::segment::{persist_tree, read_tree};
+use crate::segment::{persist_tree, read_tree, rebase_tree};
 pub use crate::segment::{NewSegment, SegmentCache, SegmentStore, SEGMENT_HEIGHT};
+use crate::tree::Stored;
 
 const KIND_LOG: u8 = 2;
 const KIND_ROOT: u8 = 3;
@@ -165,6 +166,38 @@ pub struct Checkpoint {
     /// The same database with its persisted subtrees as segment references, so memory can be
     /// given back to the cache's bound.
     pub db: Db,
+    /// The database checkpointed, kept alive so the addresses in `swaps` stay unique.
+    source: Db,
+    /// In-memory nodes of `source` that became segments, by address.
+    swaps: Vec<(usize, Arc<Stored>)>,
+}
+
+impl Checkpoint {
+    /// A later database (built from the checkpointed one by more transactions) with every
+    /// subtree it still shares with the checkpointed one replaced by its segment reference:
+    /// the same datoms, whose persisted parts can now leave memory, and which the next
+    /// checkpoint need not write again. Costs time proportional to the trees' tops.
+    pub fn rebase(&self, later: &Db) -> Db {
+        let _alive = &self.source;
+        let swaps: hashbrown::HashMap<usize, Arc<Stored>> = self.swaps.iter().cloned().collect();
+        let state = &later.state;
+        let ix = |i: &Indexes| Indexes {
+            eavt: rebase_tree(&i.eavt, &swaps),
+            aevt: rebase_tree(&i.aevt, &swaps),
+            avet: rebase_tree(&i.avet, &swaps),
+            vaet: rebase_tree(&i.vaet, &swaps),
+        };
+        Db::from_state(State {
+            current: ix(&state.current),
+            retired: ix(&state.retired),
+            log: rebase_tree(&state.log, &swaps),
+            schema: state.schema.clone(),
+            basis_t: state.basis_t,
+            next_user: state.next_user,
+            last_instant: state.last_instant,
+            segments: self.db.state.segments.clone(),
+        })
+    }
 }
 
 /// Build the checkpoint of `db` (its current state). Segments already stored through `cache`
@@ -196,12 +229,14 @@ pub fn checkpoint(db: &Db, cache: &Arc<SegmentCache>, next_id: &mut u64) -> Chec
         &state.log,
     ];
     let ids = AtomicU64::new(*next_id);
-    type Persisted = (crate::tree::Tree, Vec<u8>, Vec<NewSegment>);
+    type Swaps = Vec<(usize, Arc<Stored>)>;
+    type Persisted = (crate::tree::Tree, Vec<u8>, Vec<NewSegment>, Swaps);
     let persist = |t: &crate::tree::Tree| -> Persisted {
         let mut top = Writer::new();
         let mut segments = Vec::new();
-        let stored = persist_tree(t, cache, &ids, &mut segments, &mut top);
-        (stored, top.buf, segments)
+        let mut swaps = Vec::new();
+        let stored = persist_tree(t, cache, &ids, &mut segments, &mut swaps, &mut top);
+        (stored, top.buf, segments, swaps)
     };
     // Two groups of about equal datom counts, one per thread.
     let total: usize = trees.iter().map(|t| t.len()).sum();
@@ -242,11 +277,13 @@ pub fn checkpoint(db: &Db, cache: &Arc<SegmentCache>, next_id: &mut u64) -> Chec
         done[i] = Some(p);
     }
     let mut segments = Vec::new();
+    let mut swaps = Vec::new();
     let mut stored_trees = Vec::with_capacity(trees.len());
     for p in done {
-        let (tree, top, segs) = p.expect("every tree persisted");
+        let (tree, top, segs, sw) = p.expect("every tree persisted");
         w.buf.extend_from_slice(&top);
         segments.extend(segs);
+        swaps.extend(sw);
         stored_trees.push(tree);
     }
     *next_id = ids.into_inner();
@@ -280,6 +317,8 @@ pub fn checkpoint(db: &Db, cache: &Arc<SegmentCache>, next_id: &mut u64) -> Chec
         root: w.buf,
         segments,
         db: Db::from_state(stored),
+        source: db.current(),
+        swaps,
     }
 }
 

@@ -272,6 +272,7 @@ pub(crate) fn persist_tree(
     cache: &Arc<SegmentCache>,
     next_id: &AtomicU64,
     out: &mut Vec<NewSegment>,
+    swaps: &mut Vec<(usize, Arc<Stored>)>,
     w: &mut Writer,
 ) -> Tree {
     w.u8(order_code(tree.order));
@@ -283,7 +284,15 @@ pub(crate) fn persist_tree(
     w.u8(1);
     let seg_h = SEGMENT_HEIGHT.min(height(root));
     let min = first_datom(root);
-    let node = persist_node(root, &min, tree.len, seg_h, cache, next_id, out, w);
+    let mut ctx = PersistCtx {
+        seg_h,
+        cache,
+        next_id,
+        out,
+        swaps,
+        w,
+    };
+    let node = persist_node(root, &min, tree.len, &mut ctx);
     Tree {
         order: tree.order,
         root: Some(node),
@@ -302,36 +311,50 @@ fn first_datom(node: &Node) -> Datom {
     }
 }
 
-#[allow(clippy::too_many_arguments)]
-fn persist_node(
-    node: &Node,
-    min: &Datom,
-    size: usize,
+struct PersistCtx<'a> {
     seg_h: u32,
-    cache: &Arc<SegmentCache>,
-    next_id: &AtomicU64,
-    out: &mut Vec<NewSegment>,
-    w: &mut Writer,
-) -> Node {
+    cache: &'a Arc<SegmentCache>,
+    next_id: &'a AtomicU64,
+    out: &'a mut Vec<NewSegment>,
+    /// In-memory nodes that became segments: (node address, its reference), for `rebase`.
+    swaps: &'a mut Vec<(usize, Arc<Stored>)>,
+    w: &'a mut Writer,
+}
+
+/// The address of an in-memory node (its `Arc`'s), as the key `rebase` matches on.
+fn node_addr(node: &Node) -> Option<usize> {
+    match node {
+        Node::Leaf(a) => Some(Arc::as_ptr(a) as *const () as usize),
+        Node::Branch(a) => Some(Arc::as_ptr(a) as *const () as usize),
+        Node::Stored(_) => None,
+    }
+}
+
+fn persist_node(node: &Node, min: &Datom, size: usize, cx: &mut PersistCtx<'_>) -> Node {
     let h = height(node);
-    if h <= seg_h {
+    if h <= cx.seg_h {
         let stored = match node {
-            Node::Stored(s) if Arc::ptr_eq(&s.cache, cache) && s.height == h => s.clone(),
+            Node::Stored(s) if Arc::ptr_eq(&s.cache, cx.cache) && s.height == h => s.clone(),
             _ => {
-                let id = next_id.fetch_add(1, AtomicOrdering::Relaxed);
-                out.push(NewSegment {
+                let id = cx.next_id.fetch_add(1, AtomicOrdering::Relaxed);
+                cx.out.push(NewSegment {
                     id,
                     payload: encode_segment(node, h, size),
                 });
-                cache.insert(id, loaded(node), size);
-                Arc::new(Stored {
+                cx.cache.insert(id, loaded(node), size);
+                let stored = Arc::new(Stored {
                     id,
                     size,
                     height: h,
-                    cache: cache.clone(),
-                })
+                    cache: cx.cache.clone(),
+                });
+                if let Some(addr) = node_addr(node) {
+                    cx.swaps.push((addr, stored.clone()));
+                }
+                stored
             }
         };
+        let w = &mut *cx.w;
         w.u8(TAG_REF);
         w.varint(stored.id);
         w.varint(stored.size as u64);
@@ -342,19 +365,65 @@ fn persist_node(
     let Node::Branch(b) = loaded(node) else {
         unreachable!("a node above the segment height is a branch")
     };
-    w.u8(TAG_BRANCH);
-    w.varint(b.children.len() as u64);
+    cx.w.u8(TAG_BRANCH);
+    cx.w.varint(b.children.len() as u64);
     let children = b
         .children
         .iter()
         .enumerate()
-        .map(|(i, c)| persist_node(c, &b.mins[i], b.sizes[i], seg_h, cache, next_id, out, w))
+        .map(|(i, c)| persist_node(c, &b.mins[i], b.sizes[i], cx))
         .collect();
     Node::Branch(Arc::new(crate::tree::Branch {
         children,
         mins: b.mins.clone(),
         sizes: b.sizes.clone(),
     }))
+}
+
+/// `tree` with every node that a checkpoint persisted (found by address in `swaps`) replaced
+/// by its segment reference. Subtrees without such nodes are shared, not copied. The
+/// checkpointed database must be alive while this runs, so no address was reused.
+pub(crate) fn rebase_tree(tree: &Tree, swaps: &hashbrown::HashMap<usize, Arc<Stored>>) -> Tree {
+    let root = tree
+        .root
+        .as_ref()
+        .map(|r| rebase_node(r, swaps).unwrap_or_else(|| r.clone()));
+    Tree {
+        order: tree.order,
+        root,
+        len: tree.len,
+    }
+}
+
+fn rebase_node(node: &Node, swaps: &hashbrown::HashMap<usize, Arc<Stored>>) -> Option<Node> {
+    if let Some(s) = node_addr(node).and_then(|a| swaps.get(&a)) {
+        return Some(Node::Stored(s.clone()));
+    }
+    let Node::Branch(b) = node else {
+        return None;
+    };
+    if height(node) <= SEGMENT_HEIGHT {
+        return None;
+    }
+    let mut changed = false;
+    let children: Vec<Node> = b
+        .children
+        .iter()
+        .map(|c| match rebase_node(c, swaps) {
+            Some(n) => {
+                changed = true;
+                n
+            }
+            None => c.clone(),
+        })
+        .collect();
+    changed.then(|| {
+        Node::Branch(Arc::new(crate::tree::Branch {
+            children,
+            mins: b.mins.clone(),
+            sizes: b.sizes.clone(),
+        }))
+    })
 }
 
 /// Read a tree written by `persist_tree`; segments stay unloaded.

@@ -30,6 +30,9 @@ use vev_db::Db;
 
 /// The version of the file format this build reads and writes.
 pub const FORMAT_VERSION: i64 = 1;
+/// Segments per write batch when a checkpoint writes them.
+const SEGMENTS_PER_BATCH: usize = 1024;
+
 /// SQLite's `application_id` of a Vev file: "VEV1" in ASCII.
 pub const APPLICATION_ID: i64 = 0x5645_5631;
 
@@ -336,6 +339,15 @@ impl Store {
                 (db, t as u64)
             }
         };
+        // Segments written by a checkpoint whose root never landed (a crash between its
+        // batches) are in the file but named by no root: new ids start past them too.
+        let max_id: Option<i64> = tx
+            .query_row("SELECT max(id) FROM vev_segment", [], |r| r.get(0))
+            .map_err(io("segment ids"))?;
+        {
+            let mut next = self.next_segment.lock().unwrap_or_else(|p| p.into_inner());
+            *next = (*next).max(max_id.map_or(1, |m| m as u64 + 1));
+        }
         let records = read_log_after(&tx, root_t)?;
         drop(tx);
         drop(conn);
@@ -403,9 +415,16 @@ impl Store {
         Ok(())
     }
 
-    /// Write a checkpoint of `db`: its new segments and the root naming them, in one synced
-    /// write batch. Returns the same database reading through segments.
+    /// Write a checkpoint of `db` and return the same database reading through segments.
     pub fn checkpoint(&self, db: &Db) -> Result<Db, StorageError> {
+        let cp = self.prepare_checkpoint(db)?;
+        self.write_checkpoint(&cp)?;
+        Ok(cp.db)
+    }
+
+    /// Encode a checkpoint of `db` (no I/O but segment reads): the segments that are not yet
+    /// in the file and the root naming them.
+    pub fn prepare_checkpoint(&self, db: &Db) -> Result<Checkpoint, StorageError> {
         if self.read_only {
             return Err(self.read_only_error());
         }
@@ -413,39 +432,52 @@ impl Store {
         // segments under them, and a later checkpoint must not reuse an id for other bytes.
         let mut ids = self.next_segment.lock().unwrap_or_else(|p| p.into_inner());
         let mut next = *ids;
-        let Checkpoint {
-            t,
-            root,
-            segments,
-            db: stored,
-        } = persist::checkpoint(db, &self.cache, &mut next);
+        let cp = persist::checkpoint(db, &self.cache, &mut next);
         *ids = next;
         drop(ids);
         if let Some(f) = self.cache.failure() {
             return Err(f);
         }
+        Ok(cp)
+    }
+
+    /// Write a prepared checkpoint: its segments in write batches of at most
+    /// `SEGMENTS_PER_BATCH` (so log appends from the writer interleave with a large
+    /// checkpoint), then the root in one synced batch. Segments no root names yet are
+    /// harmless if a crash comes between.
+    pub fn write_checkpoint(&self, cp: &Checkpoint) -> Result<(), StorageError> {
+        if self.read_only {
+            return Err(self.read_only_error());
+        }
+        for chunk in cp.segments.chunks(SEGMENTS_PER_BATCH) {
+            let mut conn = self.conn();
+            let tx = conn
+                .transaction_with_behavior(TransactionBehavior::Immediate)
+                .map_err(io("checkpoint"))?;
+            {
+                let mut st = tx
+                    .prepare_cached("INSERT INTO vev_segment (id, payload) VALUES (?1, ?2)")
+                    .map_err(io("segment write"))?;
+                for seg in chunk {
+                    self.fault("segment write")?;
+                    st.execute(params![seg.id as i64, seal(seg.payload.clone())])
+                        .map_err(io("segment write"))?;
+                }
+            }
+            self.commit(tx, "segment sync")?;
+        }
+        let next = *self.next_segment.lock().unwrap_or_else(|p| p.into_inner());
         let mut conn = self.conn();
         let tx = conn
             .transaction_with_behavior(TransactionBehavior::Immediate)
             .map_err(io("checkpoint"))?;
-        {
-            let mut st = tx
-                .prepare_cached("INSERT INTO vev_segment (id, payload) VALUES (?1, ?2)")
-                .map_err(io("segment write"))?;
-            for seg in segments {
-                self.fault("segment write")?;
-                st.execute(params![seg.id as i64, seal(seg.payload)])
-                    .map_err(io("segment write"))?;
-            }
-        }
         self.fault("root write")?;
         tx.execute(
             "INSERT OR REPLACE INTO vev_root (slot, t, next_segment, record) VALUES (0, ?1, ?2, ?3)",
-            params![t as i64, next as i64, seal(root)],
+            params![cp.t as i64, next as i64, seal(cp.root.clone())],
         )
         .map_err(io("root write"))?;
-        self.commit(tx, "checkpoint sync")?;
-        Ok(stored)
+        self.commit(tx, "checkpoint sync")
     }
 
     /// SQLite's counter of commits by other connections: changes when another connection

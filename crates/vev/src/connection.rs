@@ -10,8 +10,11 @@
 //! record is appended and synced in one SQLite write batch, and only then is the new `Db`
 //! published and the report returned. A failed append publishes nothing; before the next
 //! transaction the writer re-reads the log, in case the failure came after the commit. When
-//! the log tail since the last checkpoint passes `checkpoint_datoms`, and when the last handle
-//! of a writer with a tail is dropped (unless `checkpoint_on_close` is off), it checkpoints:
+//! the log tail since the last checkpoint passes `checkpoint_datoms`, a checkpoint of the
+//! latest database starts on its own thread (the commit path never waits for it; when it is
+//! done, the next transaction swaps the persisted subtrees of the latest database for segment
+//! references); `checkpoint()`, `bulk_load` and dropping the last handle of a writer with a
+//! tail (unless `checkpoint_on_close` is off) checkpoint in the calling thread:
 //! it writes the index subtrees that changed as segments plus a new root, so the next open
 //! reads the root and a short tail.
 
@@ -90,8 +93,16 @@ pub struct BulkProgress {
     pub elapsed: Duration,
 }
 
+/// A checkpoint running on its own thread: what it returns, and the log tail it covers.
+struct Background {
+    handle: std::thread::JoinHandle<Result<vev_db::persist::Checkpoint, StorageError>>,
+    tail_datoms: usize,
+}
+
 struct Writer {
     listeners: Vec<Sender<TxReport>>,
+    /// The automatic checkpoint in flight, if any.
+    background: Option<Background>,
     /// A storage write failed: the file may hold a transaction this connection did not
     /// publish, so re-read the log before the next one.
     needs_catch_up: bool,
@@ -100,7 +111,7 @@ struct Writer {
 }
 
 struct Durable {
-    store: Store,
+    store: Arc<Store>,
     checkpoint_datoms: usize,
     bulk_batch_datoms: usize,
     checkpoint_on_close: bool,
@@ -123,6 +134,13 @@ impl Drop for Inner {
             return;
         };
         let writer = self.writer.get_mut().unwrap_or_else(|p| p.into_inner());
+        if let Some(bg) = writer.background.take() {
+            if let Ok(Ok(cp)) = bg.handle.join() {
+                writer.tail_datoms = writer.tail_datoms.saturating_sub(bg.tail_datoms);
+                let latest = self.latest.get_mut().unwrap_or_else(|p| p.into_inner());
+                *latest = cp.rebase(latest);
+            }
+        }
         if !durable.checkpoint_on_close
             || durable.store.is_read_only()
             || writer.tail_datoms == 0
@@ -188,7 +206,7 @@ impl Connection {
             opened.db,
             opened.tail_datoms,
             Some(Durable {
-                store: opened.store,
+                store: Arc::new(opened.store),
                 checkpoint_datoms: opts.checkpoint_datoms.max(1),
                 bulk_batch_datoms: opts.bulk_batch_datoms.max(1),
                 checkpoint_on_close: opts.checkpoint_on_close,
@@ -213,6 +231,7 @@ impl Connection {
                 latest: RwLock::new(db.current()),
                 writer: Mutex::new(Writer {
                     listeners: Vec::new(),
+                    background: None,
                     needs_catch_up: false,
                     tail_datoms,
                 }),
@@ -276,7 +295,47 @@ impl Connection {
         self.checkpoint_locked(durable, &mut writer)
     }
 
+    /// Adopt a finished background checkpoint (`wait`: wait for one in flight): the latest
+    /// database's persisted subtrees become segment references, and the tail it covered is
+    /// no longer tail.
+    fn finish_background(&self, writer: &mut Writer, wait: bool) {
+        let done = writer
+            .background
+            .as_ref()
+            .is_some_and(|bg| wait || bg.handle.is_finished());
+        if !done {
+            return;
+        }
+        let Some(bg) = writer.background.take() else {
+            return;
+        };
+        // A failed checkpoint leaves the tail as it was; the next one retries.
+        if let Ok(Ok(cp)) = bg.handle.join() {
+            self.publish(cp.rebase(&self.latest()));
+            writer.tail_datoms = writer.tail_datoms.saturating_sub(bg.tail_datoms);
+        }
+    }
+
+    /// Start a checkpoint of the latest database on its own thread, unless one is running.
+    fn start_background(&self, durable: &Durable, writer: &mut Writer) {
+        if writer.background.is_some() {
+            return;
+        }
+        let store = durable.store.clone();
+        let snapshot = self.latest();
+        let handle = std::thread::spawn(move || {
+            let cp = store.prepare_checkpoint(&snapshot)?;
+            store.write_checkpoint(&cp)?;
+            Ok(cp)
+        });
+        writer.background = Some(Background {
+            handle,
+            tail_datoms: writer.tail_datoms,
+        });
+    }
+
     fn checkpoint_locked(&self, durable: &Durable, writer: &mut Writer) -> Result<(), Error> {
+        self.finish_background(writer, true);
         let stored = durable.store.checkpoint(&self.latest())?;
         self.publish(stored);
         writer.tail_datoms = 0;
@@ -329,10 +388,10 @@ impl Connection {
             .listeners
             .retain(|tx| tx.send(report.clone()).is_ok());
         if let Some(durable) = &self.inner.durable {
+            self.finish_background(&mut writer, false);
             if writer.tail_datoms >= durable.checkpoint_datoms {
-                // The transaction is committed whatever happens here; a failed checkpoint is
-                // retried after the next transaction.
-                let _ = self.checkpoint_locked(durable, &mut writer);
+                // On its own thread: the commit path never waits for a checkpoint.
+                self.start_background(durable, &mut writer);
             }
         }
         Ok(report)

@@ -921,3 +921,45 @@ fn a_large_database_checkpoints_on_two_threads_and_reopens_equal() {
     let report = reopened.verify().unwrap().unwrap();
     assert!(report.index_datoms > 20_000, "{report:?}");
 }
+
+#[test]
+fn checkpoints_write_only_what_changed_and_background_ones_are_adopted() {
+    let dir = TempDir::new("incremental");
+    let path = dir.file("inc.vev");
+    let conn = Connection::open_with(&path, &small_checkpoints()).unwrap();
+    for n in 0..80 {
+        conn.transact(&tx_ops(n)).unwrap();
+        // Background checkpoints run and are adopted along the way: the live database stays
+        // equal to the engine's.
+        if n % 20 == 19 {
+            assert_same(
+                &conn.db(),
+                &memory_oracle(n + 1),
+                &format!("live after tx {n}"),
+            );
+        }
+    }
+    conn.checkpoint().unwrap();
+    let segments = |path: &Path| -> i64 {
+        raw(path)
+            .query_row("SELECT count(*) FROM vev_segment", [], |r| r.get(0))
+            .unwrap()
+    };
+    let before = segments(&path);
+    conn.checkpoint().unwrap();
+    assert_eq!(
+        segments(&path),
+        before,
+        "a checkpoint with nothing new wrote segments"
+    );
+    conn.transact(&tx_ops(80)).unwrap();
+    conn.checkpoint().unwrap();
+    let added = segments(&path) - before;
+    assert!(
+        added > 0 && added <= 40,
+        "one small transaction rewrote {added} segments"
+    );
+    assert_same(&conn.db(), &memory_oracle(81), "after the last checkpoint");
+    drop(conn);
+    assert_same(&reopen(&path).db(), &memory_oracle(81), "reopened");
+}
