@@ -253,12 +253,26 @@ fn write_result(
             }
         }
         QueryResult::Maps(maps) => {
+            let mut all: Vec<Vec<Edn>> = Vec::with_capacity(maps.len());
             for map in maps {
+                // Keys are keywords (:keys), strings (:strs) or symbols (:syms), in header order.
                 let cells: Vec<Edn> = match map {
-                    Edn::Map(m) => m.values().cloned().collect(),
+                    Edn::Map(m) => header
+                        .iter()
+                        .map(|name| {
+                            [kw(name), Edn::string(name), Edn::symbol(name)]
+                                .iter()
+                                .find_map(|k| m.get(k).cloned())
+                                .unwrap_or(Edn::Nil)
+                        })
+                        .collect(),
                     other => vec![other.clone()],
                 };
-                rows.row(&cells)?;
+                all.push(cells);
+            }
+            all.sort();
+            for cells in &all {
+                rows.row(cells)?;
             }
         }
     }

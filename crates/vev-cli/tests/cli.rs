@@ -185,6 +185,13 @@ fn query_json_csv_and_table() {
         "",
     );
     let keyed: serde_json::Value = serde_json::from_str(&keyed).unwrap();
+    // Table columns follow :keys, whatever order the row maps keep.
+    let q = "[:find ?n ?a :keys zname age :where [?e :person/name ?n] [?e :person/age ?a]]";
+    let table = run_ok(&["query", s(&f.db), q, "--format", "csv"], "");
+    assert_eq!(
+        table.lines().take(2).collect::<Vec<_>>(),
+        ["zname,age", "Ann,31"]
+    );
     assert!(keyed
         .as_array()
         .unwrap()
