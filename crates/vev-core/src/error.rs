@@ -18,7 +18,8 @@ impl std::fmt::Display for EntityName {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
             EntityName::Id(e) => write!(f, "{e}"),
-            EntityName::TempId(t) => write!(f, "tempid {t:?}"),
+            // The text is the tempid as printed (a string tempid with its quotes).
+            EntityName::TempId(t) => write!(f, "tempid {t}"),
             EntityName::Form(x) => write!(f, "{x}"),
         }
     }
