@@ -103,6 +103,9 @@ struct Writer {
     listeners: Vec<Sender<TxReport>>,
     /// The automatic checkpoint in flight, if any.
     background: Option<Background>,
+    /// After a background checkpoint failed, the tail at which to try again (so a lasting
+    /// failure, a full disk say, does not start a checkpoint after every transaction).
+    retry_at_tail: usize,
     /// A storage write failed: the file may hold a transaction this connection did not
     /// publish, so re-read the log before the next one.
     needs_catch_up: bool,
@@ -232,6 +235,7 @@ impl Connection {
                 writer: Mutex::new(Writer {
                     listeners: Vec::new(),
                     background: None,
+                    retry_at_tail: 0,
                     needs_catch_up: false,
                     tail_datoms,
                 }),
@@ -309,10 +313,14 @@ impl Connection {
         let Some(bg) = writer.background.take() else {
             return;
         };
-        // A failed checkpoint leaves the tail as it was; the next one retries.
-        if let Ok(Ok(cp)) = bg.handle.join() {
-            self.publish(cp.rebase(&self.latest()));
-            writer.tail_datoms = writer.tail_datoms.saturating_sub(bg.tail_datoms);
+        // A failed checkpoint leaves the tail as it was; a later one retries.
+        match bg.handle.join() {
+            Ok(Ok(cp)) => {
+                self.publish(cp.rebase(&self.latest()));
+                writer.tail_datoms = writer.tail_datoms.saturating_sub(bg.tail_datoms);
+                writer.retry_at_tail = 0;
+            }
+            _ => writer.retry_at_tail = writer.tail_datoms + writer.tail_datoms / 4 + 1,
         }
     }
 
@@ -389,7 +397,7 @@ impl Connection {
             .retain(|tx| tx.send(report.clone()).is_ok());
         if let Some(durable) = &self.inner.durable {
             self.finish_background(&mut writer, false);
-            if writer.tail_datoms >= durable.checkpoint_datoms {
+            if writer.tail_datoms >= durable.checkpoint_datoms.max(writer.retry_at_tail) {
                 // On its own thread: the commit path never waits for a checkpoint.
                 self.start_background(durable, &mut writer);
             }
