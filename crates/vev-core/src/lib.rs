@@ -15,7 +15,8 @@ pub use ids::{BasisT, EntityId};
 pub use schema::{Attribute, Cardinality, Schema, TupleSpec, Unique, ValueType};
 pub use storage_error::StorageError;
 pub use txdata::{
-    parse_tx, tx_from_edn, AttrRef, EntityRef, SpannedOp, TempId, TxMap, TxOp, TxValue,
+    parse_tx, tx_from_edn, tx_from_spanned, AttrRef, EntityRef, SpannedOp, TempId, TxMap, TxOp,
+    TxValue,
 };
 pub use value::Value;
 pub use vev_edn::{Edn, Keyword, Symbol};
