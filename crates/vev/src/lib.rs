@@ -32,8 +32,8 @@ pub use error::Error;
 pub use vev_core::StorageError;
 pub use vev_core::{
     ids, parse_tx, schema, tx_from_edn, tx_from_spanned, AttrRef, Attribute, BasisT, Cardinality,
-    Component, Datom, Edn, EntityId, EntityName, EntityRef, IndexOrder, Keyword, Schema, Symbol,
-    TempId, TupleSpec, TxError, TxMap, TxOp, TxValue, Unique, Value, ValueType,
+    Component, Datom, Edn, EntityId, EntityName, EntityRef, IndexOrder, Keyword, Schema, SpannedOp,
+    Symbol, TempId, TupleSpec, TxError, TxMap, TxOp, TxValue, Unique, Value, ValueType,
 };
 pub use vev_datalog::{ast as query_ast, parse_pull, parse_query, parse_rules};
 pub use vev_db::{
