@@ -489,7 +489,18 @@ impl Store {
     }
 
     /// Bring `db` up to the latest committed transaction by replaying the log after it.
+    /// A database behind the latest checkpoint (a reader in another process) adopts that
+    /// checkpoint's root instead: its indexes then read through segments, so a long-lived
+    /// reader's memory stays bounded, and only the log after the root is replayed.
     pub fn catch_up(&self, db: &Db) -> Result<Db, StorageError> {
+        let root_t: Option<i64> = self
+            .conn()
+            .query_row("SELECT t FROM vev_root WHERE slot = 0", [], |r| r.get(0))
+            .optional()
+            .map_err(io("root read"))?;
+        if root_t.is_some_and(|t| t as u64 > db.basis_t()) {
+            return self.load().map(|(db, _, _)| db);
+        }
         let records = {
             let conn = self.conn();
             read_log_after(&conn, db.basis_t())?

@@ -963,3 +963,29 @@ fn checkpoints_write_only_what_changed_and_background_ones_are_adopted() {
     drop(conn);
     assert_same(&reopen(&path).db(), &memory_oracle(81), "reopened");
 }
+
+#[test]
+fn a_reader_follows_the_writer_across_checkpoints() {
+    let dir = TempDir::new("follow");
+    let path = dir.file("follow.vev");
+    let writer = Connection::open_with(&path, &small_checkpoints()).unwrap();
+    for n in 0..5 {
+        writer.transact(&tx_ops(n)).unwrap();
+    }
+    let reader = Connection::open_with(&path, &OpenOptions::read_only()).unwrap();
+    for n in 5..90 {
+        writer.transact(&tx_ops(n)).unwrap();
+        if n % 15 == 0 {
+            assert_same(
+                &reader.db(),
+                &memory_oracle(n + 1),
+                &format!("reader after tx {n}"),
+            );
+        }
+    }
+    writer.checkpoint().unwrap();
+    let db = reader.db();
+    assert_same(&db, &memory_oracle(90), "reader after the last checkpoint");
+    // It adopted a checkpoint's root: its indexes read through segments.
+    assert!(db.segment_cache().is_some_and(|c| c.loads() > 0));
+}
