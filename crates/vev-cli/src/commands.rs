@@ -38,7 +38,7 @@ fn text_arg(arg: &str, what: &str) -> CliResult<(String, String)> {
     }
 }
 
-fn read_file(path: &str) -> CliResult<String> {
+pub fn read_file(path: &str) -> CliResult<String> {
     std::fs::read_to_string(path).map_err(|err| CliError::Io {
         path: path.to_string(),
         err,
@@ -88,7 +88,7 @@ fn view(db: Db, time: &TimeArgs) -> CliResult<Db> {
     Ok(db)
 }
 
-fn kw(s: &str) -> Edn {
+pub fn kw(s: &str) -> Edn {
     Edn::Keyword(Keyword::new(s))
 }
 
@@ -490,11 +490,11 @@ pub fn log(path: &Path, from: Option<u64>, to: Option<u64>, format: Format) -> C
     Ok(rows.finish()?)
 }
 
-fn is_system(attr: &Attribute) -> bool {
+pub fn is_system(attr: &Attribute) -> bool {
     vev::Schema::system().attribute(attr.id).is_some()
 }
 
-fn attribute_edn(attr: &Attribute) -> Edn {
+pub fn attribute_edn(attr: &Attribute) -> Edn {
     let mut m = BTreeMap::from([
         (kw("db/ident"), Edn::Keyword(attr.ident.clone())),
         (kw("db/valueType"), Edn::Keyword(attr.value_type.ident())),

@@ -24,8 +24,70 @@ pub enum CliError {
     },
     /// A file could not be read.
     Io { path: String, err: std::io::Error },
-    /// A command-line argument Vev cannot use (`cli/invalid-argument`, `cli/not-found`).
+    /// A command-line argument Vev cannot use (`cli/invalid-argument`, `cli/not-found`), or
+    /// an import the database cannot take (`import/not-empty`, `import/mismatch`, ...).
     Argument { code: &'static str, message: String },
+    /// A record of an import file that cannot be read or typed, with where it is.
+    Input(Box<InputError>),
+    /// An error and a note on what it means for the command (printed after it).
+    Context { err: Box<CliError>, note: String },
+}
+
+/// What is wrong with a record of an import file.
+#[derive(thiserror::Error, Debug, Clone, PartialEq)]
+#[non_exhaustive]
+pub enum InputErrorKind {
+    #[error("invalid JSON: {reason}")]
+    Json { reason: String },
+    #[error("a JSON Lines record is an object of attributes, not {found}")]
+    NotAnObject { found: &'static str },
+    #[error("unknown attribute {attribute}")]
+    UnknownAttribute { attribute: String },
+    #[error("{value} is not a value of {attribute} (type {value_type})")]
+    WrongType {
+        attribute: vev::Keyword,
+        value_type: vev::Keyword,
+        value: String,
+    },
+    #[error(":db/id {value} is neither a tempid string nor a positive entity id")]
+    InvalidId { value: String },
+    #[error("a quoted CSV field is not closed")]
+    UnclosedQuote,
+    #[error("a closing quote must end the CSV field (found {found:?})")]
+    TextAfterQuote { found: char },
+    #[error("the row has {found} fields but the header has {expected}")]
+    FieldCount { expected: usize, found: usize },
+    #[error("header column {column} names no attribute: {reason}")]
+    BadHeader { column: usize, reason: String },
+}
+
+impl InputErrorKind {
+    pub fn code(&self) -> &'static str {
+        match self {
+            InputErrorKind::Json { .. } => "import/json",
+            InputErrorKind::NotAnObject { .. } => "import/not-an-object",
+            InputErrorKind::UnknownAttribute { .. } => "import/unknown-attribute",
+            InputErrorKind::WrongType { .. } => "import/wrong-type",
+            InputErrorKind::InvalidId { .. } => "import/invalid-id",
+            InputErrorKind::UnclosedQuote
+            | InputErrorKind::TextAfterQuote { .. }
+            | InputErrorKind::FieldCount { .. } => "import/csv",
+            InputErrorKind::BadHeader { .. } => "import/csv-header",
+        }
+    }
+}
+
+/// An import error at a line (and column, when known) of a file.
+#[derive(Debug, Clone, PartialEq)]
+pub struct InputError {
+    pub kind: InputErrorKind,
+    pub file: String,
+    /// 1-based.
+    pub line: usize,
+    /// 1-based, in characters.
+    pub column: Option<usize>,
+    /// The text of the line, for the caret.
+    pub line_text: String,
 }
 
 pub type CliResult<T> = Result<T, CliError>;
@@ -48,6 +110,8 @@ impl CliError {
             CliError::Vev { err, .. } => err.code(),
             CliError::Io { .. } => "cli/io",
             CliError::Argument { code, .. } => code,
+            CliError::Input(e) => e.kind.code(),
+            CliError::Context { err, .. } => err.code(),
         }
     }
 
@@ -56,6 +120,8 @@ impl CliError {
             CliError::Vev { err, .. } => err.to_string(),
             CliError::Io { path, err } => format!("{path}: {err}"),
             CliError::Argument { message, .. } => message.clone(),
+            CliError::Input(e) => e.kind.to_string(),
+            CliError::Context { err, .. } => err.message(),
         }
     }
 
@@ -84,6 +150,11 @@ impl CliError {
     /// The text printed on stderr: `error[code]: message`, then the offending line and a
     /// caret when the error has a span.
     pub fn render(&self) -> String {
+        match self {
+            CliError::Context { err, note } => return format!("{}note: {note}\n", err.render()),
+            CliError::Input(e) => return render_input(e),
+            _ => {}
+        }
         let mut out = format!("error[{}]: {}\n", self.code(), self.message());
         if let Some((offset, source)) = self.offset() {
             if let Some((line_no, column, line)) = locate(&source.text, offset) {
@@ -95,6 +166,24 @@ impl CliError {
         }
         out
     }
+}
+
+fn render_input(e: &InputError) -> String {
+    let mut out = format!("error[{}]: {}\n", e.kind.code(), e.kind);
+    let line_no = e.line;
+    let gutter = line_no.to_string().len();
+    match e.column {
+        Some(column) => {
+            let _ = writeln!(out, "{:gutter$}--> {}:{line_no}:{column}", "", e.file);
+            let _ = writeln!(out, "{line_no} | {}", e.line_text);
+            let _ = writeln!(out, "{:gutter$} | {:>column$}", "", "^");
+        }
+        None => {
+            let _ = writeln!(out, "{:gutter$}--> {}:{line_no}", "", e.file);
+            let _ = writeln!(out, "{line_no} | {}", e.line_text);
+        }
+    }
+    out
 }
 
 /// The 1-based line number, 1-based column (in chars) and text of the line holding `offset`.

@@ -6,9 +6,13 @@ use std::process::ExitCode;
 use clap::{Parser, Subcommand};
 
 mod commands;
+mod csv;
 mod demo;
 mod error;
+mod export;
+mod import;
 mod output;
+mod typed;
 
 use output::Format;
 
@@ -121,6 +125,33 @@ enum Command {
         #[arg(long, value_enum)]
         format: Option<Format>,
     },
+    /// Write the whole database as EDN: a header map (version, basis-t, schema), then every
+    /// transaction of the log as one vector, with its :db/txInstant. `vev import` of the file
+    /// into an empty database gives back the same datoms, entity ids and instants.
+    Export {
+        db: PathBuf,
+        /// Write to FILE instead of stdout.
+        #[arg(long, value_name = "FILE")]
+        out: Option<PathBuf>,
+    },
+    /// Load FILE into DB: EDN transactions (one top-level vector each, as `export` writes),
+    /// JSON Lines (one object of attributes a line) or CSV (a header row of attributes).
+    /// The format comes from the extension (.edn, .jsonl/.ndjson, .csv) or --format.
+    /// Values are typed by the schema; a bad record stops the import before anything is
+    /// written, with its line and column. Prints {:basis-t T :txs N :datoms N}.
+    Import {
+        db: PathBuf,
+        file: String,
+        #[arg(long, value_enum)]
+        format: Option<import::InputFormat>,
+        /// CSV: the namespace of header cells without one (`name` with `person` is
+        /// :person/name).
+        #[arg(long, value_name = "NS")]
+        attr_prefix: Option<String>,
+        /// JSON Lines and CSV: records per transaction.
+        #[arg(long, value_name = "N", default_value_t = 1_000)]
+        batch_records: usize,
+    },
     /// Check every log row and index segment of a database file.
     Verify { db: PathBuf },
     /// Create a database in DIR (default: a temporary directory), load a generated data set of
@@ -196,6 +227,22 @@ fn run(cli: Cli) -> error::CliResult<()> {
         }
         Command::Stats { db, format } => commands::stats(&db, Format::resolve(format)),
         Command::Verify { db } => commands::verify(&db),
+        Command::Export { db, out } => export::export(&db, out.as_deref()),
+        Command::Import {
+            db,
+            file,
+            format,
+            attr_prefix,
+            batch_records,
+        } => import::import(
+            &db,
+            &import::ImportArgs {
+                file: &file,
+                format,
+                attr_prefix: attr_prefix.as_deref(),
+                batch_records,
+            },
+        ),
         Command::Demo { dir, people } => demo::run(dir, people),
     }
 }
