@@ -195,8 +195,9 @@ fn load(
         format!("lines {}-{}", origin.first_line, origin.last_line)
     };
     let note = format!(
-        "the transaction of {lines} failed; {committed} of {total} transactions before it were \
-         committed"
+        "the transaction of {lines} (transaction {} of {total}) failed; the database keeps \
+         the {committed} transactions committed before it",
+        fed.get() + 1
     );
     let err = Err::<(), _>(err)
         .in_form(file, text, origin.offset)
@@ -429,7 +430,7 @@ fn json_lines(
                 return Err(err(
                     key_column(key),
                     InputErrorKind::UnknownAttribute {
-                        attribute: format!(":{name}"),
+                        attribute: name.to_string(),
                     },
                 ));
             };
