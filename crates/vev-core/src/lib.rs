@@ -12,7 +12,7 @@ pub mod value;
 pub use datom::{Component, Datom, IndexOrder};
 pub use error::{EntityName, TxError};
 pub use ids::{BasisT, EntityId};
-pub use schema::{Attribute, Cardinality, Schema, TupleSpec, Unique, ValueType};
+pub use schema::{Attribute, Cardinality, Schema, SchemaParts, TupleSpec, Unique, ValueType};
 pub use storage_error::StorageError;
 pub use txdata::{
     parse_tx, tx_from_edn, tx_from_spanned, AttrRef, EntityRef, SpannedOp, TempId, TxMap, TxOp,

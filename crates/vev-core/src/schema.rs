@@ -140,6 +140,14 @@ impl Attribute {
     }
 }
 
+/// A schema taken apart (`Schema::parts`), for storing it.
+#[derive(Clone, Debug, PartialEq)]
+pub struct SchemaParts {
+    pub idents: Vec<(Keyword, EntityId)>,
+    pub current: Vec<(EntityId, Keyword)>,
+    pub attributes: Vec<Attribute>,
+}
+
 /// Idents and installed attributes of one database value. Cloned on write by schema
 /// transactions only, so ordinary transactions share it.
 #[derive(Clone, Debug, Default)]
@@ -261,6 +269,50 @@ impl Schema {
                 self.idents.remove(&old);
             }
         }
+    }
+
+    /// Everything the schema holds, for storing it: every ident that resolves (old idents of
+    /// renamed entities included), each entity's current ident, and the installed attributes,
+    /// each list sorted.
+    pub fn parts(&self) -> SchemaParts {
+        let mut idents: Vec<(Keyword, EntityId)> =
+            self.idents.iter().map(|(k, e)| (k.clone(), *e)).collect();
+        idents.sort();
+        let mut current: Vec<(EntityId, Keyword)> =
+            self.ident_of.iter().map(|(e, k)| (*e, k.clone())).collect();
+        current.sort();
+        let mut attributes: Vec<Attribute> = self.attrs.values().map(|a| (**a).clone()).collect();
+        attributes.sort_by_key(|a| a.id);
+        SchemaParts {
+            idents,
+            current,
+            attributes,
+        }
+    }
+
+    /// The schema `parts` described, checked for consistency (composite tuples name other
+    /// installed attributes; no attribute twice).
+    pub fn from_parts(parts: SchemaParts) -> Result<Schema, String> {
+        let mut schema = Schema::default();
+        schema.idents.extend(parts.idents);
+        schema.ident_of.extend(parts.current);
+        let ids: std::collections::HashSet<EntityId> =
+            parts.attributes.iter().map(|a| a.id).collect();
+        if ids.len() != parts.attributes.len() {
+            return Err("an attribute is listed twice".into());
+        }
+        for attr in parts.attributes {
+            if let Some(TupleSpec::Composite(parts)) = &attr.tuple {
+                if let Some(missing) = parts.iter().find(|p| !ids.contains(p) || **p == attr.id) {
+                    return Err(format!(
+                        "composite tuple {} names entity {missing}, which is not another attribute",
+                        attr.ident
+                    ));
+                }
+            }
+            schema.install(attr);
+        }
+        Ok(schema)
     }
 
     pub fn install(&mut self, attr: Attribute) {

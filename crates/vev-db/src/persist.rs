@@ -14,9 +14,10 @@ use std::sync::Arc;
 
 use vev_core::ids::{tx_id, BasisT};
 use vev_core::schema::sys;
-use vev_core::{Component, Datom, IndexOrder, StorageError, Value};
+use vev_core::schema::{Attribute, Cardinality, Schema, SchemaParts, TupleSpec, Unique, ValueType};
+use vev_core::{Component, Datom, IndexOrder, Keyword, StorageError, Value};
 
-use crate::codec::{err, DatomDelta, DecodeResult, Reader, Writer};
+use crate::codec::{err, DatomDelta, DecodeError, DecodeResult, Reader, Writer};
 use crate::db::{Db, Indexes, State};
 use crate::segment::{persist_tree, read_tree, rebase_tree};
 pub use crate::segment::{NewSegment, SegmentCache, SegmentStore, SEGMENT_HEIGHT};
@@ -211,12 +212,7 @@ pub fn checkpoint(db: &Db, cache: &Arc<SegmentCache>, next_id: &mut u64) -> Chec
     w.varint(state.basis_t);
     w.varint(state.next_user);
     w.zigzag(state.last_instant);
-    let schema_datoms = schema_datoms(db);
-    w.varint(schema_datoms.len() as u64);
-    let mut delta = DatomDelta::new();
-    for d in &schema_datoms {
-        delta.write(&mut w, d);
-    }
+    write_schema(&mut w, &state.schema);
     let trees = [
         &state.current.eavt,
         &state.current.aevt,
@@ -325,14 +321,144 @@ pub fn checkpoint(db: &Db, cache: &Arc<SegmentCache>, next_id: &mut u64) -> Chec
 /// Databases with at least this many datoms in their trees checkpoint on two threads.
 const PARALLEL_CHECKPOINT_MIN: usize = 20_000;
 
-/// The current datoms that define the schema: every datom of a schema attribute.
-fn schema_datoms(db: &Db) -> Vec<Datom> {
-    let db = db.current();
-    let mut out = Vec::new();
-    for a in crate::tx::schema::SCHEMA_ATTRS {
-        out.extend(db.datoms(IndexOrder::Aevt, &[Component::Entity(a)]));
+/// The schema as the root stores it: its idents (old ones that still resolve included), each
+/// entity's current ident, and every attribute's definition (tuple components by entity id, so
+/// renaming an attribute never breaks the composites that include it).
+fn write_schema(w: &mut Writer, schema: &Schema) {
+    let parts = schema.parts();
+    w.varint(parts.idents.len() as u64);
+    for (k, e) in &parts.idents {
+        w.str(k.as_str());
+        w.varint(*e);
     }
-    out
+    w.varint(parts.current.len() as u64);
+    for (e, k) in &parts.current {
+        w.varint(*e);
+        w.str(k.as_str());
+    }
+    w.varint(parts.attributes.len() as u64);
+    for a in &parts.attributes {
+        w.varint(a.id);
+        w.str(a.ident.as_str());
+        w.varint(a.value_type.entity_id());
+        w.u8(match a.cardinality {
+            Cardinality::One => 0,
+            Cardinality::Many => 1,
+        });
+        w.u8(match a.unique {
+            None => 0,
+            Some(Unique::Identity) => 1,
+            Some(Unique::Value) => 2,
+        });
+        w.u8(a.is_component as u8
+            | (a.index as u8) << 1
+            | (a.fulltext as u8) << 2
+            | (a.no_history as u8) << 3);
+        match &a.tuple {
+            None => w.u8(0),
+            Some(TupleSpec::Composite(ids)) => {
+                w.u8(1);
+                w.varint(ids.len() as u64);
+                for id in ids {
+                    w.varint(*id);
+                }
+            }
+            Some(TupleSpec::Homogeneous(t)) => {
+                w.u8(2);
+                w.varint(t.entity_id());
+            }
+            Some(TupleSpec::Heterogeneous(ts)) => {
+                w.u8(3);
+                w.varint(ts.len() as u64);
+                for t in ts {
+                    w.varint(t.entity_id());
+                }
+            }
+        }
+    }
+}
+
+fn read_schema(r: &mut Reader<'_>) -> DecodeResult<Schema> {
+    let read_type = |r: &mut Reader<'_>| -> DecodeResult<ValueType> {
+        let e = r.varint()?;
+        ValueType::ALL
+            .into_iter()
+            .find(|t| t.entity_id() == e)
+            .ok_or_else(|| DecodeError(format!("entity {e} is not a value type")))
+    };
+    let n = r.count()?;
+    let mut idents = Vec::with_capacity(n);
+    for _ in 0..n {
+        let k = Keyword::new(r.str()?);
+        idents.push((k, r.varint()?));
+    }
+    let n = r.count()?;
+    let mut current = Vec::with_capacity(n);
+    for _ in 0..n {
+        let e = r.varint()?;
+        current.push((e, Keyword::new(r.str()?)));
+    }
+    let n = r.count()?;
+    let mut attributes = Vec::with_capacity(n);
+    for _ in 0..n {
+        let id = r.varint()?;
+        let ident = Keyword::new(r.str()?);
+        let value_type = read_type(r)?;
+        let cardinality = match r.u8()? {
+            0 => Cardinality::One,
+            1 => Cardinality::Many,
+            b => return err(format!("cardinality byte {b}")),
+        };
+        let unique = match r.u8()? {
+            0 => None,
+            1 => Some(Unique::Identity),
+            2 => Some(Unique::Value),
+            b => return err(format!("uniqueness byte {b}")),
+        };
+        let flags = r.u8()?;
+        if flags > 0b1111 {
+            return err(format!("attribute flags {flags:#b}"));
+        }
+        let tuple = match r.u8()? {
+            0 => None,
+            1 => {
+                let k = r.count()?;
+                let mut ids = Vec::with_capacity(k);
+                for _ in 0..k {
+                    ids.push(r.varint()?);
+                }
+                Some(TupleSpec::Composite(ids))
+            }
+            2 => Some(TupleSpec::Homogeneous(read_type(r)?)),
+            3 => {
+                let k = r.count()?;
+                let mut ts = Vec::with_capacity(k);
+                for _ in 0..k {
+                    ts.push(read_type(r)?);
+                }
+                Some(TupleSpec::Heterogeneous(ts))
+            }
+            b => return err(format!("tuple kind byte {b}")),
+        };
+        attributes.push(Attribute {
+            id,
+            ident,
+            value_type,
+            cardinality,
+            unique,
+            is_component: flags & 1 != 0,
+            index: flags & 2 != 0,
+            fulltext: flags & 4 != 0,
+            no_history: flags & 8 != 0,
+            tuple,
+        });
+    }
+    Schema::from_parts(SchemaParts {
+        idents,
+        current,
+        attributes,
+    })
+    .map_err(|e| DecodeError(format!("the schema is inconsistent: {e}")))
 }
 
 /// The basis-t a root record was written at, read without decoding the rest.
@@ -354,14 +480,7 @@ pub fn open_root(bytes: &[u8], cache: &Arc<SegmentCache>) -> DecodeResult<Db> {
     let basis_t = r.varint()?;
     let next_user = r.varint()?;
     let last_instant = r.zigzag()?;
-    let n = r.count()?;
-    let mut delta = DatomDelta::new();
-    let mut schema_datoms = Vec::with_capacity(n);
-    for _ in 0..n {
-        schema_datoms.push(delta.read(&mut r)?);
-    }
-    let schema = crate::tx::schema::schema_from_datoms(&schema_datoms)
-        .map_err(|e| crate::codec::DecodeError(format!("the schema does not rebuild: {e}")))?;
+    let schema = read_schema(&mut r)?;
     let mut indexes = || -> DecodeResult<Indexes> {
         Ok(Indexes {
             eavt: read_tree(&mut r, IndexOrder::Eavt, cache)?,

@@ -140,9 +140,10 @@ impl Run {
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Backend {
     Memory,
-    /// A SQLite file, checkpointed every few datoms, closed and reopened before the final
-    /// checks (which then read the reopened database, whose every index must equal the
-    /// live one's).
+    /// A SQLite file, checkpointed every few datoms, closed and reopened (replaying its log
+    /// tail), then checkpointed and reopened again (from the root alone) before the final
+    /// checks, which then read that database; both reopened databases must equal the live
+    /// one in every index.
     Sqlite,
 }
 
@@ -219,6 +220,17 @@ pub fn run_case_on(case: &Case, backend: Backend) -> Result<(), String> {
         run.conn
             .verify()
             .map_err(|e| format!("verify after reopen: {e}"))?;
+        // Then from a checkpoint of everything: the root alone must give the same database.
+        run.conn
+            .checkpoint()
+            .map_err(|e| format!("checkpoint: {e}"))?;
+        run.conn = Connection::open_in_memory();
+        run.conn = Connection::open_with(&f.0, &sqlite_options())
+            .map_err(|e| format!("reopen after a checkpoint: {e}"))?;
+        let reopened = run.conn.db();
+        if reopened.basis_t() != db.basis_t() || !same_indexes(&reopened, &db) {
+            return Err("the database reopened from its checkpoint differs".into());
+        }
         db = reopened;
     }
     for c in &case.checks {

@@ -27,20 +27,6 @@ pub(crate) const SCHEMA_ATTRS: [EntityId; 11] = [
     sys::TUPLE_TYPES,
 ];
 
-/// The schema that the current schema datoms of a database define (for opening a stored
-/// database, whose root keeps those datoms rather than the schema's in-memory form).
-pub(crate) fn schema_from_datoms(datoms: &[Datom]) -> Result<Schema, TxError> {
-    // The system entities are already in the empty database's schema (and may not be
-    // altered); the rest is installed as if by one transaction.
-    let system = Schema::system();
-    let user: Vec<Datom> = datoms
-        .iter()
-        .filter(|d| system.ident(d.e).is_none())
-        .cloned()
-        .collect();
-    Ok(next_schema(&Db::empty(), &user)?.unwrap_or(system))
-}
-
 /// The schema after `tx_data`, or `None` when the transaction changes no schema datom.
 pub(crate) fn next_schema(before: &Db, tx_data: &[Datom]) -> Result<Option<Schema>, TxError> {
     let mut touched: BTreeMap<EntityId, Vec<&Datom>> = BTreeMap::new();
