@@ -1,5 +1,5 @@
 //! The commands that work on a database file: transact, query, pull, datoms, log, schema,
-//! stats, verify.
+//! stats, verify. `vev repl` reuses `run_query`, `report_edn` and `view`.
 
 use std::collections::BTreeMap;
 use std::io::{self, BufWriter, Read, Write};
@@ -61,7 +61,7 @@ fn read_input(file: Option<&str>) -> CliResult<(String, String)> {
     }
 }
 
-fn time_point(arg: &str) -> CliResult<TimePoint> {
+pub fn time_point(arg: &str) -> CliResult<TimePoint> {
     if let Ok(t) = arg.parse::<u64>() {
         return Ok(TimePoint::T(t));
     }
@@ -74,7 +74,7 @@ fn time_point(arg: &str) -> CliResult<TimePoint> {
 }
 
 /// The database value the time flags select.
-fn view(db: Db, time: &TimeArgs) -> CliResult<Db> {
+pub fn view(db: Db, time: &TimeArgs) -> CliResult<Db> {
     let mut db = db;
     if let Some(t) = &time.as_of {
         db = db.as_of(time_point(t)?);
@@ -92,7 +92,7 @@ pub fn kw(s: &str) -> Edn {
     Edn::Keyword(Keyword::new(s))
 }
 
-fn report_edn(report: &vev::TxReport) -> Edn {
+pub fn report_edn(report: &vev::TxReport) -> Edn {
     let mut tempids = BTreeMap::new();
     for (temp, id) in &report.tempids {
         let key = match temp {
@@ -177,16 +177,51 @@ pub fn query(path: &Path, args: &QueryArgs<'_>) -> CliResult<()> {
     }
     let conn = open_read(path)?;
     let db = view(conn.sync()?, args.time)?;
-    let mut inputs = vec![vev::Input::Db(&db)];
-    inputs.extend(inputs_edn.iter().map(vev::Input::Edn));
+    let source = QuerySource {
+        name: &name,
+        text: &text,
+        query: &query,
+        inputs: &inputs_edn,
+    };
+    run_query(
+        &mut stdout(),
+        &db,
+        &source,
+        args.format,
+        args.explain,
+        args.timing,
+    )
+}
+
+/// A parsed query, the text it came from (for carets) and its inputs after `$`.
+pub struct QuerySource<'a> {
+    pub name: &'a str,
+    pub text: &'a str,
+    pub query: &'a Query,
+    pub inputs: &'a [Edn],
+}
+
+/// Run a query against `db` and write its result, or with `explain` the plan that ran, in
+/// `format`; with `timing`, the row count and elapsed time go to stderr. Shared by
+/// `vev query` and `vev repl`.
+pub fn run_query(
+    out: &mut impl Write,
+    db: &Db,
+    source: &QuerySource<'_>,
+    format: Format,
+    explain: bool,
+    timing: bool,
+) -> CliResult<()> {
+    let (name, text, query) = (source.name, source.text, source.query);
+    let mut inputs = vec![vev::Input::Db(db)];
+    inputs.extend(source.inputs.iter().map(vev::Input::Edn));
     let started = Instant::now();
     let opts = vev::QueryOptions::default();
-    let mut out = stdout();
-    if args.explain {
-        let (result, plan) = query.explain(&inputs, &opts).in_text(&name, &text, 0)?;
+    if explain {
+        let (result, plan) = query.explain(&inputs, &opts).in_text(name, text, 0)?;
         let elapsed = started.elapsed();
         let header = ["step", "clause", "method", "estimated", "rows", "ms"];
-        let mut rows = Rows::new(&mut out, args.format, header.map(String::from).to_vec())?;
+        let mut rows = Rows::new(&mut *out, format, header.map(String::from).to_vec())?;
         for (i, step) in plan.iter().enumerate() {
             rows.row(&[
                 Edn::Integer(i as i64 + 1),
@@ -199,15 +234,16 @@ pub fn query(path: &Path, args: &QueryArgs<'_>) -> CliResult<()> {
             ])?;
         }
         rows.finish()?;
-        if args.timing {
+        if timing {
             eprintln!("{} rows in {elapsed:?}", result.len());
         }
         return Ok(());
     }
-    let result = query.run(&inputs, &opts).in_text(&name, &text, 0)?;
+    let result = query.run(&inputs, &opts).in_text(name, text, 0)?;
     let elapsed = started.elapsed();
-    write_result(&mut out, args.format, &query_header(&query, &text), &result)?;
-    if args.timing {
+    write_result(out, format, &query_header(query, text), &result)?;
+    out.flush()?;
+    if timing {
         eprintln!("{} rows in {elapsed:?}", result.len());
     }
     Ok(())

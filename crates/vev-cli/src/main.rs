@@ -12,6 +12,7 @@ mod error;
 mod export;
 mod import;
 mod output;
+mod repl;
 mod typed;
 
 use output::Format;
@@ -152,6 +153,12 @@ enum Command {
         #[arg(long, value_name = "N", default_value_t = 1_000)]
         batch_records: usize,
     },
+    /// An interactive session on DB (created if missing): queries printed as tables, `:tx`
+    /// to transact, `:as-of`/`:since`/`:history` views, `:timing`, `:explain`, `:help`.
+    /// An entry ends where its brackets balance. History is kept in $VEV_HISTORY, else
+    /// ~/.vev_history. When stdin is not a terminal, entries are read from it without
+    /// prompts or line editing.
+    Repl { db: PathBuf },
     /// Check every log row and index segment of a database file.
     Verify { db: PathBuf },
     /// Create a database in DIR (default: a temporary directory), load a generated data set of
@@ -226,6 +233,7 @@ fn run(cli: Cli) -> error::CliResult<()> {
             commands::schema(&db, system, Format::resolve(format))
         }
         Command::Stats { db, format } => commands::stats(&db, Format::resolve(format)),
+        Command::Repl { db } => repl::repl(&db),
         Command::Verify { db } => commands::verify(&db),
         Command::Export { db, out } => export::export(&db, out.as_deref()),
         Command::Import {
