@@ -88,6 +88,46 @@ pub(crate) struct State {
     pub segments: Option<Arc<crate::segment::SegmentCache>>,
 }
 
+impl State {
+    /// The nine trees, in the order the root record stores them: current EAVT, AEVT, AVET,
+    /// VAET, the retired datoms' four, then the log.
+    pub(crate) fn trees(&self) -> [&Tree; 9] {
+        let (c, r) = (&self.current, &self.retired);
+        [
+            &c.eavt, &c.aevt, &c.avet, &c.vaet, &r.eavt, &r.aevt, &r.avet, &r.vaet, &self.log,
+        ]
+    }
+
+    /// The same state with other trees (in `trees` order), reading segments through `segments`.
+    pub(crate) fn with_trees(
+        &self,
+        trees: [Tree; 9],
+        segments: Option<Arc<crate::segment::SegmentCache>>,
+    ) -> State {
+        let [ce, ca, cv, cr, re, ra, rv, rr, log] = trees;
+        State {
+            current: Indexes {
+                eavt: ce,
+                aevt: ca,
+                avet: cv,
+                vaet: cr,
+            },
+            retired: Indexes {
+                eavt: re,
+                aevt: ra,
+                avet: rv,
+                vaet: rr,
+            },
+            log,
+            schema: self.schema.clone(),
+            basis_t: self.basis_t,
+            next_user: self.next_user,
+            last_instant: self.last_instant,
+            segments,
+        }
+    }
+}
+
 /// Which datoms of the state a `Db` shows.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
 pub struct View {

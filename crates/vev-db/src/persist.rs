@@ -37,23 +37,20 @@ pub struct LogRecord {
 }
 
 impl LogRecord {
-    /// The record of the transaction that made `db_after` with `tx_data`.
-    pub fn of(db_after: &Db, tx_data: &[Datom]) -> LogRecord {
-        LogRecord {
-            t: db_after.basis_t(),
-            next_user: db_after.state.next_user,
-            datoms: tx_data.to_vec(),
-        }
+    pub fn encode(&self) -> Vec<u8> {
+        LogRecord::encode_of(self.t, self.next_user, &self.datoms)
     }
 
-    pub fn encode(&self) -> Vec<u8> {
+    /// The encoded record of a transaction, from its parts (no `LogRecord` needed: the
+    /// commit path encodes the report's `tx-data` in place).
+    pub fn encode_of(t: BasisT, next_user: u64, datoms: &[Datom]) -> Vec<u8> {
         let mut w = Writer::new();
         w.u8(KIND_LOG);
-        w.varint(self.t);
-        w.varint(self.next_user);
-        w.varint(self.datoms.len() as u64);
+        w.varint(t);
+        w.varint(next_user);
+        w.varint(datoms.len() as u64);
         let mut delta = DatomDelta::new();
-        for d in &self.datoms {
+        for d in datoms {
             delta.write(&mut w, d);
         }
         w.buf
@@ -182,22 +179,8 @@ impl Checkpoint {
         let _alive = &self.source;
         let swaps: hashbrown::HashMap<usize, Arc<Stored>> = self.swaps.iter().cloned().collect();
         let state = &later.state;
-        let ix = |i: &Indexes| Indexes {
-            eavt: rebase_tree(&i.eavt, &swaps),
-            aevt: rebase_tree(&i.aevt, &swaps),
-            avet: rebase_tree(&i.avet, &swaps),
-            vaet: rebase_tree(&i.vaet, &swaps),
-        };
-        Db::from_state(State {
-            current: ix(&state.current),
-            retired: ix(&state.retired),
-            log: rebase_tree(&state.log, &swaps),
-            schema: state.schema.clone(),
-            basis_t: state.basis_t,
-            next_user: state.next_user,
-            last_instant: state.last_instant,
-            segments: self.db.state.segments.clone(),
-        })
+        let trees = state.trees().map(|t| rebase_tree(t, &swaps));
+        Db::from_state(state.with_trees(trees, self.db.state.segments.clone()))
     }
 }
 
@@ -213,17 +196,7 @@ pub fn checkpoint(db: &Db, cache: &Arc<SegmentCache>, next_id: &mut u64) -> Chec
     w.varint(state.next_user);
     w.zigzag(state.last_instant);
     write_schema(&mut w, &state.schema);
-    let trees = [
-        &state.current.eavt,
-        &state.current.aevt,
-        &state.current.avet,
-        &state.current.vaet,
-        &state.retired.eavt,
-        &state.retired.aevt,
-        &state.retired.avet,
-        &state.retired.vaet,
-        &state.log,
-    ];
+    let trees = state.trees();
     let ids = AtomicU64::new(*next_id);
     type Swaps = Vec<(usize, Arc<Stored>)>;
     type Persisted = (crate::tree::Tree, Vec<u8>, Vec<NewSegment>, Swaps);
@@ -249,11 +222,10 @@ pub fn checkpoint(db: &Db, cache: &Arc<SegmentCache>, next_id: &mut u64) -> Chec
             theirs.push(i);
         }
     }
-    let mut done: Vec<Option<Persisted>> = (0..trees.len()).map(|_| None).collect();
     let run = |which: &[usize]| -> Vec<(usize, Persisted)> {
         which.iter().map(|&i| (i, persist(trees[i]))).collect()
     };
-    let results = if total >= PARALLEL_CHECKPOINT_MIN {
+    let mut results = if total >= PARALLEL_CHECKPOINT_MIN {
         std::thread::scope(|scope| {
             let other = scope.spawn(|| run(&theirs));
             let mut out = run(&mine);
@@ -269,45 +241,22 @@ pub fn checkpoint(db: &Db, cache: &Arc<SegmentCache>, next_id: &mut u64) -> Chec
         out.extend(run(&theirs));
         out
     };
-    for (i, p) in results {
-        done[i] = Some(p);
-    }
+    results.sort_by_key(|(i, _)| *i);
     let mut segments = Vec::new();
     let mut swaps = Vec::new();
     let mut stored_trees = Vec::with_capacity(trees.len());
-    for p in done {
-        let (tree, top, segs, sw) = p.expect("every tree persisted");
+    for (_, (tree, top, segs, sw)) in results {
         w.buf.extend_from_slice(&top);
         segments.extend(segs);
         swaps.extend(sw);
         stored_trees.push(tree);
     }
     *next_id = ids.into_inner();
-    let mut it = stored_trees.into_iter();
-    let mut next = || it.next().expect("nine trees");
-    let current = Indexes {
-        eavt: next(),
-        aevt: next(),
-        avet: next(),
-        vaet: next(),
+    let stored_trees: [crate::tree::Tree; 9] = match stored_trees.try_into() {
+        Ok(t) => t,
+        Err(_) => unreachable!("every one of the nine trees is persisted"),
     };
-    let retired = Indexes {
-        eavt: next(),
-        aevt: next(),
-        avet: next(),
-        vaet: next(),
-    };
-    let log = next();
-    let stored = State {
-        current,
-        retired,
-        log,
-        schema: state.schema.clone(),
-        basis_t: state.basis_t,
-        next_user: state.next_user,
-        last_instant: state.last_instant,
-        segments: Some(cache.clone()),
-    };
+    let stored = state.with_trees(stored_trees, Some(cache.clone()));
     Checkpoint {
         t: state.basis_t,
         root: w.buf,
@@ -527,20 +476,8 @@ impl Db {
     /// Walk every datom of every tree, loading every segment; the first storage failure, if
     /// any. With the datom counts checked against the trees' sizes.
     pub fn verify_segments(&self) -> Result<usize, StorageError> {
-        let state = &self.state;
         let mut total = 0;
-        let trees = [
-            &state.current.eavt,
-            &state.current.aevt,
-            &state.current.avet,
-            &state.current.vaet,
-            &state.retired.eavt,
-            &state.retired.aevt,
-            &state.retired.avet,
-            &state.retired.vaet,
-            &state.log,
-        ];
-        for tree in trees {
+        for tree in self.state.trees() {
             let mut n = 0;
             let mut prev: Option<Datom> = None;
             let mut unsorted = None;

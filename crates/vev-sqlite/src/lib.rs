@@ -368,7 +368,11 @@ impl Store {
         if self.read_only {
             return Err(self.read_only_error());
         }
-        let record = seal(LogRecord::of(db_after, tx_data).encode());
+        let record = seal(LogRecord::encode_of(
+            db_after.basis_t(),
+            db_after.next_user(),
+            tx_data,
+        ));
         let t = db_after.basis_t();
         let mut conn = self.conn();
         let tx = conn
@@ -417,8 +421,8 @@ impl Store {
 
     /// Write a checkpoint of `db` and return the same database reading through segments.
     pub fn checkpoint(&self, db: &Db) -> Result<Db, StorageError> {
-        let cp = self.prepare_checkpoint(db)?;
-        self.write_checkpoint(&cp)?;
+        let mut cp = self.prepare_checkpoint(db)?;
+        self.write_checkpoint(&mut cp)?;
         Ok(cp.db)
     }
 
@@ -444,12 +448,13 @@ impl Store {
     /// Write a prepared checkpoint: its segments in write batches of at most
     /// `SEGMENTS_PER_BATCH` (so log appends from the writer interleave with a large
     /// checkpoint), then the root in one synced batch. Segments no root names yet are
-    /// harmless if a crash comes between.
-    pub fn write_checkpoint(&self, cp: &Checkpoint) -> Result<(), StorageError> {
+    /// harmless if a crash comes between. The checkpoint's segment and root bytes move into
+    /// the file (they are left empty); its databases stay.
+    pub fn write_checkpoint(&self, cp: &mut Checkpoint) -> Result<(), StorageError> {
         if self.read_only {
             return Err(self.read_only_error());
         }
-        for chunk in cp.segments.chunks(SEGMENTS_PER_BATCH) {
+        for chunk in cp.segments.chunks_mut(SEGMENTS_PER_BATCH) {
             let mut conn = self.conn();
             let tx = conn
                 .transaction_with_behavior(TransactionBehavior::Immediate)
@@ -460,7 +465,8 @@ impl Store {
                     .map_err(io("segment write"))?;
                 for seg in chunk {
                     self.fault("segment write")?;
-                    st.execute(params![seg.id as i64, seal(seg.payload.clone())])
+                    let payload = seal(std::mem::take(&mut seg.payload));
+                    st.execute(params![seg.id as i64, payload])
                         .map_err(io("segment write"))?;
                 }
             }
@@ -474,7 +480,7 @@ impl Store {
         self.fault("root write")?;
         tx.execute(
             "INSERT OR REPLACE INTO vev_root (slot, t, next_segment, record) VALUES (0, ?1, ?2, ?3)",
-            params![cp.t as i64, next as i64, seal(cp.root.clone())],
+            params![cp.t as i64, next as i64, seal(std::mem::take(&mut cp.root))],
         )
         .map_err(io("root write"))?;
         self.commit(tx, "checkpoint sync")

@@ -332,8 +332,8 @@ impl Connection {
         let store = durable.store.clone();
         let snapshot = self.latest();
         let handle = std::thread::spawn(move || {
-            let cp = store.prepare_checkpoint(&snapshot)?;
-            store.write_checkpoint(&cp)?;
+            let mut cp = store.prepare_checkpoint(&snapshot)?;
+            store.write_checkpoint(&mut cp)?;
             Ok(cp)
         });
         writer.background = Some(Background {
