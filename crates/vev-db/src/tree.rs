@@ -121,10 +121,7 @@ impl Tree {
         let entries = match self.root {
             None => leaf_merge(order, &[], changes),
             // At the root, a large batch may use a second thread.
-            Some(Node::Branch(b)) => match Arc::try_unwrap(b) {
-                Ok(b) => apply_branch_owned(order, b, changes, true),
-                Err(shared) => apply_node(order, &Node::Branch(shared), changes),
-            },
+            Some(Node::Branch(b)) => apply_branch_owned(order, unshare(b), changes, true),
             Some(node) => apply_node_owned(order, node, changes),
         };
         let mut level = entries;
@@ -259,55 +256,36 @@ pub(crate) fn node_size(node: &Node) -> usize {
     }
 }
 
-fn apply_node(order: IndexOrder, node: &Node, changes: &[Change]) -> Vec<Entry> {
-    match node {
-        Node::Leaf(items) => leaf_merge(order, items, changes),
-        Node::Stored(s) => apply_node(order, &s.load(), changes),
-        Node::Branch(b) => {
-            if let Some(entry) = apply_one_child(order, b, changes) {
-                return vec![entry];
-            }
-            let mut out: Vec<Entry> = Vec::with_capacity(b.children.len() + 1);
-            let mut rest = changes;
-            for i in 0..b.children.len() {
-                let take = if i + 1 < b.children.len() {
-                    let bound = &b.mins[i + 1];
-                    rest.partition_point(|c| order.cmp(&c.datom, bound) == Ordering::Less)
-                } else {
-                    rest.len()
-                };
-                let (mine, tail) = rest.split_at(take);
-                rest = tail;
-                if mine.is_empty() {
-                    out.push(Entry {
-                        node: b.children[i].clone(),
-                        min: b.mins[i].clone(),
-                        size: b.sizes[i],
-                    });
-                } else {
-                    out.extend(apply_node(order, &b.children[i], mine));
-                }
-            }
-            merge_small_leaves(&mut out);
-            split_branch(out)
-        }
-    }
-}
-
-/// `apply_node` on a node the caller owns: a node whose `Arc` is unique is taken apart and
-/// its datoms and children are moved; a shared one (and everything under it) is copied.
+/// Apply sorted changes to a node the caller owns; the node comes back as the entries that
+/// replace it (none, one, or several after a split). A node whose `Arc` is unique is taken
+/// apart and its datoms and children are moved; a shared one (an older `Db` holds it) is
+/// copied, and so is everything under it, since its children are shared through it: that is
+/// the path copy.
 fn apply_node_owned(order: IndexOrder, node: Node, changes: &[Change]) -> Vec<Entry> {
     match node {
         Node::Leaf(items) => match Arc::try_unwrap(items) {
             Ok(items) => leaf_merge_owned(order, items, changes),
             Err(shared) => leaf_merge(order, &shared, changes),
         },
-        Node::Stored(s) => apply_node(order, &s.load(), changes),
-        Node::Branch(b) => match Arc::try_unwrap(b) {
-            Ok(b) => apply_branch_owned(order, b, changes, false),
-            Err(shared) => apply_node(order, &Node::Branch(shared), changes),
-        },
+        Node::Stored(s) => apply_node_owned(order, s.load(), changes),
+        Node::Branch(b) => apply_branch_owned(order, unshare(b), changes, false),
     }
+}
+
+/// The branch itself if nothing else holds it, else a copy (its children then shared).
+fn unshare(b: Arc<Branch>) -> Branch {
+    Arc::try_unwrap(b).unwrap_or_else(|shared| Branch {
+        children: shared.children.clone(),
+        mins: shared.mins.clone(),
+        sizes: shared.sizes.clone(),
+    })
+}
+
+/// A placeholder for a child taken out of its slot while it is rebuilt (shared, so taking a
+/// child allocates nothing).
+fn vacant() -> Node {
+    static EMPTY: std::sync::OnceLock<Arc<Vec<Datom>>> = std::sync::OnceLock::new();
+    Node::Leaf(EMPTY.get_or_init(|| Arc::new(Vec::new())).clone())
 }
 
 fn apply_branch_owned(
@@ -331,7 +309,7 @@ fn apply_branch_owned(
     if first == last {
         // Every change falls into one child: rebuild only that slot, keep `mins` if its first
         // datom stays.
-        let child = std::mem::replace(&mut children[first], Node::Leaf(Arc::new(Vec::new())));
+        let child = std::mem::replace(&mut children[first], vacant());
         let mut entries = apply_node_owned(order, child, changes);
         let same_min = entries.len() == 1
             && order.cmp(&entries[0].min, &mins[first]) == Ordering::Equal
@@ -460,45 +438,6 @@ fn leaf_merge_owned(order: IndexOrder, items: Vec<Datom>, changes: &[Change]) ->
         }
     }
     chunk_leaves(merged)
-}
-
-/// The fast path of a path copy: every change falls into one child, and that child comes back
-/// as one node with the same first datom. Then only that slot changes and `mins` is shared.
-fn apply_one_child(order: IndexOrder, b: &Arc<Branch>, changes: &[Change]) -> Option<Entry> {
-    let first = &changes[0].datom;
-    let last = &changes[changes.len() - 1].datom;
-    let i = b
-        .mins
-        .partition_point(|m| order.cmp(m, first) != Ordering::Greater)
-        .saturating_sub(1);
-    if let Some(next) = b.mins.get(i + 1) {
-        if order.cmp(last, next) != Ordering::Less {
-            return None;
-        }
-    }
-    let mut entries = apply_node(order, &b.children[i], changes);
-    if entries.len() != 1 || order.cmp(&entries[0].min, &b.mins[i]) != Ordering::Equal {
-        return None;
-    }
-    let Entry { node, size, .. } = entries.pop()?;
-    if size < LEAF_MIN && b.children.len() > 1 {
-        return None;
-    }
-    let mut children = b.children.clone();
-    children[i] = node;
-    let mut sizes = b.sizes.clone();
-    sizes[i] = size;
-    let total = sizes.iter().sum();
-    let branch = Branch {
-        children,
-        mins: b.mins.clone(),
-        sizes,
-    };
-    Some(Entry {
-        node: Node::Branch(Arc::new(branch)),
-        min: b.mins[0].clone(),
-        size: total,
-    })
 }
 
 /// Merge the sorted leaf with the sorted changes, then cut the result into leaves.
@@ -813,6 +752,39 @@ mod tests {
         assert!(t3.is_empty() && t3.iter().next().is_none());
     }
 
+    type Model = std::collections::BTreeSet<u64>;
+    type Batch = std::collections::BTreeMap<u64, bool>;
+
+    fn changes_of(batch: &Batch) -> Vec<Change> {
+        batch
+            .iter()
+            .map(|(&e, &insert)| Change {
+                datom: d(e),
+                insert,
+            })
+            .collect()
+    }
+
+    fn apply_to_model(model: &mut Model, batch: Batch) {
+        for (e, insert) in batch {
+            if insert {
+                model.insert(e);
+            } else {
+                model.remove(&e);
+            }
+        }
+    }
+
+    fn assert_matches(t: &Tree, model: &Model, round: usize) {
+        let got: Vec<u64> = t.iter().map(|x| x.e).collect();
+        assert_eq!(
+            got,
+            model.iter().copied().collect::<Vec<_>>(),
+            "round {round}"
+        );
+        assert_eq!(t.len(), got.len());
+    }
+
     #[test]
     fn large_batches_split_across_threads_match_a_model() {
         let mut t = Tree::new(IndexOrder::Eavt);
@@ -826,30 +798,12 @@ mod tests {
                     .wrapping_add(1442695040888963407);
                 batch.insert((x >> 33) % 40_000, round == 0 || (x >> 20) % 3 != 0);
             }
-            let changes: Vec<Change> = batch
-                .iter()
-                .map(|(&e, &insert)| Change {
-                    datom: d(e),
-                    insert,
-                })
-                .collect();
+            let changes = changes_of(&batch);
             let kept = (round % 2 == 1).then(|| t.clone());
             t = t.apply_owned(&changes);
             drop(kept);
-            for (e, insert) in batch {
-                if insert {
-                    model.insert(e);
-                } else {
-                    model.remove(&e);
-                }
-            }
-            let got: Vec<u64> = t.iter().map(|x| x.e).collect();
-            assert_eq!(
-                got,
-                model.iter().copied().collect::<Vec<_>>(),
-                "round {round}"
-            );
-            assert_eq!(t.len(), got.len());
+            apply_to_model(&mut model, batch);
+            assert_matches(&t, &model, round);
         }
     }
 
@@ -870,31 +824,13 @@ mod tests {
                     .wrapping_add(1442695040888963407);
                 batch.insert((x >> 33) % 3000, (x >> 20) % 4 != 0);
             }
-            let changes: Vec<Change> = batch
-                .iter()
-                .map(|(&e, &insert)| Change {
-                    datom: d(e),
-                    insert,
-                })
-                .collect();
+            let changes = changes_of(&batch);
             if round % 7 == 0 {
                 kept.push((t.clone(), model.iter().copied().collect()));
             }
             t = t.apply_owned(&changes);
-            for (e, insert) in batch {
-                if insert {
-                    model.insert(e);
-                } else {
-                    model.remove(&e);
-                }
-            }
-            let got: Vec<u64> = t.iter().map(|x| x.e).collect();
-            assert_eq!(
-                got,
-                model.iter().copied().collect::<Vec<_>>(),
-                "round {round}"
-            );
-            assert_eq!(t.len(), got.len());
+            apply_to_model(&mut model, batch);
+            assert_matches(&t, &model, round);
         }
         for (old, want) in kept {
             let got: Vec<u64> = old.iter().map(|x| x.e).collect();
