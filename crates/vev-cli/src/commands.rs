@@ -8,7 +8,7 @@ use std::time::Instant;
 
 use vev::{
     Attribute, Component, Connection, Datom, Db, Edn, EntityId, IndexOrder, Keyword, OpenOptions,
-    Query, QueryResult, TempId, TimePoint, Value,
+    Query, ResultKind, TempId, TimePoint, Value,
 };
 
 use crate::error::{CliError, CliResult, WithSource};
@@ -239,80 +239,139 @@ pub fn run_query(
         }
         return Ok(());
     }
-    let result = query.run(&inputs, &opts).in_text(name, text, 0)?;
-    let elapsed = started.elapsed();
-    write_result(out, format, &query_header(query, text), &result)?;
-    out.flush()?;
+    let header = query_header(query, text);
+    let mut writer = ResultWriter::new(&mut *out, format, query.result_kind(), header)?;
+    let streamed = query.run_rows(&inputs, &opts, true, |row| {
+        let row = match writer.kind {
+            ResultKind::Maps | ResultKind::Map if matches!(format, Format::Edn | Format::Json) => {
+                vec![query.row_map(row)]
+            }
+            _ => row,
+        };
+        writer.row(row).map_err(StreamError::Io)
+    });
+    let n = match streamed {
+        Ok(n) => n,
+        Err(StreamError::Io(e)) => return Err(e.into()),
+        Err(StreamError::Query(e)) => return Err(e).in_text(name, text, 0),
+    };
+    writer.finish()?;
     if timing {
-        eprintln!("{} rows in {elapsed:?}", result.len());
+        eprintln!("{n} rows in {:?}", started.elapsed());
     }
     Ok(())
 }
 
-fn write_result(
-    out: &mut impl Write,
+/// Why streaming a result stopped: the query failed, or writing did.
+enum StreamError {
+    Query(vev::QueryError),
+    Io(io::Error),
+}
+
+impl From<vev::QueryError> for StreamError {
+    fn from(e: vev::QueryError) -> StreamError {
+        StreamError::Query(e)
+    }
+}
+
+/// Writes a query result a row at a time, in any format: `edn` and `json` as one value
+/// (`#{...}` or `[...]` for sets and collections, one row a line), `table` and `csv` as rows
+/// under the `:find` header. Rows of a `:keys` query come as one map for `edn` and `json`
+/// and as cells in key order for `table` and `csv`.
+struct ResultWriter<W: Write> {
+    kind: ResultKind,
     format: Format,
-    header: &[String],
-    result: &QueryResult,
-) -> io::Result<()> {
-    if matches!(format, Format::Edn | Format::Json) {
-        return output::write_value(out, format, "", &result.to_edn());
+    out: ResultOut<W>,
+    count: usize,
+}
+
+enum ResultOut<W: Write> {
+    Value(W),
+    Rows(Rows<W>),
+}
+
+impl<W: Write> ResultWriter<W> {
+    fn new(out: W, format: Format, kind: ResultKind, header: Vec<String>) -> io::Result<Self> {
+        let out = match format {
+            Format::Edn | Format::Json => ResultOut::Value(out),
+            Format::Table | Format::Csv => ResultOut::Rows(Rows::new(out, format, header)?),
+        };
+        Ok(ResultWriter {
+            kind,
+            format,
+            out,
+            count: 0,
+        })
     }
-    let mut rows = Rows::new(&mut *out, format, header.to_vec())?;
-    match result {
-        QueryResult::Rel(r) => {
-            // A set: shown in EDN's order, as `edn` prints it.
-            let mut sorted: Vec<&Vec<Edn>> = r.iter().collect();
-            sorted.sort();
-            for row in sorted {
-                rows.row(row)?;
-            }
+
+    /// Several rows make one value of a collection; a scalar, tuple or map is the row.
+    fn many(&self) -> bool {
+        !matches!(
+            self.kind,
+            ResultKind::Scalar | ResultKind::Tuple | ResultKind::Map
+        )
+    }
+
+    fn row(&mut self, row: Vec<Edn>) -> io::Result<()> {
+        let first = self.count == 0;
+        self.count += 1;
+        let (many, kind, json) = (self.many(), self.kind, self.format == Format::Json);
+        let out = match &mut self.out {
+            ResultOut::Rows(rows) => return rows.row(&row),
+            ResultOut::Value(out) => out,
+        };
+        // One row as one value: a tuple as a vector, a collection's element or a scalar as
+        // itself.
+        let item = match kind {
+            ResultKind::Rel | ResultKind::Bag | ResultKind::Tuple => Edn::Vector(row),
+            _ => row.into_iter().next().unwrap_or(Edn::Nil),
+        };
+        let sep = match (many, first, json) {
+            (false, ..) => "",
+            (true, true, true) => "[\n",
+            (true, true, false) if kind == ResultKind::Rel => "#{",
+            (true, true, false) => "[",
+            (true, false, true) => ",\n",
+            (true, false, false) => "\n ",
+        };
+        if json {
+            write!(out, "{sep}{}", output::edn_to_json(&item))
+        } else {
+            write!(out, "{sep}{item}")
         }
-        QueryResult::Bag(r) => {
-            for row in r {
-                rows.row(row)?;
-            }
-        }
-        QueryResult::Coll(items) => {
-            for item in items {
-                rows.row(std::slice::from_ref(item))?;
-            }
-        }
-        QueryResult::Scalar(v) => {
-            if let Some(v) = v {
-                rows.row(std::slice::from_ref(v))?;
-            }
-        }
-        QueryResult::Tuple(t) => {
-            if let Some(t) = t {
-                rows.row(t)?;
-            }
-        }
-        QueryResult::Maps(maps) => {
-            let mut all: Vec<Vec<Edn>> = Vec::with_capacity(maps.len());
-            for map in maps {
-                // Keys are keywords (:keys), strings (:strs) or symbols (:syms), in header order.
-                let cells: Vec<Edn> = match map {
-                    Edn::Map(m) => header
-                        .iter()
-                        .map(|name| {
-                            [kw(name), Edn::string(name), Edn::symbol(name)]
-                                .iter()
-                                .find_map(|k| m.get(k).cloned())
-                                .unwrap_or(Edn::Nil)
-                        })
-                        .collect(),
-                    other => vec![other.clone()],
+    }
+
+    fn finish(self) -> io::Result<()> {
+        let many = self.many();
+        match self.out {
+            ResultOut::Rows(rows) => rows.finish(),
+            ResultOut::Value(mut out) => {
+                let json = self.format == Format::Json;
+                let close = if self.kind == ResultKind::Rel && !json {
+                    "}"
+                } else {
+                    "]"
                 };
-                all.push(cells);
-            }
-            all.sort();
-            for cells in &all {
-                rows.row(cells)?;
+                match (many, self.count) {
+                    (true, 0) if json => writeln!(out, "[]")?,
+                    (true, 0) => {
+                        let open = if self.kind == ResultKind::Rel {
+                            "#{"
+                        } else {
+                            "["
+                        };
+                        writeln!(out, "{open}{close}")?
+                    }
+                    (true, _) if json => writeln!(out, "\n]")?,
+                    (true, _) => writeln!(out, "{close}")?,
+                    (false, 0) if json => writeln!(out, "null")?,
+                    (false, 0) => writeln!(out, "nil")?,
+                    (false, _) => writeln!(out)?,
+                }
+                out.flush()
             }
         }
     }
-    rows.finish()
 }
 
 /// An entity given as an id, an ident or a lookup ref `[:attr value]`.

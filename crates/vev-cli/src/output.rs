@@ -1,5 +1,7 @@
 //! Output formats. Every command produces either one EDN value or rows under a header; rows
-//! are written as they come in every format but `table`, which measures its columns first.
+//! are written as they come. `table` measures its columns on the first `TABLE_SAMPLE` rows
+//! and then writes the rest as they come (a later cell wider than its column widens only its
+//! own line), so a large result never waits in memory.
 //!
 //! - `edn`: printed as the EDN reader reads it back (one value; rows one vector a line).
 //! - `json`: see `edn_to_json` (and the crate README).
@@ -89,8 +91,10 @@ pub struct Rows<W: Write> {
     out: W,
     format: Format,
     header: Vec<String>,
-    /// `table` only: the cells so far.
+    /// `table` only: the first rows' cells, until the column widths are known.
     buffered: Vec<Vec<String>>,
+    /// `table` only: the column widths, once the header is written.
+    widths: Option<Vec<usize>>,
     /// `json` only: rows written so far.
     count: usize,
 }
@@ -102,6 +106,7 @@ impl<W: Write> Rows<W> {
             format,
             header,
             buffered: Vec::new(),
+            widths: None,
             count: 0,
         };
         match format {
@@ -129,16 +134,45 @@ impl<W: Write> Rows<W> {
                 writeln!(self.out, "{}", line.join(","))
             }
             Format::Table => {
-                self.buffered.push(row.iter().map(cell).collect());
-                Ok(())
+                self.count += 1;
+                let cells: Vec<String> = row.iter().map(cell).collect();
+                match &self.widths {
+                    Some(widths) => writeln!(self.out, "{}", table_line(widths, &cells)),
+                    None => {
+                        self.buffered.push(cells);
+                        if self.buffered.len() >= TABLE_SAMPLE {
+                            self.start_table()?;
+                        }
+                        Ok(())
+                    }
+                }
             }
         }
+    }
+
+    /// Measure the columns on the rows so far, write the header and those rows.
+    fn start_table(&mut self) -> io::Result<()> {
+        let widths = table_widths(&self.header, &self.buffered);
+        writeln!(self.out, "{}", table_line(&widths, &self.header))?;
+        let rule: Vec<String> = widths.iter().map(|w| "-".repeat(*w)).collect();
+        writeln!(self.out, "{}", rule.join("-+-"))?;
+        for row in std::mem::take(&mut self.buffered) {
+            writeln!(self.out, "{}", table_line(&widths, &row))?;
+        }
+        self.widths = Some(widths);
+        Ok(())
     }
 
     pub fn finish(mut self) -> io::Result<()> {
         match self.format {
             Format::Json => writeln!(self.out, "{}]", if self.count > 0 { "\n" } else { "" })?,
-            Format::Table => write_table(&mut self.out, &self.header, &self.buffered)?,
+            Format::Table => {
+                if self.widths.is_none() {
+                    self.start_table()?;
+                }
+                let n = self.count;
+                writeln!(self.out, "({n} row{})", if n == 1 { "" } else { "s" })?;
+            }
             Format::Edn | Format::Csv => {}
         }
         self.out.flush()
@@ -153,7 +187,10 @@ fn csv_field(text: &str) -> String {
     }
 }
 
-fn write_table(out: &mut impl Write, header: &[String], rows: &[Vec<String>]) -> io::Result<()> {
+/// Rows a table measures its columns on before it writes anything.
+const TABLE_SAMPLE: usize = 1000;
+
+fn table_widths(header: &[String], rows: &[Vec<String>]) -> Vec<usize> {
     let mut widths: Vec<usize> = header.iter().map(|h| h.chars().count()).collect();
     for row in rows {
         for (i, c) in row.iter().enumerate() {
@@ -163,25 +200,20 @@ fn write_table(out: &mut impl Write, header: &[String], rows: &[Vec<String>]) ->
             widths[i] = widths[i].max(c.chars().count());
         }
     }
-    let line = |cells: &[String]| -> String {
-        let padded: Vec<String> = widths
-            .iter()
-            .enumerate()
-            .map(|(i, w)| {
-                let c = cells.get(i).map_or("", String::as_str);
-                format!("{c}{}", " ".repeat(w - c.chars().count()))
-            })
-            .collect();
-        padded.join(" | ").trim_end().to_string()
-    };
-    writeln!(out, "{}", line(header))?;
-    let rule: Vec<String> = widths.iter().map(|w| "-".repeat(*w)).collect();
-    writeln!(out, "{}", rule.join("-+-"))?;
-    for row in rows {
-        writeln!(out, "{}", line(row))?;
-    }
-    let n = rows.len();
-    writeln!(out, "({n} row{})", if n == 1 { "" } else { "s" })
+    widths
+}
+
+/// Cells padded to the widths (a wider cell is written whole), ` | ` between them.
+fn table_line(widths: &[usize], cells: &[String]) -> String {
+    let padded: Vec<String> = widths
+        .iter()
+        .enumerate()
+        .map(|(i, w)| {
+            let c = cells.get(i).map_or("", String::as_str);
+            format!("{c}{}", " ".repeat(w.saturating_sub(c.chars().count())))
+        })
+        .collect();
+    padded.join(" | ").trim_end().to_string()
 }
 
 /// Write one EDN value in a format (`table` and `csv` show a scalar as one cell, a

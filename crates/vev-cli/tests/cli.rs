@@ -494,3 +494,188 @@ fn demo_loads_and_queries() {
     assert_eq!(n.trim(), "600");
     run_ok(&["verify", s(&db)], "");
 }
+
+/// A database of `n` people with names of growing length (the last ones are the widest),
+/// made through the library (faster than `vev transact` for thousands of entities).
+fn many_people(dir: &Path, n: usize) -> PathBuf {
+    let path = dir.join("many.vev");
+    let conn = vev::Connection::open(&path).unwrap();
+    conn.transact_edn(SCHEMA).unwrap();
+    for chunk in (0..n).collect::<Vec<_>>().chunks(1000) {
+        let people: Vec<String> = chunk
+            .iter()
+            .map(|i| {
+                format!(
+                    r#"{{:person/email "p{i:06}@x" :person/name "{}" :person/age {i}}}"#,
+                    "n".repeat(1 + i / 1000)
+                )
+            })
+            .collect();
+        conn.transact_edn(&format!("[{}]", people.join(" ")))
+            .unwrap();
+    }
+    path
+}
+
+#[test]
+fn large_results_stream_in_every_format() {
+    let dir = tempfile::tempdir().unwrap();
+    let n = 3_500;
+    let db = many_people(dir.path(), n);
+    let q = "[:find ?a ?n :where [?e :person/age ?a] [?e :person/name ?n]]";
+    let want: Vec<(i64, String)> = (0..n)
+        .map(|i| (i as i64, "n".repeat(1 + i / 1000)))
+        .collect();
+    // EDN: a set, a row a line, reading back as the result.
+    let edn = run_ok(&["query", s(&db), q, "--format", "edn"], "");
+    assert_eq!(edn.lines().count(), n);
+    let Edn::Set(rows) = parse(&edn).unwrap() else {
+        panic!("not a set")
+    };
+    let got: Vec<(i64, String)> = rows
+        .iter()
+        .map(|r| match r.as_seq().unwrap() {
+            [Edn::Integer(a), Edn::String(n)] => (*a, n.clone()),
+            other => panic!("row {other:?}"),
+        })
+        .collect();
+    assert_eq!(got, want);
+    // JSON: one array, rows sorted by value.
+    let json: serde_json::Value =
+        serde_json::from_str(&run_ok(&["query", s(&db), q, "--format", "json"], "")).unwrap();
+    let json = json.as_array().unwrap();
+    assert_eq!(json.len(), n);
+    assert_eq!(json[n - 1], serde_json::json!([n - 1, "nnnn"]));
+    // CSV: the header, then the rows in value order.
+    let csv = run_ok(&["query", s(&db), q, "--format", "csv"], "");
+    let lines: Vec<&str> = csv.lines().collect();
+    assert_eq!(lines.len(), n + 1);
+    assert_eq!(
+        (lines[0], lines[1], lines[n]),
+        ("?a,?n", "0,n", "3499,nnnn")
+    );
+    // Table: columns measured on the first 1,000 rows; later, wider cells widen only their
+    // own line, and every row is there.
+    let table = run_ok(&["query", s(&db), q, "--format", "table"], "");
+    let lines: Vec<&str> = table.lines().collect();
+    assert_eq!(lines.len(), n + 3);
+    assert_eq!(lines[0], "?a  | ?n");
+    assert_eq!(lines[1], "----+---");
+    assert_eq!(lines[2], "0   | n");
+    assert_eq!(lines[n + 1], "3499 | nnnn");
+    assert_eq!(lines[n + 2], format!("({n} rows)"));
+    // A collection, :keys maps and a bag (:with) stream too.
+    let coll = run_ok(
+        &[
+            "query",
+            s(&db),
+            "[:find [?a ...] :where [_ :person/age ?a]]",
+            "--format",
+            "edn",
+        ],
+        "",
+    );
+    assert_eq!(
+        parse(&coll).unwrap(),
+        Edn::Vector((0..n as i64).map(Edn::Integer).collect())
+    );
+    let keyed = run_ok(
+        &[
+            "query",
+            s(&db),
+            "[:find ?a :keys age :where [_ :person/age ?a]]",
+            "--format",
+            "json",
+        ],
+        "",
+    );
+    let keyed: serde_json::Value = serde_json::from_str(&keyed).unwrap();
+    assert_eq!(keyed[0], serde_json::json!({":age": 0}));
+    assert_eq!(keyed.as_array().unwrap().len(), n);
+    let bag = run_ok(
+        &[
+            "query",
+            s(&db),
+            "[:find ?n :with ?e :where [?e :person/name ?n]]",
+            "--format",
+            "edn",
+        ],
+        "",
+    );
+    assert_eq!(parse(&bag).unwrap().as_seq().unwrap().len(), n);
+}
+
+#[test]
+fn empty_and_single_results_in_every_format() {
+    let f = fixture();
+    let none = "[:find ?n :where [_ :person/name ?n] [(= ?n \"nobody\")]]";
+    let cases: &[(&str, &str, &str)] = &[
+        (none, "edn", "#{}"),
+        (none, "json", "[]"),
+        (none, "csv", "?n"),
+        (none, "table", "?n\n--\n(0 rows)"),
+        (
+            "[:find [?n ...] :where [_ :person/age 99] [_ :person/name ?n]]",
+            "edn",
+            "[]",
+        ),
+        (
+            "[:find ?n . :where [_ :person/age 99] [_ :person/name ?n]]",
+            "edn",
+            "nil",
+        ),
+        (
+            "[:find ?n . :where [_ :person/age 99] [_ :person/name ?n]]",
+            "json",
+            "null",
+        ),
+        (
+            "[:find ?a . :where [_ :person/age ?a] [(< ?a 35)]]",
+            "edn",
+            "31",
+        ),
+        (
+            "[:find [?a ?n] :where [?e :person/age 41] [?e :person/age ?a] [?e :person/name ?n]]",
+            "json",
+            r#"[41,"Bo, \"the\" second"]"#,
+        ),
+        (
+            "[:find ?a :keys age :where [_ :person/age ?a] [(< ?a 35)]]",
+            "edn",
+            "[{:age 31}]",
+        ),
+        ("[:find (count ?e) . :where [?e :person/age]]", "edn", "2"),
+    ];
+    for (q, format, want) in cases {
+        let out = run_ok(&["query", s(&f.db), q, "--format", format], "");
+        assert_eq!(out.trim_end(), *want, "{q} as {format}");
+    }
+}
+
+#[test]
+fn a_reader_that_stops_early_ends_the_query_quietly() {
+    use std::io::{BufRead, BufReader};
+    let dir = tempfile::tempdir().unwrap();
+    let db = many_people(dir.path(), 20_000);
+    let mut child = std::process::Command::new(assert_cmd::cargo::cargo_bin("vev"))
+        .args([
+            "query",
+            s(&db),
+            "[:find ?e ?n ?m :where [?e :person/name ?n] [?e :person/email ?m]]",
+            "--format",
+            "csv",
+        ])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut first = String::new();
+    BufReader::new(child.stdout.take().unwrap())
+        .read_line(&mut first)
+        .unwrap();
+    assert_eq!(first, "?e,?n,?m\n");
+    // The pipe is closed now (as `| head -1` does): the rest of the rows cannot be written.
+    let out = child.wait_with_output().unwrap();
+    assert!(out.status.success(), "{:?}", out.status);
+    assert_eq!(String::from_utf8_lossy(&out.stderr), "");
+}

@@ -171,9 +171,11 @@ fn schema_db(dir: &Path) -> PathBuf {
     db
 }
 
+/// A query's EDN output, printed again in `Edn`'s one-line form (results put a row a line).
 fn q(db: &Path, query: &str) -> String {
-    run_ok(&["query", s(db), query, "--format", "edn"])
-        .trim()
+    let out = run_ok(&["query", s(db), query, "--format", "edn"]);
+    vev::edn::parse(&out)
+        .unwrap_or_else(|e| panic!("{e}: {out}"))
         .to_string()
 }
 

@@ -96,6 +96,19 @@ pub(crate) struct Env<'e> {
 }
 
 impl<'a> Ctx<'a> {
+    /// The storage failure any database source met, as an error.
+    pub fn check_storage(&self) -> Result<(), QueryError> {
+        match self
+            .sources
+            .iter()
+            .flatten()
+            .find_map(|s| s.storage_failure())
+        {
+            Some(f) => Err(QueryError::Storage(f)),
+            None => Ok(()),
+        }
+    }
+
     pub fn check(&self, rows: usize) -> Result<(), QueryError> {
         if let Some(max) = self.limits.max_rows {
             if rows > max {

@@ -29,5 +29,5 @@ pub use error::QueryError;
 pub use exec::{Limits, PlanStep};
 pub use funcs::Registry;
 pub use pull::{pull, pull_many, PullError};
-pub use query::{q, Input, Query, QueryOptions, QueryResult};
+pub use query::{q, Input, Query, QueryOptions, QueryResult, ResultKind};
 pub use source::Source;

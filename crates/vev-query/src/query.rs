@@ -84,6 +84,25 @@ impl QueryResult {
     }
 }
 
+/// The shape of a query's result, from its `:find` (see [`Query::run_rows`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ResultKind {
+    /// `:find ?a ?b`: a set of tuples.
+    Rel,
+    /// `:find ?a ?b :with ?c`: a bag of tuples (duplicates kept).
+    Bag,
+    /// `:find [?a ...]`: a collection of distinct values, one per row.
+    Coll,
+    /// `:find ?a .`: at most one row of one value.
+    Scalar,
+    /// `:find [?a ?b]`: at most one row.
+    Tuple,
+    /// A relation find with `:keys`, `:strs` or `:syms`: a collection of maps.
+    Maps,
+    /// A tuple find with `:keys`, `:strs` or `:syms`: at most one map.
+    Map,
+}
+
 /// A parsed and compiled query, ready to run many times.
 #[derive(Clone)]
 pub struct Query {
@@ -229,7 +248,8 @@ impl Query {
         inputs: &[Input<'_>],
         opts: &QueryOptions,
     ) -> Result<QueryResult, QueryError> {
-        self.execute(inputs, opts, false).map(|(r, _)| r)
+        self.execute(inputs, opts, false, |q, ctx, rel| q.shape(ctx, rel))
+            .map(|(r, _)| r)
     }
 
     /// Run, and return the plan that ran with estimated and actual row counts.
@@ -238,26 +258,86 @@ impl Query {
         inputs: &[Input<'_>],
         opts: &QueryOptions,
     ) -> Result<(QueryResult, Vec<PlanStep>), QueryError> {
-        self.execute(inputs, opts, true)
+        self.execute(inputs, opts, true, |q, ctx, rel| q.shape(ctx, rel))
+    }
+
+    /// Run, handing the result to `sink` a row at a time instead of collecting it: the final
+    /// relation stays in its compact form and each row becomes EDN (pulled entities
+    /// included) only as it is handed over, so a large result costs its compact rows, not
+    /// those plus a copy as EDN. A row is the `:find` elements' values in order (see
+    /// [`Query::result_kind`] for how many rows each shape gives; [`Query::row_map`] makes
+    /// the map of a `:keys`/`:strs`/`:syms` row). With `sorted`, the rows of a set
+    /// (relations, collections, maps; not `:with` bags) come in the order of their values
+    /// (entities by id), so the output is deterministic; otherwise in the engine's order.
+    /// Returns the number of rows handed over. An error from `sink` stops the run.
+    pub fn run_rows<E: From<QueryError>>(
+        &self,
+        inputs: &[Input<'_>],
+        opts: &QueryOptions,
+        sorted: bool,
+        mut sink: impl FnMut(Vec<Edn>) -> Result<(), E>,
+    ) -> Result<usize, E> {
+        self.execute(inputs, opts, false, |q, ctx, rel| {
+            // Every scan is done: a storage failure now means the rows are incomplete, so
+            // none may be handed over.
+            ctx.check_storage()?;
+            let n = q.emit(ctx, rel, sorted, &mut sink)?;
+            ctx.check_storage()?;
+            Ok(n)
+        })
+        .map(|(n, _)| n)
+    }
+
+    /// How this query's result is shaped, known before it runs.
+    pub fn result_kind(&self) -> ResultKind {
+        let has_agg = self.find.iter().any(|f| matches!(f, Find::Agg { .. }));
+        let maps = self.ast.return_maps.is_some();
+        match &self.ast.find {
+            FindSpec::Rel(_) if maps => ResultKind::Maps,
+            FindSpec::Rel(_) if !self.with.is_empty() && !has_agg => ResultKind::Bag,
+            FindSpec::Rel(_) => ResultKind::Rel,
+            FindSpec::Coll(_) => ResultKind::Coll,
+            FindSpec::Scalar(_) => ResultKind::Scalar,
+            FindSpec::Tuple(_) if maps => ResultKind::Map,
+            FindSpec::Tuple(_) => ResultKind::Tuple,
+        }
+    }
+
+    /// The map of one row of a `:keys`, `:strs` or `:syms` query (the row itself as a
+    /// vector for any other query).
+    pub fn row_map(&self, row: Vec<Edn>) -> Edn {
+        let Some(maps) = self.ast.return_maps.as_ref() else {
+            return Edn::Vector(row);
+        };
+        Edn::Map(
+            maps.names
+                .iter()
+                .zip(row)
+                .map(|(n, v)| {
+                    let key = match maps.kind {
+                        ReturnMapKind::Keys => Edn::Keyword(Keyword::new(n.as_str())),
+                        ReturnMapKind::Strs => Edn::String(n.to_string()),
+                        ReturnMapKind::Syms => Edn::Symbol(n.clone()),
+                    };
+                    (key, v)
+                })
+                .collect::<BTreeMap<_, _>>(),
+        )
     }
 
     /// `execute_inner`, failed as a whole when any database input met a storage failure
     /// (its scans then saw less than the data, so the result cannot be trusted).
-    fn execute(
+    fn execute<T, E: From<QueryError>>(
         &self,
         inputs: &[Input<'_>],
         opts: &QueryOptions,
         explain: bool,
-    ) -> Result<(QueryResult, Vec<PlanStep>), QueryError> {
-        let out = self.execute_inner(inputs, opts, explain);
-        for input in inputs {
-            if let Input::Db(src) = input {
-                if let Some(f) = src.storage_failure() {
-                    return Err(QueryError::Storage(f));
-                }
-            }
-        }
-        out
+        finish: impl FnOnce(&Query, &Ctx<'_>, Rel) -> Result<T, E>,
+    ) -> Result<(T, Vec<PlanStep>), E> {
+        let out = self.execute_inner(inputs, opts, explain, finish);
+        storage_failure(inputs)?;
+        let (result, plan) = out?;
+        Ok((result?, plan))
     }
 
     fn clause_text(&self, c: &CClause) -> String {
@@ -273,12 +353,13 @@ impl Query {
 
     /// Run; with `explain`, also record each step of the plan (otherwise nothing is spent on
     /// estimates, clause texts or clocks that only `explain` shows).
-    fn execute_inner(
+    fn execute_inner<T>(
         &self,
         inputs: &[Input<'_>],
         opts: &QueryOptions,
         explain: bool,
-    ) -> Result<(QueryResult, Vec<PlanStep>), QueryError> {
+        finish: impl FnOnce(&Query, &Ctx<'_>, Rel) -> T,
+    ) -> Result<(T, Vec<PlanStep>), QueryError> {
         let started = Instant::now();
         if inputs.len() != self.ast.inputs.len() {
             return Err(QueryError::InputCount {
@@ -413,7 +494,7 @@ impl Query {
             });
         }
         let rel = rel.into_projection(&uniq);
-        let result = self.shape(&ctx, rel)?;
+        let result = finish(self, &ctx, rel);
         let mut plan = ctx.plan.take();
         if ctx.replayed.get() {
             for step in &mut plan {
@@ -502,73 +583,99 @@ impl Query {
 
     /// Turn the final relation into the find shape, aggregating and pulling.
     fn shape(&self, ctx: &Ctx<'_>, rel: Rel) -> Result<QueryResult, QueryError> {
-        let has_agg = self.find.iter().any(|f| matches!(f, Find::Agg { .. }));
-        let rows: Vec<Vec<Edn>> = if has_agg {
-            self.aggregate(ctx, &rel)?
-        } else {
-            let mut out = Vec::with_capacity(rel.len);
-            // Distinct over the find variables (`:with` variables keep duplicates).
-            let find_vars: Vec<VarId> = self.find_vars();
-            let rel = if self.with.is_empty() {
-                rel.into_projection(&find_vars)
-            } else {
-                rel
-            };
-            let cols: Vec<usize> = self
-                .find
-                .iter()
-                .map(|f| rel.col(find_var(f)).expect("bound"))
-                .collect();
-            for row in rel.rows() {
-                let mut cells = Vec::with_capacity(self.find.len());
-                for (f, col) in self.find.iter().zip(&cols) {
-                    cells.push(self.cell(ctx, f, &rel, row, *col)?);
-                }
-                out.push(cells);
+        let mut rows: Vec<Vec<Edn>> = Vec::with_capacity(rel.len);
+        self.emit(ctx, rel, false, &mut |row| {
+            rows.push(row);
+            Ok::<(), QueryError>(())
+        })?;
+        let first = |rows: Vec<Vec<Edn>>| rows.into_iter().next();
+        Ok(match self.result_kind() {
+            ResultKind::Rel => QueryResult::Rel(rows),
+            ResultKind::Bag => QueryResult::Bag(rows),
+            ResultKind::Maps => {
+                QueryResult::Maps(rows.into_iter().map(|r| self.row_map(r)).collect())
             }
-            out
-        };
-        let maps = self.ast.return_maps.as_ref();
-        let to_map = |row: Vec<Edn>| -> Edn {
-            let maps = maps.expect("maps requested");
-            Edn::Map(
-                maps.names
-                    .iter()
-                    .zip(row)
-                    .map(|(n, v)| {
-                        let key = match maps.kind {
-                            ReturnMapKind::Keys => Edn::Keyword(Keyword::new(n.as_str())),
-                            ReturnMapKind::Strs => Edn::String(n.to_string()),
-                            ReturnMapKind::Syms => Edn::Symbol(n.clone()),
-                        };
-                        (key, v)
-                    })
-                    .collect::<BTreeMap<_, _>>(),
-            )
-        };
-        Ok(match &self.ast.find {
-            FindSpec::Rel(_) if maps.is_some() => {
-                QueryResult::Maps(rows.into_iter().map(to_map).collect())
+            ResultKind::Coll => {
+                QueryResult::Coll(rows.into_iter().filter_map(|mut r| r.pop()).collect())
             }
-            FindSpec::Rel(_) if !self.with.is_empty() && !has_agg => QueryResult::Bag(rows),
-            FindSpec::Rel(_) => QueryResult::Rel(rows),
-            FindSpec::Coll(_) => {
-                let mut seen = HashSet::new();
-                QueryResult::Coll(
-                    rows.into_iter()
-                        .filter_map(|mut r| r.pop())
-                        .filter(|v| seen.insert(v.clone()))
-                        .collect(),
-                )
-            }
-            FindSpec::Scalar(_) => {
-                QueryResult::Scalar(rows.into_iter().next().and_then(|mut r| r.pop()))
-            }
-            FindSpec::Tuple(_) if maps.is_some() => {
-                QueryResult::Scalar(rows.into_iter().next().map(to_map))
-            }
-            FindSpec::Tuple(_) => QueryResult::Tuple(rows.into_iter().next()),
+            ResultKind::Scalar => QueryResult::Scalar(first(rows).and_then(|mut r| r.pop())),
+            ResultKind::Map => QueryResult::Scalar(first(rows).map(|r| self.row_map(r))),
+            ResultKind::Tuple => QueryResult::Tuple(first(rows)),
         })
+    }
+
+    /// Hand the result's rows to `sink` (see `run_rows`): each row the `:find` elements'
+    /// values, aggregated and pulled; at most one row for a scalar or tuple find; distinct
+    /// values for a collection find.
+    fn emit<E: From<QueryError>>(
+        &self,
+        ctx: &Ctx<'_>,
+        rel: Rel,
+        sorted: bool,
+        sink: &mut impl FnMut(Vec<Edn>) -> Result<(), E>,
+    ) -> Result<usize, E> {
+        let kind = self.result_kind();
+        let single = matches!(
+            kind,
+            ResultKind::Scalar | ResultKind::Tuple | ResultKind::Map
+        );
+        if self.find.iter().any(|f| matches!(f, Find::Agg { .. })) {
+            // One row per group: as many as the distinct grouping values, no more.
+            let mut rows = self.aggregate(ctx, &rel)?;
+            if sorted && kind != ResultKind::Bag {
+                rows.sort();
+            }
+            if single {
+                rows.truncate(1);
+            }
+            let n = rows.len();
+            rows.into_iter().try_for_each(&mut *sink)?;
+            return Ok(n);
+        }
+        // Distinct over the find variables (`:with` variables keep duplicates).
+        let find_vars: Vec<VarId> = self.find_vars();
+        let rel = if self.with.is_empty() {
+            rel.into_projection(&find_vars)
+        } else {
+            rel
+        };
+        let cols: Vec<usize> = self
+            .find
+            .iter()
+            .map(|f| rel.col(find_var(f)).expect("bound"))
+            .collect();
+        let mut order: Vec<usize> = (0..rel.len).collect();
+        if sorted && kind != ResultKind::Bag {
+            order.sort_by(|a, b| {
+                let (a, b) = (rel.row(*a), rel.row(*b));
+                cols.iter()
+                    .map(|c| a[*c].cmp(&b[*c]))
+                    .find(|o| o.is_ne())
+                    .unwrap_or(std::cmp::Ordering::Equal)
+            });
+        }
+        if single {
+            order.truncate(1);
+        }
+        // A collection find is distinct over its one element; the relation may also hold a
+        // pull pattern's variable.
+        let mut seen = (kind == ResultKind::Coll && find_vars.len() > 1).then(HashSet::new);
+        let mut n = 0;
+        for i in order {
+            let row = rel.row(i);
+            if let Some(seen) = &mut seen {
+                if !seen.insert(row[cols[0]].clone()) {
+                    continue;
+                }
+            }
+            let mut cells = Vec::with_capacity(self.find.len());
+            for (f, col) in self.find.iter().zip(&cols) {
+                cells.push(self.cell(ctx, f, &rel, row, *col)?);
+            }
+            sink(cells)?;
+            n += 1;
+        }
+        Ok(n)
     }
 
     fn find_vars(&self) -> Vec<VarId> {
@@ -948,6 +1055,18 @@ fn bind_input(
             Ok(rel_of(vars.iter().flatten().copied().collect(), rows))
         }
     }
+}
+
+/// The storage failure any database input met, as an error.
+fn storage_failure(inputs: &[Input<'_>]) -> Result<(), QueryError> {
+    for input in inputs {
+        if let Input::Db(src) = input {
+            if let Some(f) = src.storage_failure() {
+                return Err(QueryError::Storage(f));
+            }
+        }
+    }
+    Ok(())
 }
 
 /// Parse, compile and run a query once.

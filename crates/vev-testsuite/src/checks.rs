@@ -209,6 +209,7 @@ fn check_query(
         .collect();
     let result =
         vev::Query::parse(&query).and_then(|q| q.run(&args, &vev::QueryOptions::default()));
+    check_streamed(&query, &args, &result)?;
     match (result, want) {
         (Ok(got), Ok(want)) => {
             let want = subst(run, db, want)?;
@@ -226,6 +227,59 @@ fn check_query(
         (Err(e), Err(code)) if e.code() == code => Ok(()),
         (Err(e), Err(code)) => Err(format!("expected {code}, got [{}] {e}", e.code())),
     }
+}
+
+/// The oracle for `Query::run_rows`: the rows it streams (sorted) are the rows `run` returns,
+/// as a set for a set-shaped result and as a multiset for a bag, and it fails with the same
+/// code. A scalar or tuple find may pick a different one of several rows, and `rand` and
+/// `sample` differ run to run, so those are not compared.
+fn check_streamed(
+    query: &str,
+    args: &[vev::Input<'_>],
+    result: &Result<vev::QueryResult, vev::QueryError>,
+) -> Result<(), String> {
+    let Ok(q) = vev::Query::parse(query) else {
+        return Ok(());
+    };
+    let mut rows: Vec<Edn> = Vec::new();
+    let streamed = q.run_rows(args, &vev::QueryOptions::default(), true, |row| {
+        rows.push(Edn::Vector(row));
+        Ok::<(), vev::QueryError>(())
+    });
+    let got = match (streamed, result) {
+        (Err(a), Err(b)) if a.code() == b.code() => return Ok(()),
+        (Ok(n), Ok(got)) if n == rows.len() => got,
+        (s, r) => {
+            return Err(format!(
+                "run_rows gave {:?} ({} rows), run gave {:?}",
+                s.map_err(|e| e.code()),
+                rows.len(),
+                r.as_ref().map(|r| r.len()).map_err(|e| e.code())
+            ))
+        }
+    };
+    let random = query.contains("rand") || query.contains("sample");
+    let mut want: Vec<Edn> = match got {
+        _ if random => return Ok(()),
+        vev::QueryResult::Rel(r) | vev::QueryResult::Bag(r) => {
+            r.iter().map(|r| Edn::Vector(r.clone())).collect()
+        }
+        vev::QueryResult::Coll(c) => c.iter().map(|v| Edn::Vector(vec![v.clone()])).collect(),
+        vev::QueryResult::Maps(m) => {
+            rows = rows
+                .into_iter()
+                .map(|r| match r {
+                    Edn::Vector(cells) => q.row_map(cells),
+                    other => other,
+                })
+                .collect();
+            m.clone()
+        }
+        _ => return Ok(()),
+    };
+    want.sort();
+    rows.sort();
+    expect_eq(&rows, &want).map_err(|e| format!("run_rows differs from run: {e}"))
 }
 
 fn index(x: &Edn) -> Result<usize, String> {

@@ -42,6 +42,6 @@ pub use vev_db::{
 pub use vev_edn as edn;
 pub use vev_query::{
     pull_many, q, Input, Limits, PlanStep, PullError, Query, QueryError, QueryOptions, QueryResult,
-    Registry, Source,
+    Registry, ResultKind, Source,
 };
 pub use vev_sqlite::{FaultPlan, LockMode, VerifyReport};
