@@ -56,6 +56,7 @@ impl IndexOrder {
     }
 
     /// Compare two datoms in this order.
+    #[inline]
     pub fn cmp(self, x: &Datom, y: &Datom) -> Ordering {
         let head = match self {
             IndexOrder::Eavt => {

@@ -5,7 +5,7 @@
 //! value types, cardinalities and uniqueness) have fixed ids in the db partition; they are
 //! created by the bootstrap transaction (t 0) of every database.
 
-use std::collections::HashMap;
+use foldhash::HashMap;
 use std::sync::Arc;
 
 use vev_edn::Keyword;

@@ -16,6 +16,7 @@
 use std::cmp::Ordering;
 use std::sync::Arc;
 
+use smallvec::{smallvec, SmallVec};
 use vev_core::{Datom, IndexOrder};
 
 use crate::segment::SegmentCache;
@@ -58,6 +59,10 @@ impl Stored {
         self.cache.load(self)
     }
 }
+
+/// What rebuilding a node hands up: usually one node (kept inline, so the common path
+/// allocates no list per level), several after a split, none when it emptied.
+pub(crate) type Entries = SmallVec<[Entry; 1]>;
 
 /// A child node with its first datom and size, as a rebuilt level hands it up.
 pub(crate) struct Entry {
@@ -126,7 +131,7 @@ impl Tree {
         };
         let mut level = entries;
         while level.len() > 1 {
-            level = group_branches(level);
+            level = group_branches(level.into_vec());
         }
         let mut root = level.pop().map(|e| e.node);
         while let Some(Node::Branch(b)) = &root {
@@ -261,7 +266,7 @@ pub(crate) fn node_size(node: &Node) -> usize {
 /// apart and its datoms and children are moved; a shared one (an older `Db` holds it) is
 /// copied, and so is everything under it, since its children are shared through it: that is
 /// the path copy.
-fn apply_node_owned(order: IndexOrder, node: Node, changes: &[Change]) -> Vec<Entry> {
+fn apply_node_owned(order: IndexOrder, node: Node, changes: &[Change]) -> Entries {
     match node {
         Node::Leaf(items) => match Arc::try_unwrap(items) {
             Ok(items) => leaf_merge_owned(order, items, changes),
@@ -288,64 +293,83 @@ fn vacant() -> Node {
     Node::Leaf(EMPTY.get_or_init(|| Arc::new(Vec::new())).clone())
 }
 
-fn apply_branch_owned(
-    order: IndexOrder,
-    b: Branch,
-    changes: &[Change],
-    parallel: bool,
-) -> Vec<Entry> {
+fn apply_branch_owned(order: IndexOrder, b: Branch, changes: &[Change], parallel: bool) -> Entries {
+    if parallel && changes.len() >= PARALLEL_APPLY_MIN {
+        return apply_branch_parallel(order, b, changes);
+    }
     let Branch {
         mut children,
         mins,
         mut sizes,
     } = b;
     let n = children.len();
-    let child_of = |d: &Datom| {
-        mins.partition_point(|m| order.cmp(m, d) != Ordering::Greater)
-            .saturating_sub(1)
-    };
-    let first = child_of(&changes[0].datom);
-    let last = child_of(&changes[changes.len() - 1].datom);
-    if first == last {
-        // Every change falls into one child: rebuild only that slot, keep `mins` if its first
-        // datom stays.
-        let child = std::mem::replace(&mut children[first], vacant());
-        let mut entries = apply_node_owned(order, child, changes);
-        let same_min = entries.len() == 1
-            && order.cmp(&entries[0].min, &mins[first]) == Ordering::Equal
-            && (entries[0].size >= LEAF_MIN || n == 1);
-        if same_min {
-            let Entry { node, size, .. } = entries.pop().expect("one entry");
-            children[first] = node;
-            sizes[first] = size;
-            let total = sizes.iter().sum();
-            let min = mins[0].clone();
-            return vec![Entry {
-                node: Node::Branch(Arc::new(Branch {
-                    children,
-                    mins,
-                    sizes,
-                })),
-                min,
-                size: total,
-            }];
-        }
-        let mins = Arc::try_unwrap(mins).unwrap_or_else(|shared| (*shared).clone());
-        let mut out: Vec<Entry> = Vec::with_capacity(n + entries.len());
-        for (i, ((child, min), size)) in children.into_iter().zip(mins).zip(sizes).enumerate() {
-            if i == first {
-                out.append(&mut entries);
-            } else {
-                out.push(Entry {
-                    node: child,
-                    min,
-                    size,
-                });
+    // Rebuild each child the changes fall into, in its slot.
+    let mut rebuilt: SmallVec<[(usize, Entries); 4]> = SmallVec::new();
+    let mut rest = changes;
+    while let Some(c) = rest.first() {
+        let i = mins
+            .partition_point(|m| order.cmp(m, &c.datom) != Ordering::Greater)
+            .saturating_sub(1);
+        let end = match mins.get(i + 1) {
+            // Usually every change falls below the next child's first datom: one comparison.
+            Some(next) if order.cmp(&rest[rest.len() - 1].datom, next) == Ordering::Less => {
+                rest.len()
             }
-        }
-        merge_small_leaves(&mut out);
-        return split_branch(out);
+            Some(next) => rest.partition_point(|c| order.cmp(&c.datom, next) == Ordering::Less),
+            None => rest.len(),
+        };
+        let (mine, tail) = rest.split_at(end);
+        rest = tail;
+        let child = std::mem::replace(&mut children[i], vacant());
+        rebuilt.push((i, apply_node_owned(order, child, mine)));
     }
+    // The common case: each rebuilt child is still one node with the same first datom, so
+    // this branch keeps its shape and its (shared) list of first datoms.
+    let same_shape = rebuilt.iter().all(|(i, entries)| {
+        entries.len() == 1
+            && order.cmp(&entries[0].min, &mins[*i]) == Ordering::Equal
+            && (entries[0].size >= LEAF_MIN || n == 1)
+    });
+    if same_shape {
+        for (i, mut entries) in rebuilt {
+            let Entry { node, size, .. } = entries.pop().expect("one entry");
+            children[i] = node;
+            sizes[i] = size;
+        }
+        let size = sizes.iter().sum();
+        let min = mins[0].clone();
+        return smallvec![Entry {
+            node: Node::Branch(Arc::new(Branch {
+                children,
+                mins,
+                sizes,
+            })),
+            min,
+            size,
+        }];
+    }
+    let mins = Arc::try_unwrap(mins).unwrap_or_else(|shared| (*shared).clone());
+    let mut out: Vec<Entry> = Vec::with_capacity(n + rebuilt.len());
+    let mut rebuilt = rebuilt.into_iter().peekable();
+    for (i, ((node, min), size)) in children.into_iter().zip(mins).zip(sizes).enumerate() {
+        match rebuilt.next_if(|(j, _)| *j == i) {
+            Some((_, entries)) => out.extend(entries),
+            None => out.push(Entry { node, min, size }),
+        }
+    }
+    merge_small_leaves(&mut out);
+    split_branch(out)
+}
+
+/// `apply_branch_owned` for a large batch at the root: the children are independent
+/// subtrees, so about half of the changes' children go to a second thread.
+fn apply_branch_parallel(order: IndexOrder, b: Branch, changes: &[Change]) -> Entries {
+    let Branch {
+        children,
+        mins,
+        sizes,
+    } = b;
+    let n = children.len();
     // Split the changes among the children (moving the children and their first datoms).
     let mut work: Vec<(Entry, &[Change])> = Vec::with_capacity(n);
     let mut rest = changes;
@@ -375,32 +399,26 @@ fn apply_branch_owned(
         }
         out
     };
-    let mut out = if parallel && changes.len() >= PARALLEL_APPLY_MIN {
-        // A large batch: the children are independent subtrees, so give about half of the
-        // changes' children to a second thread.
-        let mut count = 0;
-        let split = work
-            .iter()
-            .position(|(_, mine)| {
-                count += mine.len();
-                count * 2 >= changes.len()
-            })
-            .map_or(work.len(), |i| i + 1)
-            .clamp(1, work.len() - 1);
-        let second = work.split_off(split);
-        std::thread::scope(|scope| {
-            let other = scope.spawn(|| run(second));
-            let mut out = run(work);
-            out.extend(
-                other
-                    .join()
-                    .unwrap_or_else(|p| std::panic::resume_unwind(p)),
-            );
-            out
+    let mut count = 0;
+    let split = work
+        .iter()
+        .position(|(_, mine)| {
+            count += mine.len();
+            count * 2 >= changes.len()
         })
-    } else {
-        run(work)
-    };
+        .map_or(work.len(), |i| i + 1)
+        .clamp(1, work.len().saturating_sub(1).max(1));
+    let second = work.split_off(split);
+    let mut out = std::thread::scope(|scope| {
+        let other = scope.spawn(|| run(second));
+        let mut out = run(work);
+        out.extend(
+            other
+                .join()
+                .unwrap_or_else(|p| std::panic::resume_unwind(p)),
+        );
+        out
+    });
     merge_small_leaves(&mut out);
     split_branch(out)
 }
@@ -409,7 +427,7 @@ fn apply_branch_owned(
 const PARALLEL_APPLY_MIN: usize = 2048;
 
 /// `leaf_merge` of a leaf the caller owns: its datoms move into the result.
-fn leaf_merge_owned(order: IndexOrder, items: Vec<Datom>, changes: &[Change]) -> Vec<Entry> {
+fn leaf_merge_owned(order: IndexOrder, items: Vec<Datom>, changes: &[Change]) -> Entries {
     let mut merged: Vec<Datom> = Vec::with_capacity(items.len() + changes.len());
     let mut items = items.into_iter().peekable();
     let mut j = 0;
@@ -441,7 +459,7 @@ fn leaf_merge_owned(order: IndexOrder, items: Vec<Datom>, changes: &[Change]) ->
 }
 
 /// Merge the sorted leaf with the sorted changes, then cut the result into leaves.
-fn leaf_merge(order: IndexOrder, items: &[Datom], changes: &[Change]) -> Vec<Entry> {
+fn leaf_merge(order: IndexOrder, items: &[Datom], changes: &[Change]) -> Entries {
     let mut merged: Vec<Datom> = Vec::with_capacity(items.len() + changes.len());
     let (mut i, mut j) = (0, 0);
     while i < items.len() || j < changes.len() {
@@ -473,21 +491,21 @@ fn leaf_merge(order: IndexOrder, items: &[Datom], changes: &[Change]) -> Vec<Ent
     chunk_leaves(merged)
 }
 
-fn chunk_leaves(merged: Vec<Datom>) -> Vec<Entry> {
+fn chunk_leaves(merged: Vec<Datom>) -> Entries {
     if merged.is_empty() {
-        return Vec::new();
+        return Entries::new();
     }
     if merged.len() <= LEAF_MAX {
-        return vec![leaf_entry(merged)];
+        return smallvec![leaf_entry(merged)];
     }
     chunk_evenly(merged, LEAF_TARGET, leaf_entry)
 }
 
 /// Cut `items` into about-`target`-sized runs of equal length and make a node of each.
-fn chunk_evenly<T>(items: Vec<T>, target: usize, make: fn(Vec<T>) -> Entry) -> Vec<Entry> {
+fn chunk_evenly<T>(items: Vec<T>, target: usize, make: fn(Vec<T>) -> Entry) -> Entries {
     let parts = items.len().div_ceil(target);
     let per = items.len().div_ceil(parts);
-    let mut out = Vec::with_capacity(parts);
+    let mut out = Entries::with_capacity(parts);
     let mut iter = items.into_iter().peekable();
     while iter.peek().is_some() {
         out.push(make(iter.by_ref().take(per).collect()));
@@ -521,17 +539,17 @@ fn merge_small_leaves(entries: &mut Vec<Entry>) {
     }
 }
 
-fn split_branch(entries: Vec<Entry>) -> Vec<Entry> {
+fn split_branch(entries: Vec<Entry>) -> Entries {
     if entries.is_empty() {
-        return entries;
+        return Entries::new();
     }
     if entries.len() <= BRANCH_MAX {
-        return vec![branch_entry(entries)];
+        return smallvec![branch_entry(entries)];
     }
     group_branches(entries)
 }
 
-fn group_branches(entries: Vec<Entry>) -> Vec<Entry> {
+fn group_branches(entries: Vec<Entry>) -> Entries {
     chunk_evenly(entries, BRANCH_TARGET, branch_entry)
 }
 
@@ -783,6 +801,82 @@ mod tests {
             "round {round}"
         );
         assert_eq!(t.len(), got.len());
+        if let Some(root) = &t.root {
+            check_node(t.order, root, None, round);
+        }
+        for probe in [0, 1, 2, 500, 1501, 2999, 39_999] {
+            assert_eq!(
+                t.contains(&d(probe)),
+                model.contains(&probe),
+                "round {round}"
+            );
+            let below = model.iter().filter(|e| **e < probe).count();
+            assert_eq!(t.rank(|x| x.e < probe), below, "round {round}");
+        }
+    }
+
+    /// The tree's shape: every branch's first datoms and sizes are its children's, nodes
+    /// are within their bounds, every leaf is at the same depth. Returns (first datom, size,
+    /// height).
+    fn check_node(
+        order: IndexOrder,
+        node: &Node,
+        parent_min: Option<&Datom>,
+        round: usize,
+    ) -> (Datom, usize, usize) {
+        match node {
+            Node::Leaf(items) => {
+                assert!(
+                    !items.is_empty() && items.len() <= LEAF_MAX,
+                    "round {round}: leaf of {}",
+                    items.len()
+                );
+                assert!(items
+                    .windows(2)
+                    .all(|w| order.cmp(&w[0], &w[1]) == Ordering::Less));
+                if let Some(m) = parent_min {
+                    assert_eq!(
+                        order.cmp(m, &items[0]),
+                        Ordering::Equal,
+                        "round {round}: leaf min"
+                    );
+                }
+                (items[0].clone(), items.len(), 0)
+            }
+            Node::Branch(b) => {
+                let n = b.children.len();
+                assert!(n >= 1 && n <= BRANCH_MAX, "round {round}: branch of {n}");
+                assert_eq!((b.mins.len(), b.sizes.len()), (n, n), "round {round}");
+                let mut height = None;
+                for i in 0..n {
+                    let (min, size, h) = check_node(order, &b.children[i], Some(&b.mins[i]), round);
+                    assert_eq!(
+                        order.cmp(&min, &b.mins[i]),
+                        Ordering::Equal,
+                        "round {round}: mins[{i}]"
+                    );
+                    assert_eq!(size, b.sizes[i], "round {round}: sizes[{i}]");
+                    assert!(
+                        height.is_none_or(|x| x == h),
+                        "round {round}: leaves at different depths"
+                    );
+                    height = Some(h);
+                }
+                if let Some(m) = parent_min {
+                    assert_eq!(
+                        order.cmp(m, &b.mins[0]),
+                        Ordering::Equal,
+                        "round {round}: branch min"
+                    );
+                }
+                (
+                    b.mins[0].clone(),
+                    b.sizes.iter().sum(),
+                    height.unwrap_or(0) + 1,
+                )
+            }
+            Node::Stored(_) => panic!("in-memory trees hold no stored nodes"),
+        }
     }
 
     #[test]
@@ -859,10 +953,32 @@ mod tests {
                 model.remove(&e);
             }
         }
-        let got: Vec<u64> = t.iter().map(|x| x.e).collect();
-        let want: Vec<u64> = model.into_iter().collect();
-        assert_eq!(got, want);
-        assert_eq!(t.len(), got.len());
+        assert_matches(&t, &model, 0);
+    }
+
+    #[test]
+    fn changes_spread_over_several_children_keep_the_shape() {
+        // Small batches touching a few far-apart children of a shared tree (as one
+        // transaction's datoms do in AEVT and AVET): copied each time, checked each time.
+        let mut t = Tree::new(IndexOrder::Eavt)
+            .apply(&changes_of(&(0..3000).map(|e| (e * 2, true)).collect()));
+        let mut model: Model = (0..3000).map(|e| e * 2).collect();
+        let mut x: u64 = 4242;
+        for round in 0..400 {
+            let mut batch = Batch::new();
+            for _ in 0..(1 + round % 5) {
+                x = x
+                    .wrapping_mul(6364136223846793005)
+                    .wrapping_add(1442695040888963407);
+                let e = (x >> 33) % 6100;
+                batch.insert(e, (x >> 20) % 3 != 0 || e == 0);
+            }
+            let kept = t.clone();
+            t = t.apply_owned(&changes_of(&batch));
+            drop(kept);
+            apply_to_model(&mut model, batch);
+            assert_matches(&t, &model, round);
+        }
     }
 }
 

@@ -1,6 +1,8 @@
 //! Stage 3: turn resolved terms into the transaction's datoms, checked against db-before.
 
-use std::collections::{BTreeMap, HashMap, HashSet};
+use std::collections::BTreeMap;
+
+use foldhash::{HashMap, HashMapExt, HashSet, HashSetExt};
 use std::sync::Arc;
 
 use vev_core::error::EntityName;
