@@ -426,8 +426,29 @@ fn apply_branch_parallel(order: IndexOrder, b: Branch, changes: &[Change]) -> En
 /// Batches with at least this many changes split the root's children between two threads.
 const PARALLEL_APPLY_MIN: usize = 2048;
 
+/// A leaf gets few changes (a small transaction's usual one): each is placed by binary
+/// search rather than by comparing it with every datom of the leaf.
+fn few_changes(items: usize, changes: usize) -> bool {
+    changes * 4 <= items
+}
+
 /// `leaf_merge` of a leaf the caller owns: its datoms move into the result.
-fn leaf_merge_owned(order: IndexOrder, items: Vec<Datom>, changes: &[Change]) -> Entries {
+fn leaf_merge_owned(order: IndexOrder, mut items: Vec<Datom>, changes: &[Change]) -> Entries {
+    if few_changes(items.len(), changes.len()) {
+        // In place, from the last change back so earlier positions stay valid.
+        for c in changes.iter().rev() {
+            let pos = items.partition_point(|d| order.cmp(d, &c.datom) == Ordering::Less);
+            let present = items
+                .get(pos)
+                .is_some_and(|d| order.cmp(d, &c.datom) == Ordering::Equal);
+            match (present, c.insert) {
+                (false, true) => items.insert(pos, c.datom.clone()),
+                (true, false) => drop(items.remove(pos)),
+                _ => {}
+            }
+        }
+        return chunk_leaves(items);
+    }
     let mut merged: Vec<Datom> = Vec::with_capacity(items.len() + changes.len());
     let mut items = items.into_iter().peekable();
     let mut j = 0;
@@ -461,6 +482,27 @@ fn leaf_merge_owned(order: IndexOrder, items: Vec<Datom>, changes: &[Change]) ->
 /// Merge the sorted leaf with the sorted changes, then cut the result into leaves.
 fn leaf_merge(order: IndexOrder, items: &[Datom], changes: &[Change]) -> Entries {
     let mut merged: Vec<Datom> = Vec::with_capacity(items.len() + changes.len());
+    if few_changes(items.len(), changes.len()) {
+        let mut i = 0;
+        for c in changes {
+            let pos = i + items[i..].partition_point(|d| order.cmp(d, &c.datom) == Ordering::Less);
+            merged.extend_from_slice(&items[i..pos]);
+            i = pos;
+            let present = items
+                .get(i)
+                .is_some_and(|d| order.cmp(d, &c.datom) == Ordering::Equal);
+            if present {
+                if c.insert {
+                    merged.push(items[i].clone());
+                }
+                i += 1;
+            } else if c.insert {
+                merged.push(c.datom.clone());
+            }
+        }
+        merged.extend_from_slice(&items[i..]);
+        return chunk_leaves(merged);
+    }
     let (mut i, mut j) = (0, 0);
     while i < items.len() || j < changes.len() {
         let ord = match (items.get(i), changes.get(j)) {

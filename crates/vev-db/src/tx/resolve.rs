@@ -1,6 +1,6 @@
 //! Stage 2: resolve tempids, upserting through `:db.unique/identity` attributes.
 
-use std::collections::{HashMap, HashSet};
+use foldhash::{HashMap, HashMapExt, HashSet, HashSetExt};
 
 use vev_core::ids::{user_id, EntityId};
 use vev_core::schema::Unique;
@@ -12,7 +12,7 @@ use crate::db::Db;
 
 pub(crate) struct Resolved {
     pub terms: Vec<ResolvedTerm>,
-    pub tempids: HashMap<TempId, EntityId>,
+    pub tempids: std::collections::HashMap<TempId, EntityId>,
     pub next_user: u64,
 }
 
@@ -92,7 +92,7 @@ pub(crate) fn resolve(db: &Db, terms: Vec<Term>, tx: EntityId) -> Result<Resolve
     }
     Ok(Resolved {
         terms: resolved,
-        tempids: assigned,
+        tempids: assigned.into_iter().collect(),
         next_user,
     })
 }
