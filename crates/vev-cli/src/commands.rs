@@ -758,6 +758,10 @@ pub fn verify(path: &Path) -> CliResult<()> {
             (kw("log-rows"), Edn::Integer(r.log_rows as i64)),
             (kw("log-datoms"), Edn::Integer(r.log_datoms as i64)),
             (kw("segments"), Edn::Integer(r.segments as i64)),
+            (
+                kw("garbage-segments"),
+                Edn::Integer(r.garbage_segments as i64),
+            ),
             (kw("index-datoms"), Edn::Integer(r.index_datoms as i64)),
         ]);
         writeln!(out, "{}", Edn::Map(m))?;

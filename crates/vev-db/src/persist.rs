@@ -161,6 +161,9 @@ pub struct Checkpoint {
     pub t: BasisT,
     pub root: Vec<u8>,
     pub segments: Vec<NewSegment>,
+    /// The first segment id this checkpoint could take: ids from here on are its own (or
+    /// later checkpoints'); ids below that no root names were left by checkpoints that failed.
+    pub first_id: u64,
     /// The same database with its persisted subtrees as segment references, so memory can be
     /// given back to the cache's bound.
     pub db: Db,
@@ -197,7 +200,8 @@ pub fn checkpoint(db: &Db, cache: &Arc<SegmentCache>, next_id: &mut u64) -> Chec
     w.zigzag(state.last_instant);
     write_schema(&mut w, &state.schema);
     let trees = state.trees();
-    let ids = AtomicU64::new(*next_id);
+    let first_id = *next_id;
+    let ids = AtomicU64::new(first_id);
     type Swaps = Vec<(usize, Arc<Stored>)>;
     type Persisted = (crate::tree::Tree, Vec<u8>, Vec<NewSegment>, Swaps);
     let persist = |t: &crate::tree::Tree| -> Persisted {
@@ -261,6 +265,7 @@ pub fn checkpoint(db: &Db, cache: &Arc<SegmentCache>, next_id: &mut u64) -> Chec
         t: state.basis_t,
         root: w.buf,
         segments,
+        first_id,
         db: Db::from_state(stored),
         source: db.current(),
         swaps,
@@ -419,6 +424,12 @@ pub fn root_t(bytes: &[u8]) -> DecodeResult<BasisT> {
     r.varint()
 }
 
+/// The segments a root record names. Every reference is in the trees' tops (a segment holds
+/// whole subtrees, never references), so no segment is read.
+pub fn root_segment_ids(bytes: &[u8], cache: &Arc<SegmentCache>) -> DecodeResult<Vec<u64>> {
+    Ok(open_root(bytes, cache)?.segment_ids())
+}
+
 /// Open the database a root record describes. Segments load on demand through `cache`.
 pub fn open_root(bytes: &[u8], cache: &Arc<SegmentCache>) -> DecodeResult<Db> {
     let mut r = Reader::new(bytes);
@@ -466,6 +477,27 @@ impl Db {
     /// The segment cache this database reads through (none in memory).
     pub fn segment_cache(&self) -> Option<&Arc<SegmentCache>> {
         self.state.segments.as_ref()
+    }
+
+    /// The segments this database's trees reference, found by walking the nodes in memory
+    /// down to the first segment reference on each path (nothing loads). Cheap for a
+    /// checkpointed database (only the trees' tops are in memory), proportional to the
+    /// in-memory datoms otherwise.
+    pub fn segment_ids(&self) -> Vec<u64> {
+        fn walk(node: &crate::tree::Node, out: &mut Vec<u64>) {
+            match node {
+                crate::tree::Node::Stored(s) => out.push(s.id),
+                crate::tree::Node::Branch(b) => b.children.iter().for_each(|c| walk(c, out)),
+                crate::tree::Node::Leaf(_) => {}
+            }
+        }
+        let mut out = Vec::new();
+        for tree in self.state.trees() {
+            if let Some(root) = &tree.root {
+                walk(root, &mut out);
+            }
+        }
+        out
     }
 
     /// The user-partition counter: the next new entity gets this number.

@@ -9,6 +9,11 @@
 //!   never changed afterwards, so readers in other processes can load them at any time.
 //! - `vev_root`: one row naming the latest checkpoint: its basis-t and the root record (the
 //!   top of every index tree, pointing at segments).
+//! - `vev_garbage`: segments no root names any more (those the previous root named and the
+//!   new one does not, and those of checkpoints that failed before their root), with when
+//!   they became garbage. A checkpoint deletes the segments that have been garbage for
+//!   longer than the grace period, so the file does not grow with every checkpoint while a
+//!   reader still on an older root keeps its segments for that long.
 //!
 //! Opening reads the root and the log rows after it, not every datom; segments load on demand.
 //! The format version lives in SQLite's `user_version`, the file's identity in its
@@ -92,7 +97,13 @@ pub struct StoreOptions {
     /// Decoded segment datoms kept in memory.
     pub cache_datoms_max: usize,
     pub faults: Option<Arc<FaultPlan>>,
+    /// How long a segment stays in the file after no root names it (for readers, in this or
+    /// other processes, still reading an older database); `None` keeps every segment.
+    pub gc_grace: Option<Duration>,
 }
+
+/// The default `gc_grace`: an hour.
+pub const GC_GRACE_DEFAULT: Duration = Duration::from_secs(3600);
 
 impl Default for StoreOptions {
     fn default() -> StoreOptions {
@@ -102,6 +113,7 @@ impl Default for StoreOptions {
             lock: LockMode::Fail,
             cache_datoms_max: 8_000_000,
             faults: None,
+            gc_grace: Some(GC_GRACE_DEFAULT),
         }
     }
 }
@@ -214,6 +226,11 @@ pub struct Store {
     faults: Option<Arc<FaultPlan>>,
     /// The next segment id a checkpoint may use.
     next_segment: Mutex<u64>,
+    gc_grace: Option<Duration>,
+    /// The root (its basis-t and `next_segment`) the latest database read here is built on:
+    /// `catch_up` adopts any other, so a reader's segments are never those of a root more
+    /// than one checkpoint old (whose garbage a later checkpoint may delete).
+    root_seen: Mutex<Option<(i64, i64)>>,
     /// Held for a writer's life; dropping it releases the lock.
     _lock: Option<File>,
 }
@@ -234,6 +251,8 @@ pub struct VerifyReport {
     pub log_rows: u64,
     pub log_datoms: u64,
     pub segments: u64,
+    /// Of `segments`, those no root names any more, kept for the grace period.
+    pub garbage_segments: u64,
     pub index_datoms: u64,
 }
 
@@ -261,6 +280,10 @@ impl Store {
                 .map_err(io("set synchronous"))?;
         }
         check_or_init_format(&conn, &display, opts.read_only)?;
+        if !opts.read_only {
+            // Files of this format written before garbage was tracked lack the table.
+            conn.execute_batch(GARBAGE_TABLE).map_err(io("create"))?;
+        }
         let seg_conn = open_sqlite(path, true)?;
         let cache = SegmentCache::new(
             Arc::new(SegmentReader {
@@ -275,6 +298,8 @@ impl Store {
             read_only: opts.read_only,
             faults: opts.faults.clone(),
             next_segment: Mutex::new(1),
+            gc_grace: opts.gc_grace,
+            root_seen: Mutex::new(None),
             _lock: lock,
         };
         let (db, checkpoint_t, tail_datoms) = store.load()?;
@@ -336,6 +361,7 @@ impl Store {
                 }
                 *self.next_segment.lock().unwrap_or_else(|p| p.into_inner()) =
                     next_segment.max(1) as u64;
+                *self.root_seen.lock().unwrap_or_else(|p| p.into_inner()) = Some((t, next_segment));
                 (db, t as u64)
             }
         };
@@ -478,12 +504,122 @@ impl Store {
             .transaction_with_behavior(TransactionBehavior::Immediate)
             .map_err(io("checkpoint"))?;
         self.fault("root write")?;
+        // In the root's own write batch, so that a crash keeps both or neither: what the
+        // new root no longer names becomes garbage, and old garbage goes.
+        self.collect_garbage(&tx, cp)?;
         tx.execute(
             "INSERT OR REPLACE INTO vev_root (slot, t, next_segment, record) VALUES (0, ?1, ?2, ?3)",
             params![cp.t as i64, next as i64, seal(std::mem::take(&mut cp.root))],
         )
         .map_err(io("root write"))?;
-        self.commit(tx, "checkpoint sync")
+        self.commit(tx, "checkpoint sync")?;
+        // The writer's databases move onto this root as they adopt the checkpoint.
+        *self.root_seen.lock().unwrap_or_else(|p| p.into_inner()) =
+            Some((cp.t as i64, next as i64));
+        Ok(())
+    }
+
+    /// Record as garbage the segments the root about to be replaced names and `cp` does not,
+    /// and those of checkpoints that failed before writing their root (ids from the old
+    /// root's `next_segment` up to `cp`'s first); delete those garbage longer than the grace.
+    fn collect_garbage(
+        &self,
+        tx: &rusqlite::Transaction<'_>,
+        cp: &Checkpoint,
+    ) -> Result<(), StorageError> {
+        let named: std::collections::HashSet<u64> = cp.db.segment_ids().into_iter().collect();
+        let old: Option<(i64, Vec<u8>)> = tx
+            .query_row(
+                "SELECT next_segment, record FROM vev_root WHERE slot = 0",
+                [],
+                |r| Ok((r.get(0)?, r.get(1)?)),
+            )
+            .optional()
+            .map_err(|e| unreadable("root record".into(), e))?;
+        let mut dead: Vec<u64> = Vec::new();
+        let mut orphans_from = 0;
+        if let Some((old_next, record)) = old {
+            let record = unseal(&|| "root record".into(), record)?;
+            let old_ids = persist::root_segment_ids(&record, &self.cache)
+                .map_err(|e| StorageError::corruption("root record", e.0))?;
+            dead.extend(old_ids);
+            orphans_from = old_next;
+        }
+        {
+            let mut st = tx
+                .prepare_cached("SELECT id FROM vev_segment WHERE id >= ?1 AND id < ?2")
+                .map_err(io("garbage"))?;
+            let ids = st
+                .query_map(params![orphans_from, cp.first_id as i64], |r| {
+                    r.get::<_, i64>(0)
+                })
+                .map_err(io("garbage"))?;
+            for id in ids {
+                dead.push(id.map_err(io("garbage"))? as u64);
+            }
+        }
+        let now_ms = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_millis() as i64);
+        {
+            let mut st = tx
+                .prepare_cached("INSERT OR IGNORE INTO vev_garbage (id, since_ms) VALUES (?1, ?2)")
+                .map_err(io("garbage"))?;
+            for id in dead.iter().filter(|id| !named.contains(id)) {
+                st.execute(params![*id as i64, now_ms])
+                    .map_err(io("garbage"))?;
+            }
+        }
+        {
+            // A segment the new root names is never garbage, even if an earlier root dropped
+            // it (a checkpoint whose commit reported a failure after landing is not adopted,
+            // so the next one can name that root's dead segments again).
+            let listed: Vec<i64> = tx
+                .prepare_cached("SELECT id FROM vev_garbage")
+                .and_then(|mut st| st.query_map([], |r| r.get(0))?.collect())
+                .map_err(io("garbage"))?;
+            let mut st = tx
+                .prepare_cached("DELETE FROM vev_garbage WHERE id = ?1")
+                .map_err(io("garbage"))?;
+            for id in listed
+                .into_iter()
+                .filter(|id| named.contains(&(*id as u64)))
+            {
+                st.execute([id]).map_err(io("garbage"))?;
+            }
+        }
+        if let Some(grace) = self.gc_grace {
+            let cutoff = now_ms.saturating_sub(grace.as_millis() as i64);
+            tx.execute(
+                "DELETE FROM vev_segment WHERE id IN \
+                 (SELECT id FROM vev_garbage WHERE since_ms <= ?1)",
+                [cutoff],
+            )
+            .map_err(io("garbage"))?;
+            tx.execute("DELETE FROM vev_garbage WHERE since_ms <= ?1", [cutoff])
+                .map_err(io("garbage"))?;
+        }
+        Ok(())
+    }
+
+    /// Segments waiting out the grace period before a checkpoint deletes them.
+    pub fn garbage_segments(&self) -> Result<u64, StorageError> {
+        let conn = self.conn();
+        let exists: i64 = conn
+            .query_row(
+                "SELECT count(*) FROM sqlite_master WHERE name = 'vev_garbage'",
+                [],
+                |r| r.get(0),
+            )
+            .map_err(io("garbage"))?;
+        if exists == 0 {
+            return Ok(0);
+        }
+        conn.query_row("SELECT count(*) FROM vev_garbage", [], |r| {
+            r.get::<_, i64>(0)
+        })
+        .map(|n| n as u64)
+        .map_err(io("garbage"))
     }
 
     /// SQLite's counter of commits by other connections: changes when another connection
@@ -499,12 +635,19 @@ impl Store {
     /// checkpoint's root instead: its indexes then read through segments, so a long-lived
     /// reader's memory stays bounded, and only the log after the root is replayed.
     pub fn catch_up(&self, db: &Db) -> Result<Db, StorageError> {
-        let root_t: Option<i64> = self
+        let root: Option<(i64, i64)> = self
             .conn()
-            .query_row("SELECT t FROM vev_root WHERE slot = 0", [], |r| r.get(0))
+            .query_row(
+                "SELECT t, next_segment FROM vev_root WHERE slot = 0",
+                [],
+                |r| Ok((r.get(0)?, r.get(1)?)),
+            )
             .optional()
             .map_err(io("root read"))?;
-        if root_t.is_some_and(|t| t as u64 > db.basis_t()) {
+        let seen = *self.root_seen.lock().unwrap_or_else(|p| p.into_inner());
+        // A new root, even one older than `db` (which replayed the log past it): adopt it,
+        // so that this database reads the segments a later checkpoint will not collect.
+        if root.is_some() && root != seen {
             return self.load().map(|(db, _, _)| db);
         }
         let records = {
@@ -526,6 +669,7 @@ impl Store {
             log_rows: 0,
             log_datoms: 0,
             segments: 0,
+            garbage_segments: 0,
             index_datoms: 0,
         };
         let mut expect_t = 1;
@@ -566,6 +710,7 @@ impl Store {
             }
         }
         drop(conn);
+        report.garbage_segments = self.garbage_segments()?;
         // The log may have grown since `db` was read (another process's writer), not shrunk.
         if expect_t - 1 < db.basis_t() {
             return Err(StorageError::corruption(
@@ -677,6 +822,9 @@ fn take_lock(path: &Path, display: &str, mode: LockMode) -> Result<File, Storage
 }
 
 /// Check the file's identity and format version; give a new (empty) file Vev's tables.
+const GARBAGE_TABLE: &str = "CREATE TABLE IF NOT EXISTS vev_garbage \
+     (id INTEGER PRIMARY KEY, since_ms INTEGER NOT NULL);";
+
 fn check_or_init_format(
     conn: &rusqlite::Connection,
     display: &str,
@@ -705,6 +853,7 @@ fn check_or_init_format(
                  t INTEGER NOT NULL,
                  next_segment INTEGER NOT NULL,
                  record BLOB NOT NULL);
+             {GARBAGE_TABLE}
              PRAGMA application_id = {APPLICATION_ID};
              PRAGMA user_version = {FORMAT_VERSION};
              COMMIT;"

@@ -173,6 +173,9 @@ fn sqlite_options() -> vev::OpenOptions {
         // Keep the tail, so that reopening replays it.
         checkpoint_on_close: false,
         lock: vev::LockMode::Wait(std::time::Duration::from_secs(10)),
+        // Every checkpoint deletes what the one before named and it does not, so reopening
+        // from the root checks that nothing still needed was collected.
+        gc_grace: Some(std::time::Duration::ZERO),
         ..vev::OpenOptions::default()
     }
 }

@@ -54,6 +54,12 @@ pub struct OpenOptions {
     /// Checkpoint when the last handle of a writer is dropped, if the log has a tail
     /// (default true).
     pub checkpoint_on_close: bool,
+    /// How long an index segment that no checkpoint names any more stays in the file before
+    /// a later checkpoint deletes it (default an hour; `None` keeps every segment). A
+    /// database value older than that (held by a reader in this or another process since
+    /// before that many checkpoints ago) may fail with `storage/corruption` when it loads a
+    /// segment that is gone; databases from `db()` and `sync()` are never that old.
+    pub gc_grace: Option<std::time::Duration>,
     /// For tests: fail the Nth storage operation.
     #[doc(hidden)]
     pub faults: Option<Arc<FaultPlan>>,
@@ -69,6 +75,7 @@ impl Default for OpenOptions {
             checkpoint_datoms: 1_000_000,
             bulk_batch_datoms: 200_000,
             checkpoint_on_close: true,
+            gc_grace: Some(vev_sqlite::GC_GRACE_DEFAULT),
             faults: None,
         }
     }
@@ -202,6 +209,7 @@ impl Connection {
                 lock: opts.lock,
                 cache_datoms_max: opts.cache_datoms_max,
                 faults: opts.faults.clone(),
+                gc_grace: opts.gc_grace,
             },
         )?;
         let version = opened.store.data_version()?;
@@ -320,7 +328,13 @@ impl Connection {
                 writer.tail_datoms = writer.tail_datoms.saturating_sub(bg.tail_datoms);
                 writer.retry_at_tail = 0;
             }
-            _ => writer.retry_at_tail = writer.tail_datoms + writer.tail_datoms / 4 + 1,
+            _ => {
+                writer.retry_at_tail = writer.tail_datoms + writer.tail_datoms / 4 + 1;
+                // Its root may have landed although it reported a failure: re-read the root
+                // before going on, so that no database here keeps naming segments that root
+                // dropped (a later checkpoint would otherwise name them again).
+                writer.needs_catch_up = true;
+            }
         }
     }
 
@@ -344,7 +358,10 @@ impl Connection {
 
     fn checkpoint_locked(&self, durable: &Durable, writer: &mut Writer) -> Result<(), Error> {
         self.finish_background(writer, true);
-        let stored = durable.store.checkpoint(&self.latest())?;
+        self.catch_up_locked(writer)?;
+        let stored = durable.store.checkpoint(&self.latest()).inspect_err(|_| {
+            writer.needs_catch_up = true;
+        })?;
         self.publish(stored);
         writer.tail_datoms = 0;
         Ok(())

@@ -153,9 +153,12 @@ fn assert_same(stored: &Db, memory: &Db, context: &str) {
     assert_eq!(stored.storage_failure(), None, "{context}: storage failure");
 }
 
+/// Frequent checkpoints, each deleting at once what the one before named and it does not
+/// (so crashes and faults land in garbage collection too).
 fn small_checkpoints() -> OpenOptions {
     OpenOptions {
         checkpoint_datoms: 150,
+        gc_grace: Some(Duration::ZERO),
         ..OpenOptions::default()
     }
 }
@@ -355,6 +358,7 @@ fn sigkill_at_random_moments_loses_nothing_acknowledged() {
 fn faulty_run(path: &Path, plan: std::sync::Arc<FaultPlan>) -> Vec<u64> {
     let opts = OpenOptions {
         checkpoint_datoms: 60,
+        gc_grace: Some(Duration::ZERO),
         faults: Some(plan),
         ..OpenOptions::default()
     };
@@ -988,4 +992,196 @@ fn a_reader_follows_the_writer_across_checkpoints() {
     assert_same(&db, &memory_oracle(90), "reader after the last checkpoint");
     // It adopted a checkpoint's root: its indexes read through segments.
     assert!(db.segment_cache().is_some_and(|c| c.loads() > 0));
+}
+
+/// Segment rows in the file.
+fn segment_rows(path: &Path) -> usize {
+    raw(path)
+        .query_row("SELECT count(*) FROM vev_segment", [], |r| {
+            r.get::<_, i64>(0)
+        })
+        .unwrap() as usize
+}
+
+/// The segments the latest checkpoint's root names (right after `checkpoint()`, the
+/// connection's database is that checkpoint's).
+fn named_segments(conn: &Connection) -> usize {
+    let mut ids = conn.db().segment_ids();
+    ids.sort_unstable();
+    ids.dedup();
+    ids.len()
+}
+
+fn manual_checkpoints(gc_grace: Option<Duration>) -> OpenOptions {
+    OpenOptions {
+        checkpoint_datoms: usize::MAX,
+        checkpoint_on_close: false,
+        gc_grace,
+        ..OpenOptions::default()
+    }
+}
+
+#[test]
+fn checkpoints_collect_the_segments_no_root_names() {
+    let dir = TempDir::new("gc");
+    let mut rows = Vec::new();
+    for grace in [Some(Duration::ZERO), None] {
+        let path = dir.file(&format!("gc-{}.vev", grace.is_some()));
+        let conn = Connection::open_with(&path, &manual_checkpoints(grace)).unwrap();
+        for n in 0..200 {
+            conn.transact(&tx_ops(n)).unwrap();
+            if n % 20 == 19 {
+                conn.checkpoint().unwrap();
+                let report = conn.verify().unwrap().unwrap();
+                if grace.is_some() {
+                    // Collected at once: the file holds exactly what the root names.
+                    assert_eq!(segment_rows(&path), named_segments(&conn), "after tx {n}");
+                    assert_eq!(report.garbage_segments, 0);
+                } else {
+                    // Kept: the garbage is recorded, the rest is what the root names.
+                    assert_eq!(
+                        segment_rows(&path),
+                        named_segments(&conn) + report.garbage_segments as usize,
+                        "after tx {n}"
+                    );
+                }
+            }
+        }
+        rows.push(segment_rows(&path));
+        drop(conn);
+        let conn = reopen(&path);
+        assert_same(&conn.db(), &memory_oracle(200), "reopened after collecting");
+        conn.verify().unwrap();
+    }
+    let (collected, kept) = (rows[0], rows[1]);
+    assert!(
+        collected * 2 < kept,
+        "ten checkpoints left {collected} segments with collection, {kept} without"
+    );
+}
+
+#[test]
+fn segments_of_a_checkpoint_that_failed_are_collected_by_the_next() {
+    let dir = TempDir::new("gc-orphans");
+    let run = |path: &Path, plan: std::sync::Arc<FaultPlan>| -> (Connection, bool) {
+        let conn = Connection::open_with(
+            path,
+            &OpenOptions {
+                faults: Some(plan),
+                ..manual_checkpoints(Some(Duration::ZERO))
+            },
+        )
+        .unwrap();
+        for n in 0..40 {
+            conn.transact(&tx_ops(n)).unwrap();
+        }
+        conn.checkpoint().unwrap();
+        for n in 40..80 {
+            conn.transact(&tx_ops(n)).unwrap();
+        }
+        let failed = conn.checkpoint().is_err();
+        (conn, failed)
+    };
+    // A dry run counts the storage operations: the second checkpoint ends with its root
+    // write and that write's sync.
+    let plan = FaultPlan::new(u64::MAX, false);
+    let (conn, _) = run(&dir.file("dry.vev"), plan.clone());
+    drop(conn);
+    let root_write = plan.seen() - 1;
+    let path = dir.file("orphans.vev");
+    let (conn, failed) = run(&path, FaultPlan::new(root_write, false));
+    assert!(failed, "the second checkpoint's root write was to fail");
+    // Its segments are in the file, and no root names them.
+    let orphans = segment_rows(&path) - named_segments(&conn);
+    assert!(orphans > 0, "the failed checkpoint wrote no segments");
+    conn.transact(&tx_ops(80)).unwrap();
+    conn.checkpoint().unwrap();
+    assert_eq!(segment_rows(&path), named_segments(&conn));
+    drop(conn);
+    assert_same(&reopen(&path).db(), &memory_oracle(81), "reopened");
+}
+
+#[test]
+fn an_old_database_keeps_its_segments_for_the_grace_period() {
+    let dir = TempDir::new("gc-grace");
+    for grace in [Duration::from_secs(3600), Duration::ZERO] {
+        let path = dir.file(&format!("grace-{}.vev", grace.as_secs()));
+        let writer = Connection::open_with(&path, &manual_checkpoints(Some(grace))).unwrap();
+        for n in 0..60 {
+            writer.transact(&tx_ops(n)).unwrap();
+        }
+        writer.checkpoint().unwrap();
+        // A reader whose cache holds almost nothing, so every walk reads segments.
+        let reader = Connection::open_with(
+            &path,
+            &OpenOptions {
+                cache_datoms_max: 1,
+                ..OpenOptions::read_only()
+            },
+        )
+        .unwrap();
+        let old = reader.db();
+        for n in 60..160 {
+            writer.transact(&tx_ops(n)).unwrap();
+            if n % 50 == 9 {
+                writer.checkpoint().unwrap();
+            }
+        }
+        writer.checkpoint().unwrap();
+        let datoms = all_datoms(&old);
+        if grace.is_zero() {
+            // Gone: a typed error naming the segment, never a wrong answer.
+            let f = old
+                .storage_failure()
+                .expect("the old root's segments were collected");
+            assert_eq!(f.code(), "storage/corruption", "{f}");
+            assert!(f.to_string().contains("missing"), "{f}");
+        } else {
+            assert!(old.storage_failure().is_none());
+            assert_eq!(datoms, all_datoms(&memory_oracle(60)), "the old database");
+            // And the reader's next database is the latest.
+            assert_same(&reader.db(), &memory_oracle(160), "the reader, synced");
+        }
+    }
+}
+
+#[test]
+fn a_checkpoint_that_landed_but_reported_a_failure_loses_nothing_to_collection() {
+    let dir = TempDir::new("gc-landed");
+    let run = |path: &Path, plan: std::sync::Arc<FaultPlan>| -> (Connection, bool) {
+        let conn = Connection::open_with(
+            path,
+            &OpenOptions {
+                faults: Some(plan),
+                ..manual_checkpoints(Some(Duration::ZERO))
+            },
+        )
+        .unwrap();
+        for n in 0..40 {
+            conn.transact(&tx_ops(n)).unwrap();
+        }
+        conn.checkpoint().unwrap();
+        for n in 40..80 {
+            conn.transact(&tx_ops(n)).unwrap();
+        }
+        let failed = conn.checkpoint().is_err();
+        (conn, failed)
+    };
+    let plan = FaultPlan::new(u64::MAX, false);
+    let (conn, _) = run(&dir.file("dry.vev"), plan.clone());
+    drop(conn);
+    // The second checkpoint's last operation is its root's sync: it commits, then fails.
+    let path = dir.file("landed.vev");
+    let (conn, failed) = run(&path, FaultPlan::new(plan.seen(), true));
+    assert!(failed, "the root's sync was to report a failure");
+    for n in 80..120 {
+        conn.transact(&tx_ops(n)).unwrap();
+    }
+    conn.checkpoint().unwrap();
+    assert_same(&conn.db(), &memory_oracle(120), "after the next checkpoint");
+    assert_eq!(segment_rows(&path), named_segments(&conn));
+    drop(conn);
+    let conn = reopen(&path);
+    assert_same(&conn.db(), &memory_oracle(120), "reopened");
+    conn.verify().unwrap();
 }
