@@ -573,7 +573,9 @@ impl<'a> Ctx<'a> {
             return Ok(None);
         }
         let index = all.index_name();
-        Ok(Some((all.scan_probe_join(rel, |n| self.check(n))?, index)))
+        let (out, merged) = all.scan_probe_join(rel, |n| self.check(n))?;
+        let method = if merged { "merge join" } else { "hash join" };
+        Ok(Some((out, format!("{method} over {index}"))))
     }
 
     /// The collection a pattern's source names, if it is one.
@@ -648,10 +650,10 @@ impl<'a> Ctx<'a> {
                 } else {
                     None
                 };
-                if let Some((out, index)) =
+                if let Some((out, method)) =
                     self.scan_for_hash_join(env, &rel, terms, *span, source, remaining)?
                 {
-                    self.record(env, c, format!("hash join over {index}"), est, out.len);
+                    self.record(env, c, method, est, out.len);
                     return Ok(out);
                 }
                 let out = p.join(&rel, |n| self.check(n))?;

@@ -431,12 +431,15 @@ impl<'s> Prepared<'s> {
 
     /// Join `rel` with this pattern (prepared against the unit relation, so the variables
     /// `rel` binds are new here) in one scan: `rel` is indexed by those variables and each
-    /// matching datom probes it, so the pattern's matches are never materialized.
+    /// matching datom probes it, so the pattern's matches are never materialized. When the
+    /// variables are one by which `rel` is sorted, a cursor moving along `rel` replaces the
+    /// hash index (a merge join when the scan is sorted the same way); the second value
+    /// says whether it did.
     pub fn scan_probe_join(
         &self,
         rel: &Rel,
         mut check: impl FnMut(usize) -> Result<(), QueryError>,
-    ) -> Result<Rel, QueryError> {
+    ) -> Result<(Rel, bool), QueryError> {
         // Shared variables: (index in new_vars, column in rel); the rest extend the rows.
         let shared: Vec<(usize, usize)> = self
             .new_vars
@@ -453,10 +456,20 @@ impl<'s> Prepared<'s> {
         out.distinct = rel.distinct && self.covers_datom();
         let rel_cols: Vec<usize> = shared.iter().map(|(_, c)| *c).collect();
         let probe_cols: Vec<usize> = shared.iter().map(|(i, _)| *i).collect();
-        let index = ChainIndex::build(rel, &rel_cols);
+        // One shared variable by which `rel` is already sorted (as a scan of one attribute
+        // leaves it): find each datom's rows by a forward search instead of hashing `rel`.
+        let sorted = match rel_cols[..] {
+            [c] => rel.sorted_by(c).then_some((c, probe_cols[0])),
+            _ => None,
+        };
+        let index = match sorted {
+            Some(_) => None,
+            None => Some(ChainIndex::build(rel, &rel_cols)),
+        };
         let (order, prefix, checks, free_pos) = self.scan_plan();
         let mut vals: Vec<Value> = Vec::with_capacity(free_pos.len());
         let mut err = None;
+        let mut cursor = SortedCursor::default();
         let mut visit = |d: &Datom| {
             vals.clear();
             match self.emit(d, &checks, &[], &free_pos, &mut vals) {
@@ -467,7 +480,7 @@ impl<'s> Prepared<'s> {
                     return false;
                 }
             }
-            for j in index.matches(rel, &rel_cols, &vals, &probe_cols) {
+            let mut add = |j: usize, out: &mut Rel| -> bool {
                 out.data.extend_from_slice(rel.row(j));
                 out.data.extend(extra.iter().map(|i| vals[*i].clone()));
                 out.len += 1;
@@ -477,6 +490,27 @@ impl<'s> Prepared<'s> {
                         return false;
                     }
                 }
+                true
+            };
+            match (&index, sorted) {
+                (Some(index), _) => {
+                    for j in index.matches(rel, &rel_cols, &vals, &probe_cols) {
+                        if !add(j, &mut out) {
+                            return false;
+                        }
+                    }
+                }
+                (None, Some((c, p))) => {
+                    let key = &vals[p];
+                    let mut j = cursor.seek(rel, c, key);
+                    while j < rel.len && rel.row(j)[c] == *key {
+                        if !add(j, &mut out) {
+                            return false;
+                        }
+                        j += 1;
+                    }
+                }
+                (None, None) => unreachable!("an index or a sorted column"),
             }
             true
         };
@@ -485,7 +519,7 @@ impl<'s> Prepared<'s> {
         }
         match err {
             Some(e) => Err(e),
-            None => Ok(out),
+            None => Ok((out, sorted.is_some())),
         }
     }
 
@@ -590,6 +624,50 @@ fn as_ref(b: &Bound<Value>) -> Bound<&Value> {
         Bound::Excluded(v) => Bound::Excluded(v),
         Bound::Unbounded => Bound::Unbounded,
     }
+}
+
+/// A position in a relation sorted by one column, moved to each key's first row in turn:
+/// forward by galloping (keys usually come in order, from a scan sorted the same way),
+/// back by binary search when one does not.
+#[derive(Default)]
+struct SortedCursor {
+    at: usize,
+}
+
+impl SortedCursor {
+    /// The first row whose column `c` is not below `key`.
+    fn seek(&mut self, rel: &Rel, c: usize, key: &Value) -> usize {
+        let below = |i: usize| rel.row(i)[c] < *key;
+        let mut lo = self.at;
+        if lo < rel.len && below(lo) {
+            // Gallop: find `hi` with row `hi` not below `key` (or the end), then search.
+            let mut step = 1;
+            let mut hi = lo + 1;
+            while hi < rel.len && below(hi) {
+                lo = hi;
+                step *= 2;
+                hi = lo.saturating_add(step);
+            }
+            lo = first_not_below(lo + 1, hi.min(rel.len), below);
+        } else if lo > 0 && !below(lo - 1) {
+            lo = first_not_below(0, lo, below);
+        }
+        self.at = lo;
+        lo
+    }
+}
+
+/// The first index in `lo..hi` for which `below` is false (`below` holds for a prefix).
+fn first_not_below(mut lo: usize, mut hi: usize, below: impl Fn(usize) -> bool) -> usize {
+    while lo < hi {
+        let mid = lo + (hi - lo) / 2;
+        if below(mid) {
+            lo = mid + 1;
+        } else {
+            hi = mid;
+        }
+    }
+    lo
 }
 
 fn cmp_components(x: &[Component], y: &[Component]) -> Ordering {

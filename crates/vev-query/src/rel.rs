@@ -23,6 +23,10 @@ pub(crate) struct Rel {
     pub distinct: bool,
 }
 
+/// Relations with at least this many rows are checked for a sorted column before a
+/// deduplicating projection.
+const SORTED_PROJECTION_MIN: usize = 1024;
+
 /// The hasher of rows: fast, and seeded per process.
 fn hasher() -> foldhash::fast::RandomState {
     foldhash::fast::RandomState::default()
@@ -233,6 +237,14 @@ impl Rel {
             out.len = self.len;
             return out;
         }
+        // A large relation sorted by a kept column (a scan of one attribute leaves it sorted
+        // by entity) is deduplicated run by run; small ones fit the cache and hash fast.
+        if self.len >= SORTED_PROJECTION_MIN {
+            if let Some(&sorted) = cols.iter().find(|c| self.sorted_by(**c)) {
+                self.project_sorted(&cols, sorted, &mut out);
+                return out;
+            }
+        }
         let mut index = RowIndex::with_capacity(self.len);
         for i in 0..self.len {
             if index.insert(self, &cols, i).1 {
@@ -242,6 +254,50 @@ impl Rel {
             }
         }
         out
+    }
+
+    /// Whether column `c` never decreases from row to row.
+    pub fn sorted_by(&self, c: usize) -> bool {
+        (1..self.len).all(|i| self.row(i - 1)[c] <= self.row(i)[c])
+    }
+
+    /// `project` when the rows are sorted by column `sorted`, one of `cols`: equal projected
+    /// rows then lie in one run of equal `sorted` values, so each row is compared with the
+    /// rows kept from its run only (through a hash index once a run passes a few rows).
+    fn project_sorted(&self, cols: &[usize], sorted: usize, out: &mut Rel) {
+        const LINEAR_MAX: usize = 16;
+        let out_cols: Vec<usize> = (0..cols.len()).collect();
+        let mut run_start = 0;
+        let mut run_index: Option<RowIndex> = None;
+        for i in 0..self.len {
+            let row = self.row(i);
+            if i > 0 && self.row(i - 1)[sorted] != row[sorted] {
+                run_start = out.len;
+                run_index = None;
+            }
+            let duplicate = match &run_index {
+                Some(_) => false,
+                None => (run_start..out.len)
+                    .any(|k| cols.iter().zip(out.row(k)).all(|(c, v)| row[*c] == *v)),
+            };
+            if duplicate {
+                continue;
+            }
+            out.data.extend(cols.iter().map(|c| row[*c].clone()));
+            out.len += 1;
+            if let Some(index) = &mut run_index {
+                if !index.insert(out, &out_cols, out.len - 1).1 {
+                    out.len -= 1;
+                    out.data.truncate(out.len * cols.len());
+                }
+            } else if out.len - run_start > LINEAR_MAX {
+                let mut index = RowIndex::with_capacity(2 * LINEAR_MAX);
+                for k in run_start..out.len {
+                    index.insert(out, &out_cols, k);
+                }
+                run_index = Some(index);
+            }
+        }
     }
 
     /// `project`, without copying when the relation already is that projection.
