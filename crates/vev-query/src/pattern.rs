@@ -471,6 +471,15 @@ impl<'s> Prepared<'s> {
         let mut err = None;
         let mut cursor = SortedCursor::default();
         let mut visit = |d: &Datom| {
+            if let Some((c, p)) = sorted {
+                // Whether any row has this datom's key, before copying the datom's values:
+                // most datoms of a scan usually have none.
+                let key = datom_value(d, free_pos[p]);
+                let j = cursor.seek(rel, c, &key);
+                if j == rel.len || rel.row(j)[c] != key {
+                    return true;
+                }
+            }
             vals.clear();
             match self.emit(d, &checks, &[], &free_pos, &mut vals) {
                 Ok(true) => {}
