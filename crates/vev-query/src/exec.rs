@@ -538,10 +538,12 @@ impl<'a> Ctx<'a> {
             return Ok(None);
         }
         let mut bound_any = false;
+        let mut bound_cols = Vec::new();
         for (pos, t) in terms.iter().enumerate() {
             if let CTerm::Var(v) = t {
                 if let Some(col) = rel.col(*v) {
                     bound_any = true;
+                    bound_cols.push(col);
                     let exact = match pos {
                         0 | 1 | 3 => rel.rows().take(8).all(|r| matches!(r[col], Value::Ref(_))),
                         _ => false,
@@ -561,13 +563,17 @@ impl<'a> Ctx<'a> {
         let scan_rows = all.estimate(&unit)?;
         // Copying values that live behind a pointer (strings, keywords, ...) out of every
         // scanned datom costs a cache miss each: scan only when far fewer datoms than rows.
-        let boxed = match (&terms[1], &terms[2]) {
-            (CTerm::Const(vev_edn::Edn::Keyword(k)), CTerm::Var(v)) if !rel.has(*v) => source
-                .schema()
-                .entid(k)
-                .is_some_and(|a| boxed_values(source, a)),
-            _ => false,
-        };
+        // Not when the rows are sorted by the one shared variable: then a datom's values are
+        // copied only when some row has its key.
+        let sorted = matches!(bound_cols[..], [c] if rel.sorted_by(c));
+        let boxed = !sorted
+            && match (&terms[1], &terms[2]) {
+                (CTerm::Const(vev_edn::Edn::Keyword(k)), CTerm::Var(v)) if !rel.has(*v) => source
+                    .schema()
+                    .entid(k)
+                    .is_some_and(|a| boxed_values(source, a)),
+                _ => false,
+            };
         let factor = if boxed { 4.0 } else { 24.0 };
         if scan_rows > rel.len as f64 * factor {
             return Ok(None);
