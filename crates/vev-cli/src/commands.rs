@@ -312,10 +312,20 @@ impl<W: Write> ResultWriter<W> {
         )
     }
 
+    /// A collection's opening and closing brackets (JSON's opening one ends its line).
+    fn brackets(&self) -> (&'static str, &'static str) {
+        match (self.format, self.kind) {
+            (Format::Json, _) => ("[\n", "\n]"),
+            (_, ResultKind::Rel) => ("#{", "}"),
+            _ => ("[", "]"),
+        }
+    }
+
     fn row(&mut self, row: Vec<Edn>) -> io::Result<()> {
         let first = self.count == 0;
         self.count += 1;
         let (many, kind, json) = (self.many(), self.kind, self.format == Format::Json);
+        let (open, _) = self.brackets();
         let out = match &mut self.out {
             ResultOut::Rows(rows) => return rows.row(&row),
             ResultOut::Value(out) => out,
@@ -328,9 +338,7 @@ impl<W: Write> ResultWriter<W> {
         };
         let sep = match (many, first, json) {
             (false, ..) => "",
-            (true, true, true) => "[\n",
-            (true, true, false) if kind == ResultKind::Rel => "#{",
-            (true, true, false) => "[",
+            (true, true, _) => open,
             (true, false, true) => ",\n",
             (true, false, false) => "\n ",
         };
@@ -342,30 +350,15 @@ impl<W: Write> ResultWriter<W> {
     }
 
     fn finish(self) -> io::Result<()> {
-        let many = self.many();
+        let (many, (open, close)) = (self.many(), self.brackets());
+        let json = self.format == Format::Json;
         match self.out {
             ResultOut::Rows(rows) => rows.finish(),
             ResultOut::Value(mut out) => {
-                let json = self.format == Format::Json;
-                let close = if self.kind == ResultKind::Rel && !json {
-                    "}"
-                } else {
-                    "]"
-                };
                 match (many, self.count) {
-                    (true, 0) if json => writeln!(out, "[]")?,
-                    (true, 0) => {
-                        let open = if self.kind == ResultKind::Rel {
-                            "#{"
-                        } else {
-                            "["
-                        };
-                        writeln!(out, "{open}{close}")?
-                    }
-                    (true, _) if json => writeln!(out, "\n]")?,
+                    (true, 0) => writeln!(out, "{}{}", open.trim_end(), close.trim_start())?,
                     (true, _) => writeln!(out, "{close}")?,
-                    (false, 0) if json => writeln!(out, "null")?,
-                    (false, 0) => writeln!(out, "nil")?,
+                    (false, 0) => writeln!(out, "{}", if json { "null" } else { "nil" })?,
                     (false, _) => writeln!(out)?,
                 }
                 out.flush()
@@ -585,8 +578,17 @@ pub fn log(path: &Path, from: Option<u64>, to: Option<u64>, format: Format) -> C
     Ok(rows.finish()?)
 }
 
-pub fn is_system(attr: &Attribute) -> bool {
-    vev::Schema::system().attribute(attr.id).is_some()
+/// The installed attributes sorted by ident: the user's, and Vev's own with `system`.
+pub fn attributes(db: &Db, system: bool) -> Vec<std::sync::Arc<Attribute>> {
+    let own = vev::Schema::system();
+    let mut attrs: Vec<_> = db
+        .schema()
+        .attributes()
+        .filter(|a| system || own.attribute(a.id).is_none())
+        .cloned()
+        .collect();
+    attrs.sort_by(|a, b| a.ident.cmp(&b.ident));
+    attrs
 }
 
 pub fn attribute_edn(attr: &Attribute) -> Edn {
@@ -625,13 +627,7 @@ pub fn attribute_edn(attr: &Attribute) -> Edn {
 pub fn schema(path: &Path, system: bool, format: Format) -> CliResult<()> {
     let conn = open_read(path)?;
     let db = conn.sync()?;
-    let mut attrs: Vec<_> = db
-        .schema()
-        .attributes()
-        .filter(|a| system || !is_system(a))
-        .cloned()
-        .collect();
-    attrs.sort_by(|a, b| a.ident.cmp(&b.ident));
+    let attrs = attributes(&db, system);
     let mut out = stdout();
     match format {
         Format::Edn => {
@@ -702,13 +698,7 @@ pub fn stats(path: &Path, format: Format) -> CliResult<()> {
     if let Some(f) = db.storage_failure() {
         return Err(vev::Error::from(f).into());
     }
-    let mut attrs: Vec<_> = db
-        .schema()
-        .attributes()
-        .filter(|a| !is_system(a))
-        .cloned()
-        .collect();
-    attrs.sort_by(|a, b| a.ident.cmp(&b.ident));
+    let attrs = attributes(&db, false);
     let per_attr: BTreeMap<Edn, Edn> = attrs
         .iter()
         .map(|a| {

@@ -32,7 +32,7 @@ use vev::ids::{self, EntityId};
 use vev::schema::sys;
 use vev::{Datom, Db, Edn, Keyword, Value};
 
-use crate::commands::{attribute_edn, is_system, kw, open_read};
+use crate::commands::{attribute_edn, attributes, kw, open_read};
 use crate::error::{CliError, CliResult};
 
 /// The version written in an export's header; `import` refuses other versions.
@@ -72,13 +72,7 @@ pub fn export(path: &Path, out_path: Option<&Path>) -> CliResult<()> {
 
 /// The header map: what an import checks its result against.
 pub fn header(db: &Db) -> Edn {
-    let mut attrs: Vec<_> = db
-        .schema()
-        .attributes()
-        .filter(|a| !is_system(a))
-        .cloned()
-        .collect();
-    attrs.sort_by(|a, b| a.ident.cmp(&b.ident));
+    let attrs = attributes(db, false);
     let datoms = db.count(vev::IndexOrder::Eavt, &[]);
     Edn::Map(BTreeMap::from([
         (kw(key::VERSION), Edn::Integer(FORMAT_VERSION)),

@@ -432,7 +432,8 @@ fn few_changes(items: usize, changes: usize) -> bool {
     changes * 4 <= items
 }
 
-/// `leaf_merge` of a leaf the caller owns: its datoms move into the result.
+/// Merge the sorted leaf (which the caller owns: its datoms move into the result) with the
+/// sorted changes, then cut the result into leaves.
 fn leaf_merge_owned(order: IndexOrder, mut items: Vec<Datom>, changes: &[Change]) -> Entries {
     if few_changes(items.len(), changes.len()) {
         // In place, from the last change back so earlier positions stay valid.
@@ -479,58 +480,12 @@ fn leaf_merge_owned(order: IndexOrder, mut items: Vec<Datom>, changes: &[Change]
     chunk_leaves(merged)
 }
 
-/// Merge the sorted leaf with the sorted changes, then cut the result into leaves.
+/// `leaf_merge_owned` of a leaf an older version shares: on a copy of its datoms (with room
+/// for the inserts, so an in-place insert does not reallocate).
 fn leaf_merge(order: IndexOrder, items: &[Datom], changes: &[Change]) -> Entries {
-    let mut merged: Vec<Datom> = Vec::with_capacity(items.len() + changes.len());
-    if few_changes(items.len(), changes.len()) {
-        let mut i = 0;
-        for c in changes {
-            let pos = i + items[i..].partition_point(|d| order.cmp(d, &c.datom) == Ordering::Less);
-            merged.extend_from_slice(&items[i..pos]);
-            i = pos;
-            let present = items
-                .get(i)
-                .is_some_and(|d| order.cmp(d, &c.datom) == Ordering::Equal);
-            if present {
-                if c.insert {
-                    merged.push(items[i].clone());
-                }
-                i += 1;
-            } else if c.insert {
-                merged.push(c.datom.clone());
-            }
-        }
-        merged.extend_from_slice(&items[i..]);
-        return chunk_leaves(merged);
-    }
-    let (mut i, mut j) = (0, 0);
-    while i < items.len() || j < changes.len() {
-        let ord = match (items.get(i), changes.get(j)) {
-            (Some(d), Some(c)) => order.cmp(d, &c.datom),
-            (Some(_), None) => Ordering::Less,
-            _ => Ordering::Greater,
-        };
-        match ord {
-            Ordering::Less => {
-                merged.push(items[i].clone());
-                i += 1;
-            }
-            Ordering::Equal => {
-                if changes[j].insert {
-                    merged.push(items[i].clone());
-                }
-                i += 1;
-                j += 1;
-            }
-            Ordering::Greater => {
-                if changes[j].insert {
-                    merged.push(changes[j].datom.clone());
-                }
-                j += 1;
-            }
-        }
-    }
-    chunk_leaves(merged)
+    let mut copy = Vec::with_capacity(items.len() + changes.len());
+    copy.extend_from_slice(items);
+    leaf_merge_owned(order, copy, changes)
 }
 
 fn chunk_leaves(merged: Vec<Datom>) -> Entries {

@@ -96,19 +96,6 @@ pub(crate) struct Env<'e> {
 }
 
 impl<'a> Ctx<'a> {
-    /// The storage failure any database source met, as an error.
-    pub fn check_storage(&self) -> Result<(), QueryError> {
-        match self
-            .sources
-            .iter()
-            .flatten()
-            .find_map(|s| s.storage_failure())
-        {
-            Some(f) => Err(QueryError::Storage(f)),
-            None => Ok(()),
-        }
-    }
-
     pub fn check(&self, rows: usize) -> Result<(), QueryError> {
         if let Some(max) = self.limits.max_rows {
             if rows > max {
@@ -538,12 +525,10 @@ impl<'a> Ctx<'a> {
             return Ok(None);
         }
         let mut bound_any = false;
-        let mut bound_cols = Vec::new();
         for (pos, t) in terms.iter().enumerate() {
             if let CTerm::Var(v) = t {
                 if let Some(col) = rel.col(*v) {
                     bound_any = true;
-                    bound_cols.push(col);
                     let exact = match pos {
                         0 | 1 | 3 => rel.rows().take(8).all(|r| matches!(r[col], Value::Ref(_))),
                         _ => false,
@@ -565,8 +550,8 @@ impl<'a> Ctx<'a> {
         // scanned datom costs a cache miss each: scan only when far fewer datoms than rows.
         // Not when the rows are sorted by the one shared variable: then a datom's values are
         // copied only when some row has its key.
-        let sorted = matches!(bound_cols[..], [c] if rel.sorted_by(c));
-        let boxed = !sorted
+        let sorted = all.sorted_shared_column(rel);
+        let boxed = sorted.is_none()
             && match (&terms[1], &terms[2]) {
                 (CTerm::Const(vev_edn::Edn::Keyword(k)), CTerm::Var(v)) if !rel.has(*v) => source
                     .schema()
@@ -579,8 +564,12 @@ impl<'a> Ctx<'a> {
             return Ok(None);
         }
         let index = all.index_name();
-        let (out, merged) = all.scan_probe_join(rel, |n| self.check(n))?;
-        let method = if merged { "merge join" } else { "hash join" };
+        let out = all.scan_probe_join(rel, sorted, |n| self.check(n))?;
+        let method = if sorted.is_some() {
+            "merge join"
+        } else {
+            "hash join"
+        };
         Ok(Some((out, format!("{method} over {index}"))))
     }
 

@@ -429,24 +429,38 @@ impl<'s> Prepared<'s> {
         Ok(())
     }
 
-    /// Join `rel` with this pattern (prepared against the unit relation, so the variables
-    /// `rel` binds are new here) in one scan: `rel` is indexed by those variables and each
-    /// matching datom probes it, so the pattern's matches are never materialized. When the
-    /// variables are one by which `rel` is sorted, a cursor moving along `rel` replaces the
-    /// hash index (a merge join when the scan is sorted the same way); the second value
-    /// says whether it did.
-    pub fn scan_probe_join(
-        &self,
-        rel: &Rel,
-        mut check: impl FnMut(usize) -> Result<(), QueryError>,
-    ) -> Result<(Rel, bool), QueryError> {
-        // Shared variables: (index in new_vars, column in rel); the rest extend the rows.
-        let shared: Vec<(usize, usize)> = self
-            .new_vars
+    /// The variables `rel` shares with this pattern (prepared against the unit relation):
+    /// (index among the pattern's new variables, column in `rel`).
+    fn shared_with(&self, rel: &Rel) -> Vec<(usize, usize)> {
+        self.new_vars
             .iter()
             .enumerate()
             .filter_map(|(i, v)| rel.col(*v).map(|c| (i, c)))
-            .collect();
+            .collect()
+    }
+
+    /// The column of `rel` for a scan join by cursor: that of the one variable `rel` shares
+    /// with this pattern, when `rel` is sorted by it (as a scan of one attribute leaves it).
+    pub fn sorted_shared_column(&self, rel: &Rel) -> Option<usize> {
+        match self.shared_with(rel)[..] {
+            [(_, c)] if rel.sorted_by(c) => Some(c),
+            _ => None,
+        }
+    }
+
+    /// Join `rel` with this pattern (prepared against the unit relation, so the variables
+    /// `rel` binds are new here) in one scan: `rel` is indexed by those variables and each
+    /// matching datom probes it, so the pattern's matches are never materialized. With
+    /// `sorted` (from `sorted_shared_column`), a cursor moving along `rel` replaces the hash
+    /// index: a merge join when the scan is sorted the same way.
+    pub fn scan_probe_join(
+        &self,
+        rel: &Rel,
+        sorted: Option<usize>,
+        mut check: impl FnMut(usize) -> Result<(), QueryError>,
+    ) -> Result<Rel, QueryError> {
+        // The shared variables; the rest extend the rows.
+        let shared = self.shared_with(rel);
         let extra: Vec<usize> = (0..self.new_vars.len())
             .filter(|i| !shared.iter().any(|(s, _)| s == i))
             .collect();
@@ -456,12 +470,7 @@ impl<'s> Prepared<'s> {
         out.distinct = rel.distinct && self.covers_datom();
         let rel_cols: Vec<usize> = shared.iter().map(|(_, c)| *c).collect();
         let probe_cols: Vec<usize> = shared.iter().map(|(i, _)| *i).collect();
-        // One shared variable by which `rel` is already sorted (as a scan of one attribute
-        // leaves it): find each datom's rows by a forward search instead of hashing `rel`.
-        let sorted = match rel_cols[..] {
-            [c] => rel.sorted_by(c).then_some((c, probe_cols[0])),
-            _ => None,
-        };
+        let sorted = sorted.map(|c| (c, probe_cols[0]));
         let index = match sorted {
             Some(_) => None,
             None => Some(ChainIndex::build(rel, &rel_cols)),
@@ -528,7 +537,7 @@ impl<'s> Prepared<'s> {
         }
         match err {
             Some(e) => Err(e),
-            None => Ok((out, sorted.is_some())),
+            None => Ok(out),
         }
     }
 

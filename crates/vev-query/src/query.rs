@@ -279,11 +279,9 @@ impl Query {
     ) -> Result<usize, E> {
         self.execute(inputs, opts, false, |q, ctx, rel| {
             // Every scan is done: a storage failure now means the rows are incomplete, so
-            // none may be handed over.
-            ctx.check_storage()?;
-            let n = q.emit(ctx, rel, sorted, &mut sink)?;
-            ctx.check_storage()?;
-            Ok(n)
+            // none may be handed over (`execute` checks again after the pulls).
+            storage_failure(ctx.sources.iter().flatten().copied())?;
+            q.emit(ctx, rel, sorted, &mut sink)
         })
         .map(|(n, _)| n)
     }
@@ -335,7 +333,10 @@ impl Query {
         finish: impl FnOnce(&Query, &Ctx<'_>, Rel) -> Result<T, E>,
     ) -> Result<(T, Vec<PlanStep>), E> {
         let out = self.execute_inner(inputs, opts, explain, finish);
-        storage_failure(inputs)?;
+        storage_failure(inputs.iter().filter_map(|i| match i {
+            Input::Db(src) => Some(*src),
+            Input::Edn(_) => None,
+        }))?;
         let (result, plan) = out?;
         Ok((result?, plan))
     }
@@ -1057,16 +1058,14 @@ fn bind_input(
     }
 }
 
-/// The storage failure any database input met, as an error.
-fn storage_failure(inputs: &[Input<'_>]) -> Result<(), QueryError> {
-    for input in inputs {
-        if let Input::Db(src) = input {
-            if let Some(f) = src.storage_failure() {
-                return Err(QueryError::Storage(f));
-            }
-        }
+/// The storage failure any of these databases met, as an error.
+fn storage_failure<'a>(
+    sources: impl IntoIterator<Item = &'a dyn Source>,
+) -> Result<(), QueryError> {
+    match sources.into_iter().find_map(|s| s.storage_failure()) {
+        Some(f) => Err(QueryError::Storage(f)),
+        None => Ok(()),
     }
-    Ok(())
 }
 
 /// Parse, compile and run a query once.

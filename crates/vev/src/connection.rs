@@ -599,25 +599,27 @@ impl Connection {
     }
 
     fn apply(&self, db: &Db, ops: &[TxOp]) -> Result<TxReport, Error> {
-        let functions = self
-            .inner
-            .functions
-            .read()
-            .unwrap_or_else(|p| p.into_inner());
-        let ctx = TxContext {
-            functions: &Registry(&functions),
-            now_ms: now_ms(),
-        };
-        let result = vev_db::transact(db, ops, &ctx);
-        // A segment that failed to load made the transactor see less than the data: its
-        // verdict (success or error) is not to be trusted.
-        if let Some(f) = db.storage_failure() {
-            return Err(f.into());
-        }
-        Ok(result?)
+        self.run_transactor(db.segment_cache().cloned(), |ctx| {
+            vev_db::transact(db, ops, ctx)
+        })
     }
 
     fn apply_owned(&self, db: Db, ops: &[TxOp]) -> Result<vev_db::TxOutcome, Error> {
+        // Only the segment cache is kept aside: `db` must stay unshared, so that the
+        // transactor updates its nodes in place.
+        self.run_transactor(db.segment_cache().cloned(), |ctx| {
+            vev_db::transact_owned(db, ops, ctx)
+        })
+    }
+
+    /// Run the transactor with the registered functions. A segment that failed to load
+    /// (the database's `segments` cache records it) made it see less than the data: its
+    /// verdict (success or error) is not to be trusted.
+    fn run_transactor<T>(
+        &self,
+        segments: Option<Arc<vev_db::persist::SegmentCache>>,
+        run: impl FnOnce(&TxContext) -> Result<T, vev_core::TxError>,
+    ) -> Result<T, Error> {
         let functions = self
             .inner
             .functions
@@ -627,9 +629,8 @@ impl Connection {
             functions: &Registry(&functions),
             now_ms: now_ms(),
         };
-        let failure = db.segment_cache().cloned();
-        let result = vev_db::transact_owned(db, ops, &ctx);
-        if let Some(f) = failure.and_then(|c| c.failure()) {
+        let result = run(&ctx);
+        if let Some(f) = segments.and_then(|c| c.failure()) {
             return Err(f.into());
         }
         Ok(result?)

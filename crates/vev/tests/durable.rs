@@ -1060,36 +1060,39 @@ fn checkpoints_collect_the_segments_no_root_names() {
     );
 }
 
+/// Transactions 0..40, a checkpoint, 40..80 and another checkpoint (collecting at once),
+/// with `plan`'s fault; whether the second checkpoint failed.
+fn two_checkpoints(path: &Path, plan: std::sync::Arc<FaultPlan>) -> (Connection, bool) {
+    let conn = Connection::open_with(
+        path,
+        &OpenOptions {
+            faults: Some(plan),
+            ..manual_checkpoints(Some(Duration::ZERO))
+        },
+    )
+    .unwrap();
+    for n in 0..40 {
+        conn.transact(&tx_ops(n)).unwrap();
+    }
+    conn.checkpoint().unwrap();
+    for n in 40..80 {
+        conn.transact(&tx_ops(n)).unwrap();
+    }
+    let failed = conn.checkpoint().is_err();
+    (conn, failed)
+}
+
 #[test]
 fn segments_of_a_checkpoint_that_failed_are_collected_by_the_next() {
     let dir = TempDir::new("gc-orphans");
-    let run = |path: &Path, plan: std::sync::Arc<FaultPlan>| -> (Connection, bool) {
-        let conn = Connection::open_with(
-            path,
-            &OpenOptions {
-                faults: Some(plan),
-                ..manual_checkpoints(Some(Duration::ZERO))
-            },
-        )
-        .unwrap();
-        for n in 0..40 {
-            conn.transact(&tx_ops(n)).unwrap();
-        }
-        conn.checkpoint().unwrap();
-        for n in 40..80 {
-            conn.transact(&tx_ops(n)).unwrap();
-        }
-        let failed = conn.checkpoint().is_err();
-        (conn, failed)
-    };
     // A dry run counts the storage operations: the second checkpoint ends with its root
     // write and that write's sync.
     let plan = FaultPlan::new(u64::MAX, false);
-    let (conn, _) = run(&dir.file("dry.vev"), plan.clone());
+    let (conn, _) = two_checkpoints(&dir.file("dry.vev"), plan.clone());
     drop(conn);
     let root_write = plan.seen() - 1;
     let path = dir.file("orphans.vev");
-    let (conn, failed) = run(&path, FaultPlan::new(root_write, false));
+    let (conn, failed) = two_checkpoints(&path, FaultPlan::new(root_write, false));
     assert!(failed, "the second checkpoint's root write was to fail");
     // Its segments are in the file, and no root names them.
     let orphans = segment_rows(&path) - named_segments(&conn);
@@ -1148,31 +1151,12 @@ fn an_old_database_keeps_its_segments_for_the_grace_period() {
 #[test]
 fn a_checkpoint_that_landed_but_reported_a_failure_loses_nothing_to_collection() {
     let dir = TempDir::new("gc-landed");
-    let run = |path: &Path, plan: std::sync::Arc<FaultPlan>| -> (Connection, bool) {
-        let conn = Connection::open_with(
-            path,
-            &OpenOptions {
-                faults: Some(plan),
-                ..manual_checkpoints(Some(Duration::ZERO))
-            },
-        )
-        .unwrap();
-        for n in 0..40 {
-            conn.transact(&tx_ops(n)).unwrap();
-        }
-        conn.checkpoint().unwrap();
-        for n in 40..80 {
-            conn.transact(&tx_ops(n)).unwrap();
-        }
-        let failed = conn.checkpoint().is_err();
-        (conn, failed)
-    };
     let plan = FaultPlan::new(u64::MAX, false);
-    let (conn, _) = run(&dir.file("dry.vev"), plan.clone());
+    let (conn, _) = two_checkpoints(&dir.file("dry.vev"), plan.clone());
     drop(conn);
     // The second checkpoint's last operation is its root's sync: it commits, then fails.
     let path = dir.file("landed.vev");
-    let (conn, failed) = run(&path, FaultPlan::new(plan.seen(), true));
+    let (conn, failed) = two_checkpoints(&path, FaultPlan::new(plan.seen(), true));
     assert!(failed, "the root's sync was to report a failure");
     for n in 80..120 {
         conn.transact(&tx_ops(n)).unwrap();
