@@ -228,8 +228,8 @@ pub struct Store {
     next_segment: Mutex<u64>,
     gc_grace: Option<Duration>,
     /// The root (its basis-t and `next_segment`) the latest database read here is built on:
-    /// `catch_up` adopts any other, so a reader's segments are never those of a root more
-    /// than one checkpoint old (whose garbage a later checkpoint may delete).
+    /// `catch_up` adopts any other, so a reader that keeps up with the log still moves onto
+    /// each checkpoint's segments instead of holding in memory every path the log changed.
     root_seen: Mutex<Option<(i64, i64)>>,
     /// Held for a writer's life; dropping it releases the lock.
     _lock: Option<File>,
@@ -631,9 +631,9 @@ impl Store {
     }
 
     /// Bring `db` up to the latest committed transaction by replaying the log after it.
-    /// A database behind the latest checkpoint (a reader in another process) adopts that
-    /// checkpoint's root instead: its indexes then read through segments, so a long-lived
-    /// reader's memory stays bounded, and only the log after the root is replayed.
+    /// A database built on an older root (a reader in another process) adopts the latest
+    /// root instead: its indexes then read through segments, so a long-lived reader's memory
+    /// stays bounded, and only the log after the root is replayed.
     pub fn catch_up(&self, db: &Db) -> Result<Db, StorageError> {
         let root: Option<(i64, i64)> = self
             .conn()
@@ -646,7 +646,7 @@ impl Store {
             .map_err(io("root read"))?;
         let seen = *self.root_seen.lock().unwrap_or_else(|p| p.into_inner());
         // A new root, even one older than `db` (which replayed the log past it): adopt it,
-        // so that this database reads the segments a later checkpoint will not collect.
+        // so that what the log changed leaves memory for the root's segments.
         if root.is_some() && root != seen {
             return self.load().map(|(db, _, _)| db);
         }

@@ -58,7 +58,9 @@ pub struct OpenOptions {
     /// a later checkpoint deletes it (default an hour; `None` keeps every segment). A
     /// database value older than that (held by a reader in this or another process since
     /// before that many checkpoints ago) may fail with `storage/corruption` when it loads a
-    /// segment that is gone; databases from `db()` and `sync()` are never that old.
+    /// segment that is gone; databases from `db()` and `sync()` are never that old. Zero
+    /// suits a single connection only: a checkpoint may then delete a segment that a reader
+    /// (or the writer's own older database) is loading at the same time.
     pub gc_grace: Option<std::time::Duration>,
     /// For tests: fail the Nth storage operation.
     #[doc(hidden)]

@@ -972,7 +972,16 @@ fn checkpoints_write_only_what_changed_and_background_ones_are_adopted() {
 fn a_reader_follows_the_writer_across_checkpoints() {
     let dir = TempDir::new("follow");
     let path = dir.file("follow.vev");
-    let writer = Connection::open_with(&path, &small_checkpoints()).unwrap();
+    // The default grace: the reader loads segments while the writer's background
+    // checkpoints run, and with none a checkpoint may delete a segment under it.
+    let writer = Connection::open_with(
+        &path,
+        &OpenOptions {
+            gc_grace: OpenOptions::default().gc_grace,
+            ..small_checkpoints()
+        },
+    )
+    .unwrap();
     for n in 0..5 {
         writer.transact(&tx_ops(n)).unwrap();
     }
