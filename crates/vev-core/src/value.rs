@@ -40,6 +40,24 @@ pub enum Value {
     Map(Arc<std::collections::BTreeMap<Value, Value>>),
 }
 
+/// See `Value::sort_key`. Ordered by type, then `head`; `exact` is not compared.
+#[derive(Clone, Copy, Debug)]
+pub struct SortKey {
+    pub rank: u8,
+    pub head: u128,
+    pub exact: bool,
+}
+
+impl SortKey {
+    /// The order of the two values if the keys settle it.
+    pub fn cmp_known(&self, other: &SortKey) -> Option<Ordering> {
+        match (self.rank, self.head).cmp(&(other.rank, other.head)) {
+            Ordering::Equal if !(self.exact && other.exact) => None,
+            ord => Some(ord),
+        }
+    }
+}
+
 impl Value {
     fn rank(&self) -> u8 {
         match self {
@@ -60,6 +78,38 @@ impl Value {
             Value::Symbol(_) => 14,
             Value::Tuple(_) => 15,
             Value::Map(_) => 16,
+        }
+    }
+
+    /// A key that orders values without looking behind a pointer: when `x.sort_key() <
+    /// y.sort_key()` then `x < y`. When the keys are equal and both are `exact`, so are the
+    /// values; otherwise compare the values. Numbers and ids are their own key; strings, URIs,
+    /// bytes and UUIDs contribute their first 15 bytes (zero-padded) and their length up to
+    /// 16, so strings of up to 15 bytes are exact. Sorting many values by this key first saves
+    /// a cache miss per comparison.
+    pub fn sort_key(&self) -> SortKey {
+        fn head(bytes: &[u8]) -> (u128, bool) {
+            let mut buf = [0u8; 16];
+            let n = bytes.len().min(15);
+            buf[..n].copy_from_slice(&bytes[..n]);
+            buf[15] = bytes.len().min(16) as u8;
+            (u128::from_be_bytes(buf), bytes.len() <= 15)
+        }
+        let flip = |n: i64| ((n as u64) ^ (1 << 63)) as u128;
+        let (head, exact) = match self {
+            Value::Nil => (0, true),
+            Value::Ref(e) => (*e as u128, true),
+            Value::String(s) | Value::Uri(s) => head(s.as_bytes()),
+            Value::Bytes(b) => head(b),
+            Value::Boolean(b) => (*b as u128, true),
+            Value::Long(n) | Value::Instant(n) => (flip(*n), true),
+            Value::Uuid(u) => (u128::from_be_bytes(*u), true),
+            _ => (0, false),
+        };
+        SortKey {
+            rank: self.rank(),
+            head,
+            exact,
         }
     }
 

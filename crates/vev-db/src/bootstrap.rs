@@ -42,7 +42,7 @@ pub(crate) fn empty_db() -> Db {
         })
         .collect();
     let is_ref = |a: u64| schema.attribute(a).is_some_and(|x| x.is_ref());
-    let current = Indexes::new().apply(changes.clone(), is_ref);
+    let current = Indexes::new().apply(changes.clone(), is_ref, None);
     let log = crate::db::apply_sorted(Tree::new(IndexOrder::Log), changes);
     Db::from_state(State {
         current,

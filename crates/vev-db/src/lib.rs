@@ -17,7 +17,10 @@ pub use codec::DecodeError;
 pub use db::{Datoms, Db, TimePoint, View};
 pub use entity::Entity;
 pub use log::TxLogEntry;
-pub use tx::{transact, transact_owned, NoFunctions, TxContext, TxFunctions, TxOutcome, TxReport};
+pub use tx::{
+    transact, transact_owned, Bulk, BulkTx, NoFunctions, TxContext, TxFunctions, TxOutcome,
+    TxReport,
+};
 
 /// Interpret an EDN form as a value of attribute `attr`'s type (not for ref attributes,
 /// whose values are entity references). `None` when the form does not have that type.

@@ -149,7 +149,13 @@ pub fn replay_owned(before: Db, record: &LogRecord) -> DecodeResult<Db> {
     if let Some(schema) = new_schema {
         state.schema = Arc::new(schema);
     }
-    crate::tx::apply(&mut state, &schema_before, &record.datoms, &retracted_tx);
+    crate::tx::apply(
+        &mut state,
+        &schema_before,
+        &record.datoms,
+        &retracted_tx,
+        None,
+    );
     state.basis_t = t;
     state.next_user = record.next_user;
     state.last_instant = instant;

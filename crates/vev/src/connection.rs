@@ -103,6 +103,13 @@ pub struct BulkProgress {
 }
 
 /// A checkpoint running on its own thread: what it returns, and the log tail it covers.
+/// What a `bulk_load` builds: a `Bulk` import, or (with subscribers) one full report after
+/// another.
+enum Importing {
+    Bulk(vev_db::Bulk),
+    Reports(Db),
+}
+
 struct Background {
     handle: std::thread::JoinHandle<Result<vev_db::persist::Checkpoint, StorageError>>,
     tail_datoms: usize,
@@ -508,7 +515,15 @@ impl Connection {
                     }
                 }
             });
-            let mut db = self.latest();
+            // Without subscribers nothing needs db-before or db-after, so the import goes
+            // through `Bulk`: unshared index nodes are updated in place and AVET entries of
+            // non-unique attributes are merged in large batches. With subscribers, each
+            // transaction gets its full report.
+            let mut state = if writer.listeners.is_empty() {
+                Importing::Bulk(vev_db::Bulk::new(self.latest()))
+            } else {
+                Importing::Reports(self.latest())
+            };
             let mut pending: Vec<LogRecord> = Vec::new();
             let mut pending_datoms = 0;
             let (mut txs_seen, mut datoms_seen) = (0u64, 0u64);
@@ -522,23 +537,24 @@ impl Connection {
                 if failed.is_some() {
                     break;
                 }
-                // Without subscribers nothing needs db-before, so the import hands each value
-                // on and its unshared index nodes are updated in place.
-                let applied = if writer.listeners.is_empty() {
-                    self.apply_owned(db, &ops).map(|o| (o.db, o.tx_data))
-                } else {
-                    self.apply(&db, &ops).map(|report| {
+                let applied = match &mut state {
+                    Importing::Bulk(bulk) => self
+                        .run_transactor(bulk.segment_cache().cloned(), |ctx| {
+                            bulk.transact(&ops, ctx)
+                        })
+                        .map(|tx| (tx.tx_data, bulk.basis_t(), bulk.next_user())),
+                    Importing::Reports(db) => self.apply(db, &ops).map(|report| {
                         writer
                             .listeners
                             .retain(|tx| tx.send(report.clone()).is_ok());
-                        (report.db_after, report.tx_data)
-                    })
+                        *db = report.db_after;
+                        (report.tx_data, db.basis_t(), db.next_user())
+                    }),
                 };
-                let (after, tx_data) = match applied {
+                let (tx_data, t, next_user) = match applied {
                     Ok(x) => x,
                     Err(e) => {
                         failed = Some(e);
-                        db = Db::empty();
                         break;
                     }
                 };
@@ -546,11 +562,10 @@ impl Connection {
                 datoms_seen += tx_data.len() as u64;
                 pending_datoms += tx_data.len();
                 pending.push(LogRecord {
-                    t: after.basis_t(),
-                    next_user: after.next_user(),
+                    t,
+                    next_user,
                     datoms: tx_data,
                 });
-                db = after;
                 if pending_datoms >= batch {
                     if !send(&mut pending, txs_seen, datoms_seen) {
                         break;
@@ -565,7 +580,12 @@ impl Connection {
             for ack in acks.iter() {
                 committed(ack, &mut failed, &mut done);
             }
-            db
+            match state {
+                // A failed import's value is dropped unfinished (merging would be wasted).
+                _ if failed.is_some() => Db::empty(),
+                Importing::Bulk(bulk) => bulk.finish(),
+                Importing::Reports(db) => db,
+            }
         });
         if let Some(e) = failed {
             // In memory nothing was committed; on a file, adopt the batches that were.
@@ -603,14 +623,6 @@ impl Connection {
     fn apply(&self, db: &Db, ops: &[TxOp]) -> Result<TxReport, Error> {
         self.run_transactor(db.segment_cache().cloned(), |ctx| {
             vev_db::transact(db, ops, ctx)
-        })
-    }
-
-    fn apply_owned(&self, db: Db, ops: &[TxOp]) -> Result<vev_db::TxOutcome, Error> {
-        // Only the segment cache is kept aside: `db` must stay unshared, so that the
-        // transactor updates its nodes in place.
-        self.run_transactor(db.segment_cache().cloned(), |ctx| {
-            vev_db::transact_owned(db, ops, ctx)
         })
     }
 

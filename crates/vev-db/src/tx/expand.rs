@@ -5,9 +5,7 @@ use std::sync::Arc;
 use vev_core::error::EntityName;
 use vev_core::schema::{Attribute, TupleSpec, ValueType};
 use vev_core::value::hex_decode;
-use vev_core::{
-    AttrRef, Component, Edn, EntityRef, IndexOrder, TempId, TxError, TxMap, TxOp, TxValue, Value,
-};
+use vev_core::{AttrRef, Edn, EntityRef, TempId, TxError, TxMap, TxOp, TxValue, Value};
 
 use super::{is_allocated, Term, TxFunctions, E, V};
 use crate::db::Db;
@@ -248,7 +246,7 @@ impl Expander<'_> {
         }
     }
 
-    fn values(&mut self, a: &Arc<Attribute>, v: &TxValue, e: &E) -> Result<Vec<V>, TxError> {
+    fn values(&mut self, a: &Arc<Attribute>, v: &TxValue, e: &E) -> Result<Values, TxError> {
         self.values_inner(a, v, e, a.is_many())
             .map_err(|err| schema_error(err, a, e))
     }
@@ -270,8 +268,12 @@ impl Expander<'_> {
         v: &TxValue,
         e: &E,
         many: bool,
-    ) -> Result<Vec<V>, TxError> {
-        self.split_values(a, v, many)
+    ) -> Result<Values, TxError> {
+        // The usual case, one value, is neither split nor copied.
+        if !self.is_collection(a, v, many) {
+            return Ok(smallvec::smallvec![self.one_value(a, v, e)?]);
+        }
+        split(v)
             .iter()
             .map(|item| self.one_value(a, item, e))
             .collect()
@@ -280,7 +282,16 @@ impl Expander<'_> {
     /// The single values in `v`: a collection of values for a cardinality-many attribute
     /// (but not a lookup ref of a ref attribute, nor one tuple of a tuple attribute).
     fn split_values(&self, a: &Attribute, v: &TxValue, many: bool) -> Vec<TxValue> {
-        let is_coll = match v {
+        if self.is_collection(a, v, many) {
+            split(v)
+        } else {
+            vec![v.clone()]
+        }
+    }
+
+    /// Whether `v` is a collection of values of `a` (see `split_values`).
+    fn is_collection(&self, a: &Attribute, v: &TxValue, many: bool) -> bool {
+        match v {
             TxValue::Many(_) => true,
             TxValue::Edn(Edn::Set(_)) => many,
             TxValue::Edn(Edn::Vector(items) | Edn::List(items)) if many => match a.value_type {
@@ -289,11 +300,6 @@ impl Expander<'_> {
                 _ => true,
             },
             _ => false,
-        };
-        if is_coll {
-            split(v)
-        } else {
-            vec![v.clone()]
         }
     }
 
@@ -384,6 +390,9 @@ fn e_to_v(e: E) -> V {
         E::Temp(t) => V::Temp(t),
     }
 }
+
+/// The values one map entry or list form gives an attribute: usually one, kept inline.
+type Values = smallvec::SmallVec<[V; 1]>;
 
 fn split(v: &TxValue) -> Vec<TxValue> {
     match v {
@@ -481,12 +490,7 @@ fn lookup_ref(db: &Db, a: &vev_core::Keyword, v: &TxValue) -> Result<u64, TxErro
 
 /// The entity holding `value` for unique attribute `a` in db's current view.
 pub(crate) fn lookup_unique(db: &Db, a: u64, value: &Value) -> Option<u64> {
-    db.datoms(
-        IndexOrder::Avet,
-        &[Component::Entity(a), Component::Value(value.clone())],
-    )
-    .next()
-    .map(|d| d.e)
+    db.entity_with_value(a, value)
 }
 
 /// Interpret an EDN form as a value of a non-ref attribute's type.

@@ -87,12 +87,12 @@ impl Gen<'_> {
         if self.is_fresh(e) {
             return Vec::new();
         }
-        self.db
-            .datoms(
-                IndexOrder::Eavt,
-                &[Component::Entity(e), Component::Entity(a)],
-            )
-            .collect()
+        let mut out = Vec::new();
+        self.db.visit_entity_attr(e, a, &mut |d| {
+            out.push(d.clone());
+            true
+        });
+        out
     }
 
     fn term(&mut self, term: &ResolvedTerm) -> Result<(), TxError> {

@@ -130,7 +130,7 @@ pub(crate) enum Term {
 
 /// Apply `ops` to `db` (its current state, whatever its view) and return the report.
 pub fn transact(db: &Db, ops: &[TxOp], ctx: &TxContext<'_>) -> Result<TxReport, TxError> {
-    let (before, after) = run(db.current(), ops, ctx, true)?;
+    let (before, after) = run(db.current(), ops, ctx, true, None)?;
     Ok(TxReport {
         db_before: before.expect("kept"),
         db_after: after.db,
@@ -155,7 +155,132 @@ pub fn transact_owned(db: Db, ops: &[TxOp], ctx: &TxContext<'_>) -> Result<TxOut
     } else {
         db.current()
     };
-    run(db, ops, ctx, false).map(|(_, after)| after)
+    run(db, ops, ctx, false, None).map(|(_, after)| after)
+}
+
+/// A bulk import: transactions applied one after another to a database value that nothing
+/// else holds (its index nodes are updated in place), with the AVET entries of attributes
+/// that are not unique set aside and merged into AVET in large sorted batches.
+///
+/// Those entries are what makes a large import slow: the values of an attribute such as a
+/// name or an amount land all over AVET, so each costs a walk down the tree, while EAVT, AEVT
+/// and the log grow at a few places. The transactor never reads them: it looks up AVET only
+/// for unique attributes (upserts, lookup refs, uniqueness checks). Two things can: a
+/// transaction function (it gets db-before) and a schema alteration (making an attribute
+/// unique checks its values). Before either, and at `finish`, the set-aside entries are
+/// merged; between merges the value held here is not a complete database and is never
+/// handed out.
+pub struct Bulk {
+    db: Db,
+    /// AVET changes of non-unique attributes, in the order the transactions made them.
+    avet: Vec<Change>,
+    /// Merge once `avet` holds this many changes (or a quarter of AVET's size, if more).
+    merge_min: usize,
+}
+
+/// What `Bulk::transact` returns: the report without any database value.
+pub struct BulkTx {
+    pub tx_data: Vec<Datom>,
+    pub tempids: HashMap<TempId, EntityId>,
+}
+
+/// Set-aside AVET changes are merged once there are this many, or a quarter of AVET's
+/// size if more: memory stays bounded and each datom is merged a bounded number of times.
+const BULK_MERGE_MIN: usize = 1 << 20;
+
+impl Bulk {
+    /// Start a bulk import on `db` (updated in place when nothing else holds its nodes).
+    pub fn new(db: Db) -> Bulk {
+        let db = if db.is_current_view() {
+            db
+        } else {
+            db.current()
+        };
+        Bulk {
+            db,
+            avet: Vec::new(),
+            merge_min: BULK_MERGE_MIN,
+        }
+    }
+
+    /// Merge set-aside AVET changes once there are `changes` of them (or a quarter of AVET's
+    /// size, if more); the default is about a million. Less memory, more merging.
+    pub fn merge_at(mut self, changes: usize) -> Bulk {
+        self.merge_min = changes.max(1);
+        self
+    }
+
+    /// The basis of the last transaction applied.
+    pub fn basis_t(&self) -> vev_core::ids::BasisT {
+        self.db.basis_t()
+    }
+
+    /// The next counter of the user partition.
+    pub fn next_user(&self) -> u64 {
+        self.db.next_user()
+    }
+
+    /// Where the database's persisted index nodes load from, if anywhere.
+    pub fn segment_cache(&self) -> Option<&Arc<crate::segment::SegmentCache>> {
+        self.db.segment_cache()
+    }
+
+    /// Apply one transaction. On an error the import is over: the value it was building is
+    /// gone (the caller recovers what it committed elsewhere, e.g. from its log).
+    pub fn transact(&mut self, ops: &[TxOp], ctx: &TxContext<'_>) -> Result<BulkTx, TxError> {
+        if ops.iter().any(|op| matches!(op, TxOp::Call { .. })) {
+            self.merge();
+        }
+        let before = std::mem::replace(&mut self.db, Db::empty());
+        let (_, after) = run(before, ops, ctx, false, Some(&mut self.avet))?;
+        self.db = after.db;
+        let merge_at = (self.db.state.current.avet.len() / 4).max(self.merge_min);
+        if self.avet.len() >= merge_at {
+            self.merge();
+        }
+        Ok(BulkTx {
+            tx_data: after.tx_data,
+            tempids: after.tempids,
+        })
+    }
+
+    /// The database with everything applied.
+    pub fn finish(mut self) -> Db {
+        self.merge();
+        self.db
+    }
+
+    fn merge(&mut self) {
+        if self.avet.is_empty() {
+            return;
+        }
+        let db = std::mem::replace(&mut self.db, Db::empty());
+        self.db = merge_avet(db, &mut self.avet);
+    }
+}
+
+/// Merge set-aside AVET changes into `db`'s current AVET. A datom may have been inserted by
+/// one transaction and removed by a later one: the last change to each datom is the one that
+/// counts.
+fn merge_avet(db: Db, changes: &mut Vec<Change>) -> Db {
+    let order = IndexOrder::Avet;
+    crate::db::sort_avet(changes);
+    let mut last: Vec<Change> = Vec::with_capacity(changes.len());
+    for c in changes.drain(..) {
+        match last.last_mut() {
+            Some(prev) if order.cmp(&prev.datom, &c.datom) == std::cmp::Ordering::Equal => {
+                *prev = c;
+            }
+            _ => last.push(c),
+        }
+    }
+    let mut state = match Arc::try_unwrap(db.state) {
+        Ok(state) => state,
+        Err(shared) => (*shared).clone(),
+    };
+    let avet = std::mem::replace(&mut state.current.avet, Tree::new(order));
+    state.current.avet = avet.apply_owned(&last);
+    Db::from_state(state)
 }
 
 fn run(
@@ -163,6 +288,7 @@ fn run(
     ops: &[TxOp],
     ctx: &TxContext<'_>,
     keep_before: bool,
+    mut defer_avet: Option<&mut Vec<Change>>,
 ) -> Result<(Option<Db>, TxOutcome), TxError> {
     let t = before.basis_t() + 1;
     let tx = tx_id(t);
@@ -179,6 +305,14 @@ fn run(
         None => Datom::new(tx, sys::TX_INSTANT, Value::Instant(instant), tx, true),
     };
     tx_data.insert(0, instant_datom);
+    // Altering an attribute may read its AVET entries: merge any that were set aside.
+    let mut before = before;
+    if let Some(pending) = defer_avet.as_deref_mut() {
+        let schema = before.schema();
+        if !pending.is_empty() && tx_data.iter().any(|d| schema.attribute(d.e).is_some()) {
+            before = merge_avet(before, pending);
+        }
+    }
     let new_schema = schema::next_schema(&before, &tx_data)?;
     // Every check has passed: from here on nothing reads db-before but its schema.
     let schema_before = before.state.schema.clone();
@@ -196,6 +330,7 @@ fn run(
         &schema_before,
         &tx_data,
         &generated.retracted_tx,
+        defer_avet,
     );
     state.basis_t = t;
     state.last_instant = instant;
@@ -232,6 +367,7 @@ pub(crate) fn apply(
     schema_before: &Schema,
     tx_data: &[Datom],
     retracted_tx: &[EntityId],
+    defer_avet: Option<&mut Vec<Change>>,
 ) {
     let schema = state.schema.clone();
     let mut current = Vec::with_capacity(tx_data.len());
@@ -273,9 +409,14 @@ pub(crate) fn apply(
         })
         .collect();
     let take = |ix: &mut Indexes| std::mem::replace(ix, Indexes::new());
-    state.current = take(&mut state.current).apply(current, is_ref);
+    let deferrable = |a: EntityId| schema.attribute(a).is_none_or(|x| x.unique.is_none());
+    state.current = take(&mut state.current).apply(
+        current,
+        is_ref,
+        defer_avet.map(|d| (d, &deferrable as &dyn Fn(EntityId) -> bool)),
+    );
     if !retired.is_empty() {
-        state.retired = take(&mut state.retired).apply(retired, is_ref);
+        state.retired = take(&mut state.retired).apply(retired, is_ref, None);
     }
     let log_tree = std::mem::replace(&mut state.log, Tree::new(IndexOrder::Log));
     state.log = apply_sorted(log_tree, log);
