@@ -75,15 +75,18 @@ impl Indexes {
         vaet.sort_by(|x, y| (x.datom.v.cmp(&y.datom.v)).then(x.datom.a.cmp(&y.datom.a)));
         let mut aevt = changes.clone();
         aevt.sort_by_key(|c| c.datom.a);
-        let mut avet = aevt.clone();
+        let mut avet = match defer {
+            // Set-aside changes are sorted when they are merged.
+            Some((pending, deferrable)) => {
+                let (later, now): (Vec<Change>, Vec<Change>) =
+                    aevt.iter().cloned().partition(|c| deferrable(c.datom.a));
+                pending.extend(later);
+                now
+            }
+            None => aevt.clone(),
+        };
         sort_avet(&mut avet);
         debug_assert!(sorted_in(IndexOrder::Aevt, &aevt) && sorted_in(IndexOrder::Avet, &avet));
-        if let Some((pending, deferrable)) = defer {
-            let (later, now): (Vec<Change>, Vec<Change>) =
-                avet.into_iter().partition(|c| deferrable(c.datom.a));
-            pending.extend(later);
-            avet = now;
-        }
         debug_assert!(sorted_in(IndexOrder::Vaet, &vaet));
         Indexes {
             eavt: self.eavt.apply_owned(&changes),

@@ -30,6 +30,7 @@ pub(crate) mod schema;
 
 pub(crate) use expand::coerce;
 
+use std::cmp::Ordering;
 use std::collections::HashMap;
 use std::sync::Arc;
 
@@ -265,21 +266,25 @@ impl Bulk {
 fn merge_avet(db: Db, changes: &mut Vec<Change>) -> Db {
     let order = IndexOrder::Avet;
     crate::db::sort_avet(changes);
-    let mut last: Vec<Change> = Vec::with_capacity(changes.len());
-    for c in changes.drain(..) {
-        match last.last_mut() {
-            Some(prev) if order.cmp(&prev.datom, &c.datom) == std::cmp::Ordering::Equal => {
-                *prev = c;
-            }
-            _ => last.push(c),
+    // Keep the last change to each datom, in place.
+    let mut kept = 0;
+    for i in 0..changes.len() {
+        let same =
+            kept > 0 && order.cmp(&changes[kept - 1].datom, &changes[i].datom) == Ordering::Equal;
+        let at = if same { kept - 1 } else { kept };
+        changes.swap(at, i);
+        if !same {
+            kept += 1;
         }
     }
+    changes.truncate(kept);
     let mut state = match Arc::try_unwrap(db.state) {
         Ok(state) => state,
         Err(shared) => (*shared).clone(),
     };
     let avet = std::mem::replace(&mut state.current.avet, Tree::new(order));
-    state.current.avet = avet.apply_owned(&last);
+    state.current.avet = avet.apply_owned(changes);
+    changes.clear();
     Db::from_state(state)
 }
 
