@@ -473,10 +473,16 @@ impl Connection {
             .durable
             .as_ref()
             .map_or(usize::MAX, |d| d.bulk_batch_datoms);
-        /// A batch on its way to the log: its records, and the counts after it.
-        type Batch = (Vec<LogRecord>, u64, u64);
+        /// A batch on its way to the log: its records, the transaction data it came from
+        /// (dropped on the log thread, off the transactor's path), and the counts after it.
+        struct Batch {
+            records: Vec<LogRecord>,
+            ops: Vec<Vec<TxOp>>,
+            txs: u64,
+            datoms: u64,
+        }
         let (to_log, from_main) = std::sync::mpsc::sync_channel::<Batch>(1);
-        let (to_main, acks) = channel::<Result<Batch, Error>>();
+        let (to_main, acks) = channel::<Result<(u64, u64), Error>>();
         let durable = self.inner.durable.as_ref();
         let mut done = BulkProgress {
             txs: 0,
@@ -484,10 +490,10 @@ impl Connection {
             elapsed: Duration::ZERO,
         };
         let mut failed: Option<Error> = None;
-        let mut committed = |ack: Result<Batch, Error>,
+        let mut committed = |ack: Result<(u64, u64), Error>,
                              failed: &mut Option<Error>,
                              done: &mut BulkProgress| match ack {
-            Ok((_, txs, datoms)) => {
+            Ok((txs, datoms)) => {
                 done.txs = txs;
                 done.datoms = datoms;
                 done.elapsed = started.elapsed();
@@ -505,11 +511,13 @@ impl Connection {
                         return;
                     }
                     let written = match durable {
-                        Some(d) => d.store.append_many(&batch.0).map_err(Error::from),
+                        Some(d) => d.store.append_many(&batch.records).map_err(Error::from),
                         None => Ok(()),
                     };
                     let stop = written.is_err();
-                    let _ = to_main.send(written.map(|()| batch));
+                    let counts = (batch.txs, batch.datoms);
+                    drop(batch);
+                    let _ = to_main.send(written.map(|()| counts));
                     if stop {
                         return;
                     }
@@ -525,10 +533,20 @@ impl Connection {
                 Importing::Reports(self.latest())
             };
             let mut pending: Vec<LogRecord> = Vec::new();
+            let mut pending_ops: Vec<Vec<TxOp>> = Vec::new();
             let mut pending_datoms = 0;
             let (mut txs_seen, mut datoms_seen) = (0u64, 0u64);
-            let send = |pending: &mut Vec<LogRecord>, txs: u64, datoms: u64| {
-                to_log.send((std::mem::take(pending), txs, datoms)).is_ok()
+            let send = |pending: &mut Vec<LogRecord>,
+                        pending_ops: &mut Vec<Vec<TxOp>>,
+                        txs: u64,
+                        datoms: u64| {
+                let batch = Batch {
+                    records: std::mem::take(pending),
+                    ops: std::mem::take(pending_ops),
+                    txs,
+                    datoms,
+                };
+                to_log.send(batch).is_ok()
             };
             for ops in txs {
                 while let Ok(ack) = acks.try_recv() {
@@ -566,26 +584,29 @@ impl Connection {
                     next_user,
                     datoms: tx_data,
                 });
+                pending_ops.push(ops);
                 if pending_datoms >= batch {
-                    if !send(&mut pending, txs_seen, datoms_seen) {
+                    if !send(&mut pending, &mut pending_ops, txs_seen, datoms_seen) {
                         break;
                     }
                     pending_datoms = 0;
                 }
             }
             if failed.is_none() && !pending.is_empty() {
-                send(&mut pending, txs_seen, datoms_seen);
+                send(&mut pending, &mut pending_ops, txs_seen, datoms_seen);
             }
             drop(to_log);
-            for ack in acks.iter() {
-                committed(ack, &mut failed, &mut done);
-            }
-            match state {
+            // The last merges run while the log thread commits the last batches.
+            let imported = match state {
                 // A failed import's value is dropped unfinished (merging would be wasted).
                 _ if failed.is_some() => Db::empty(),
                 Importing::Bulk(bulk) => bulk.finish(),
                 Importing::Reports(db) => db,
+            };
+            for ack in acks.iter() {
+                committed(ack, &mut failed, &mut done);
             }
+            imported
         });
         if let Some(e) = failed {
             // In memory nothing was committed; on a file, adopt the batches that were.

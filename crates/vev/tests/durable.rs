@@ -835,6 +835,28 @@ fn bulk_load_reports_progress_and_reopens_equal() {
     conn.verify().unwrap();
 }
 
+/// With a subscriber, a bulk load hands it every transaction's report in order (and takes
+/// the path that builds each report, not `Bulk`); the database is the same either way.
+#[test]
+fn a_bulk_load_with_a_subscriber_reports_every_transaction() {
+    let dir = TempDir::new("bulk-feed");
+    let path = dir.file("bulk.vev");
+    let conn = Connection::open(&path).unwrap();
+    let feed = conn.subscribe();
+    let first_t = conn.db().basis_t() + 1;
+    let done = conn.bulk_load((0..80).map(tx_ops), &mut |_| {}).unwrap();
+    assert_eq!(done.txs, 80);
+    let reports: Vec<_> = feed.try_iter().collect();
+    assert_eq!(reports.len(), 80);
+    for (i, r) in reports.iter().enumerate() {
+        assert_eq!(r.db_after.basis_t(), first_t + i as u64);
+        assert_eq!(r.db_before.basis_t() + 1, r.db_after.basis_t());
+    }
+    assert_same(&conn.db(), &memory_oracle(80), "bulk with a subscriber");
+    drop(conn);
+    assert_same(&reopen(&path).db(), &memory_oracle(80), "reopened");
+}
+
 #[test]
 fn a_failed_bulk_load_keeps_the_batches_it_committed() {
     let dir = TempDir::new("bulk-fail");
