@@ -45,6 +45,17 @@ impl Source for Db {
                     )
                 )
             });
+            if let Some((key, len)) = id_prefix(order, prefix) {
+                // Ids only (e and a leading): compare machine words, not components.
+                let ids = |d: &Datom| match order {
+                    IndexOrder::Aevt | IndexOrder::Avet => [d.a, d.e],
+                    _ => [d.e, d.a],
+                };
+                tree.visit_from(|d| id_cmp(ids(d), key, len) == Ordering::Less, &mut |d| {
+                    id_cmp(ids(d), key, len) == Ordering::Equal && visit(d)
+                });
+                return;
+            }
             if !boxed {
                 tree.visit_from(below, &mut |d| {
                     order.cmp_prefix(d, prefix) == Ordering::Equal && visit(d)
@@ -92,8 +103,8 @@ impl Source for Db {
             };
             tree.visit_batch(
                 keys.len(),
-                &|k, d| ids(d)[..len] < keys[k][..len],
-                &|k, d| ids(d)[..len] > keys[k][..len],
+                &|k, d| id_cmp(ids(d), keys[k], len) == Ordering::Less,
+                &|k, d| id_cmp(ids(d), keys[k], len) == Ordering::Greater,
                 visit,
             );
             return;
@@ -169,6 +180,36 @@ impl Source for Db {
 }
 
 /// The prefixes as id pairs, when they are EAVT or AEVT prefixes of at most two ids.
+/// Compare the first `len` (1 or 2) ids of a datom with a key's.
+#[inline]
+fn id_cmp(ids: [u64; 2], key: [u64; 2], len: usize) -> Ordering {
+    match ids[0].cmp(&key[0]) {
+        Ordering::Equal if len > 1 => ids[1].cmp(&key[1]),
+        ord => ord,
+    }
+}
+
+/// A prefix of entity ids in an order that leads with them (e and a of EAVT or AEVT, a of
+/// AVET), as machine words: the key and its length.
+fn id_prefix(order: IndexOrder, prefix: &[Component]) -> Option<([u64; 2], usize)> {
+    let max = match order {
+        IndexOrder::Eavt | IndexOrder::Aevt => 2,
+        IndexOrder::Avet => 1,
+        _ => 0,
+    };
+    if prefix.is_empty() || prefix.len() > max {
+        return None;
+    }
+    let mut key = [0u64; 2];
+    for (i, c) in prefix.iter().enumerate() {
+        match c {
+            Component::Entity(id) => key[i] = *id,
+            Component::Value(_) => return None,
+        }
+    }
+    Some((key, prefix.len()))
+}
+
 fn id_keys(order: IndexOrder, prefixes: &[Vec<Component>]) -> Option<Vec<[u64; 2]>> {
     if !matches!(order, IndexOrder::Eavt | IndexOrder::Aevt) {
         return None;

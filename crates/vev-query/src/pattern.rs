@@ -485,7 +485,12 @@ impl<'s> Prepared<'s> {
                 // most datoms of a scan usually have none.
                 let key = datom_value(d, free_pos[p]);
                 let j = cursor.seek(rel, c, &key);
-                if j == rel.len || rel.row(j)[c] != key {
+                let found = j < rel.len
+                    && match (&rel.row(j)[c], &key) {
+                        (Value::Ref(x), Value::Ref(k)) => x == k,
+                        (x, k) => x == k,
+                    };
+                if !found {
                     return true;
                 }
             }
@@ -655,7 +660,11 @@ struct SortedCursor {
 impl SortedCursor {
     /// The first row whose column `c` is not below `key`.
     fn seek(&mut self, rel: &Rel, c: usize, key: &Value) -> usize {
-        let below = |i: usize| rel.row(i)[c] < *key;
+        // Entity ids (the usual join key) compare as machine words.
+        let below = |i: usize| match (&rel.row(i)[c], key) {
+            (Value::Ref(x), Value::Ref(k)) => x < k,
+            (x, k) => x < k,
+        };
         let mut lo = self.at;
         if lo < rel.len && below(lo) {
             // Gallop: find `hi` with row `hi` not below `key` (or the end), then search.

@@ -1,0 +1,151 @@
+//! The query engine's index access (`Source::scan`, `Source::scan_batch`) against `Db::datoms`,
+//! for prefixes of entity ids (which take a machine-word path) and for prefixes with values,
+//! on every index order.
+
+use vev_core::{parse_tx, Component, Datom, IndexOrder, Keyword, Value};
+use vev_db::{transact, Db, NoFunctions, TxContext};
+use vev_query::source::Source;
+
+fn db() -> Db {
+    let ctx = TxContext {
+        functions: &NoFunctions,
+        now_ms: 1_700_000_000_000,
+    };
+    let mut text = String::from(
+        r#"[{:db/ident :s/n :db/valueType :db.type/long :db/cardinality :db.cardinality/one}
+            {:db/ident :s/tag :db/valueType :db.type/string :db/cardinality :db.cardinality/many}
+            {:db/ident :s/ref :db/valueType :db.type/ref :db/cardinality :db.cardinality/one}]"#,
+    );
+    let mut db = Db::empty();
+    for tx in [std::mem::take(&mut text), {
+        let mut t = String::from("[");
+        for i in 0..400 {
+            t.push_str(&format!(
+                r#"{{:db/id "e{i}" :s/n {} :s/tag ["t{}" "t{}"] :s/ref "e{}"}}"#,
+                i % 37,
+                i % 5,
+                i % 11,
+                (i * 7) % 400
+            ));
+        }
+        t.push(']');
+        t
+    }] {
+        let ops: Vec<_> = parse_tx(&tx).unwrap().into_iter().map(|s| s.op).collect();
+        db = transact(&db, &ops, &ctx).unwrap().db_after;
+    }
+    db
+}
+
+fn scanned(db: &Db, order: IndexOrder, prefix: &[Component]) -> Vec<Datom> {
+    let mut out = Vec::new();
+    db.scan(order, prefix, &mut |d| {
+        out.push(d.clone());
+        true
+    });
+    out
+}
+
+#[test]
+fn scans_match_datoms_for_id_and_value_prefixes() {
+    let db = db();
+    let a = |k: &str| db.entid(&Keyword::new(k)).unwrap();
+    let (n, tag, rf) = (a("s/n"), a("s/tag"), a("s/ref"));
+    let entities: Vec<u64> = db
+        .datoms(IndexOrder::Aevt, &[Component::Entity(n)])
+        .map(|d| d.e)
+        .collect();
+    let mut prefixes: Vec<(IndexOrder, Vec<Component>)> = Vec::new();
+    for &e in entities.iter().step_by(13).chain([0, 1, u64::MAX].iter()) {
+        prefixes.push((IndexOrder::Eavt, vec![Component::Entity(e)]));
+        for at in [n, tag, rf, 0, u64::MAX] {
+            prefixes.push((
+                IndexOrder::Eavt,
+                vec![Component::Entity(e), Component::Entity(at)],
+            ));
+            prefixes.push((
+                IndexOrder::Aevt,
+                vec![Component::Entity(at), Component::Entity(e)],
+            ));
+        }
+    }
+    for at in [n, tag, rf, 0, u64::MAX] {
+        prefixes.push((IndexOrder::Aevt, vec![Component::Entity(at)]));
+        prefixes.push((IndexOrder::Avet, vec![Component::Entity(at)]));
+        prefixes.push((
+            IndexOrder::Avet,
+            vec![Component::Entity(at), Component::Value(Value::Long(5))],
+        ));
+    }
+    prefixes.push((
+        IndexOrder::Avet,
+        vec![
+            Component::Entity(tag),
+            Component::Value(Value::String("t3".into())),
+        ],
+    ));
+    prefixes.push((
+        IndexOrder::Vaet,
+        vec![Component::Value(Value::Ref(entities[3]))],
+    ));
+    let mut nonempty = 0;
+    for (order, prefix) in &prefixes {
+        let want: Vec<Datom> = db.datoms(*order, prefix).collect();
+        nonempty += usize::from(!want.is_empty());
+        assert_eq!(scanned(&db, *order, prefix), want, "{order:?} {prefix:?}");
+    }
+    assert!(
+        nonempty > prefixes.len() / 2,
+        "{nonempty} of {}",
+        prefixes.len()
+    );
+}
+
+#[test]
+fn batch_scans_match_one_scan_per_prefix() {
+    let db = db();
+    let a = |k: &str| db.entid(&Keyword::new(k)).unwrap();
+    let (n, tag) = (a("s/n"), a("s/tag"));
+    let entities: Vec<u64> = db
+        .datoms(IndexOrder::Aevt, &[Component::Entity(n)])
+        .map(|d| d.e)
+        .step_by(3)
+        .collect();
+    let batches: Vec<(IndexOrder, Vec<Vec<Component>>)> = vec![
+        (
+            IndexOrder::Eavt,
+            entities
+                .iter()
+                .map(|e| vec![Component::Entity(*e)])
+                .collect(),
+        ),
+        (
+            IndexOrder::Eavt,
+            entities
+                .iter()
+                .map(|e| vec![Component::Entity(*e), Component::Entity(tag)])
+                .collect(),
+        ),
+        (
+            IndexOrder::Aevt,
+            entities
+                .iter()
+                .map(|e| vec![Component::Entity(n), Component::Entity(*e)])
+                .collect(),
+        ),
+    ];
+    for (order, prefixes) in &batches {
+        let mut got: Vec<(usize, Datom)> = Vec::new();
+        db.scan_batch(*order, prefixes, &mut |k, d| {
+            got.push((k, d.clone()));
+            true
+        });
+        let want: Vec<(usize, Datom)> = prefixes
+            .iter()
+            .enumerate()
+            .flat_map(|(k, p)| db.datoms(*order, p).map(move |d| (k, d)))
+            .collect();
+        assert!(!want.is_empty());
+        assert_eq!(got, want, "{order:?}");
+    }
+}
