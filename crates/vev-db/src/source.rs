@@ -96,23 +96,40 @@ impl Source for Db {
         let tree = self.state.current.tree(order);
         if let Some(keys) = id_keys(order, prefixes) {
             // Prefixes of ids only (e and a): compare machine words, not components.
-            let len = prefixes[0].len();
-            let ids = |d: &Datom| match order {
-                IndexOrder::Aevt => [d.a, d.e],
-                _ => [d.e, d.a],
-            };
-            tree.visit_batch(
-                keys.len(),
-                &|k, d| id_cmp(ids(d), keys[k], len) == Ordering::Less,
-                &|k, d| id_cmp(ids(d), keys[k], len) == Ordering::Greater,
-                visit,
-            );
+            self.scan_id_batch(order, &keys, prefixes[0].len(), visit);
             return;
         }
         tree.visit_batch(
             prefixes.len(),
             &|k, d| order.cmp_prefix(d, &prefixes[k]) == Ordering::Less,
             &|k, d| order.cmp_prefix(d, &prefixes[k]) == Ordering::Greater,
+            visit,
+        );
+    }
+
+    fn scan_id_batch(
+        &self,
+        order: IndexOrder,
+        keys: &[[EntityId; 2]],
+        len: usize,
+        visit: &mut dyn FnMut(usize, &Datom) -> bool,
+    ) {
+        if !self.is_current_view() || !matches!(order, IndexOrder::Eavt | IndexOrder::Aevt) {
+            let prefixes: Vec<Vec<Component>> = keys
+                .iter()
+                .map(|k| k[..len].iter().map(|id| Component::Entity(*id)).collect())
+                .collect();
+            vev_query::source::scan_each_prefix(self, order, &prefixes, visit);
+            return;
+        }
+        let ids = |d: &Datom| match order {
+            IndexOrder::Aevt => [d.a, d.e],
+            _ => [d.e, d.a],
+        };
+        self.state.current.tree(order).visit_batch(
+            keys.len(),
+            &|k, d| id_cmp(ids(d), keys[k], len) == Ordering::Less,
+            &|k, d| id_cmp(ids(d), keys[k], len) == Ordering::Greater,
             visit,
         );
     }

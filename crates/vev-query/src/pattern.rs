@@ -369,6 +369,9 @@ impl<'s> Prepared<'s> {
             }
             return Ok(out);
         }
+        if let Some(keys) = self.id_keys(order, &prefix, rel) {
+            return self.join_by_ids(rel, out, order, &prefix, keys, &checks, &free_pos, check);
+        }
         // Per-row prefixes, sorted and grouped, scanned as one batch.
         let mut keyed: Vec<(Vec<Component>, usize)> = Vec::with_capacity(rel.len);
         for (i, row) in rel.rows().enumerate() {
@@ -408,6 +411,87 @@ impl<'s> Prepared<'s> {
             return Err(e);
         }
         Ok(out)
+    }
+
+    /// When this pattern's prefix is one or two entity ids in EAVT or AEVT and every row
+    /// supplies them as ids: each row's key as machine words, with the row's index.
+    fn id_keys(
+        &self,
+        order: IndexOrder,
+        prefix: &[usize],
+        rel: &Rel,
+    ) -> Option<Vec<([EntityId; 2], usize)>> {
+        if !matches!(order, IndexOrder::Eavt | IndexOrder::Aevt)
+            || prefix.is_empty()
+            || prefix.len() > 2
+            || prefix.iter().any(|p| !matches!(*p, E | A))
+        {
+            return None;
+        }
+        let mut keys = Vec::with_capacity(rel.len);
+        for (i, row) in rel.rows().enumerate() {
+            let mut key = [0; 2];
+            for (k, &pos) in prefix.iter().enumerate() {
+                key[k] = match &self.slots[pos] {
+                    Slot::Const(Value::Ref(id)) => *id,
+                    Slot::Bound(col) => match &row[*col] {
+                        Value::Ref(id) => *id,
+                        _ => return None,
+                    },
+                    _ => return None,
+                };
+            }
+            keys.push((key, i));
+        }
+        Some(keys)
+    }
+
+    /// `join` through `Source::scan_id_batch`: the rows' keys sorted and grouped, the index
+    /// walked once.
+    #[allow(clippy::too_many_arguments)]
+    fn join_by_ids(
+        &self,
+        rel: &Rel,
+        mut out: Rel,
+        order: IndexOrder,
+        prefix: &[usize],
+        mut keyed: Vec<([EntityId; 2], usize)>,
+        checks: &[usize],
+        free_pos: &[usize],
+        mut check: impl FnMut(usize) -> Result<(), QueryError>,
+    ) -> Result<Rel, QueryError> {
+        keyed.sort_unstable();
+        let mut keys: Vec<[EntityId; 2]> = Vec::new();
+        let mut groups: Vec<(usize, usize)> = Vec::new();
+        for (i, (k, _)) in keyed.iter().enumerate() {
+            if keys.last() == Some(k) {
+                groups.last_mut().expect("a group per key").1 = i + 1;
+            } else {
+                keys.push(*k);
+                groups.push((i, i + 1));
+            }
+        }
+        let history = self.src.is_history();
+        let mut err = None;
+        let mut visit = |g: usize, d: &Datom| {
+            if !history && !d.added {
+                return true;
+            }
+            let (from, to) = groups[g];
+            for (_, r) in &keyed[from..to] {
+                let result = self.emit(d, checks, rel.row(*r), free_pos, &mut out.data);
+                if !progress(result, &mut out.len, &mut check, &mut err) {
+                    return false;
+                }
+            }
+            true
+        };
+        self.src
+            .scan_id_batch(order, &keys, prefix.len(), &mut visit);
+        match err {
+            Some(e) => Err(e),
+            None => Ok(out),
+        }
     }
 
     fn run_scan(

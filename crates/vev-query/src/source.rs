@@ -46,6 +46,22 @@ pub trait Source: Send + Sync {
         scan_each_prefix(self, order, prefixes, visit);
     }
 
+    /// `scan_batch` for prefixes of `len` (1 or 2) entity ids in EAVT or AEVT, given as
+    /// machine words (sorted in `order`, no duplicates). The default builds the components.
+    fn scan_id_batch(
+        &self,
+        order: IndexOrder,
+        keys: &[[EntityId; 2]],
+        len: usize,
+        visit: &mut dyn FnMut(usize, &Datom) -> bool,
+    ) {
+        let prefixes: Vec<Vec<Component>> = keys
+            .iter()
+            .map(|k| k[..len].iter().map(|id| Component::Entity(*id)).collect())
+            .collect();
+        self.scan_batch(order, &prefixes, visit);
+    }
+
     /// An estimate of how many datoms `scan(order, prefix)` visits, cheap to compute
     /// (logarithmic in the index size). Exact on a current view.
     fn count_estimate(&self, order: IndexOrder, prefix: &[Component]) -> usize;

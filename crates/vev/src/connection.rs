@@ -477,6 +477,7 @@ impl Connection {
         /// (dropped on the log thread, off the transactor's path), and the counts after it.
         struct Batch {
             records: Vec<LogRecord>,
+            #[allow(dead_code)] // only dropped, on the log thread
             ops: Vec<Vec<TxOp>>,
             txs: u64,
             datoms: u64,
