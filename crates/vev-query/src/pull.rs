@@ -43,6 +43,7 @@
 use std::collections::{BTreeMap, HashSet};
 use std::sync::Arc;
 
+use smallvec::SmallVec;
 use vev_core::{Attribute, Component, Datom, EntityId, IndexOrder, Schema, Value};
 use vev_datalog::ast::{PullAttr, PullElem, PullPattern, PullSub};
 use vev_edn::{BigInt, Edn, Keyword};
@@ -122,6 +123,7 @@ pub fn pull_many(
         src,
         plan: &plan,
         nodes: Vec::new(),
+        scratch: Vec::new(),
     };
     let out: Result<Vec<Edn>, PullError> = es.iter().map(|&e| puller.pull(e)).collect();
     match src.storage_failure() {
@@ -335,6 +337,8 @@ struct Puller<'a> {
     src: &'a dyn Source,
     plan: &'a Plan,
     nodes: Vec<Node>,
+    /// The datoms of the entity being expanded (kept between entities for its allocation).
+    scratch: Vec<Datom>,
 }
 
 impl Puller<'_> {
@@ -361,50 +365,45 @@ impl Puller<'_> {
     fn expand(&mut self, i: usize) -> Result<(), PullError> {
         let (e, plan) = (self.nodes[i].e, self.plan);
         let pat = &plan.patterns[self.nodes[i].pattern];
-        let mut entries = Vec::new();
+        let mut entries = Vec::with_capacity(pat.specs.len() + 1);
         if pat.wildcard {
             self.wildcard(i, pat, &mut entries)?;
         }
-        // Several forward attributes: one pass over the entity's datoms serves them all.
-        let forward: Vec<EntityId> = pat
+        // Several forward attributes: one pass over the entity's datoms serves them all (in
+        // EAVT order, so each attribute's values are one run).
+        let forward = pat
             .specs
             .iter()
-            .filter_map(|s| match &s.target {
-                Target::Forward(a) => Some(a.id),
-                _ => None,
-            })
-            .collect();
-        let mut gathered: Option<Vec<(EntityId, Vec<Value>)>> = None;
-        if forward.len() >= 2 {
-            let mut found: Vec<(EntityId, Vec<Value>)> =
-                forward.iter().map(|a| (*a, Vec::new())).collect();
+            .filter(|s| matches!(s.target, Target::Forward(_)))
+            .count();
+        let mut datoms = std::mem::take(&mut self.scratch);
+        datoms.clear();
+        let gathered = forward >= 2;
+        if gathered {
             self.src
                 .scan(IndexOrder::Eavt, &[Component::Entity(e)], &mut |d| {
-                    if let Some((_, vals)) = found.iter_mut().find(|(a, _)| *a == d.a) {
-                        vals.push(d.v.clone());
-                    }
+                    datoms.push(d.clone());
                     true
                 });
-            gathered = Some(found);
         }
         for spec in &pat.specs {
-            let values = match &spec.target {
+            let values: SmallVec<[Value; 2]> = match &spec.target {
                 Target::DbId => {
                     entries.push((spec.key.clone(), Slot::Done(id_edn(e))));
                     continue;
                 }
                 Target::Forward(a) => {
                     let cap = if a.is_many() { spec.limit } else { Some(1) };
-                    match gathered
-                        .as_ref()
-                        .and_then(|g| g.iter().find(|(x, _)| *x == a.id))
-                    {
-                        Some((_, vals)) => vals
+                    if gathered {
+                        let start = datoms.partition_point(|d| d.a < a.id);
+                        datoms[start..]
                             .iter()
+                            .take_while(|d| d.a == a.id)
                             .take(cap.unwrap_or(usize::MAX))
-                            .cloned()
-                            .collect(),
-                        None => self.values(IndexOrder::Eavt, [e, a.id], cap, |d| d.v.clone()),
+                            .map(|d| d.v.clone())
+                            .collect()
+                    } else {
+                        self.values(IndexOrder::Eavt, [e, a.id], cap, |d| d.v.clone())
                     }
                 }
                 Target::Reverse(a) => {
@@ -412,10 +411,11 @@ impl Puller<'_> {
                     self.values(IndexOrder::Vaet, [e, a.id], cap, |d| Value::Ref(d.e))
                 }
             };
-            if let Some(slot) = self.slot(i, spec, values)? {
+            if let Some(slot) = self.slot(i, spec, &values)? {
                 entries.push((spec.key.clone(), slot));
             }
         }
+        self.scratch = datoms;
         self.nodes[i].entries = entries;
         Ok(())
     }
@@ -471,7 +471,8 @@ impl Puller<'_> {
                 default: None,
                 sub: default_sub(attr),
             };
-            if let Some(slot) = self.slot(i, &spec, values.take(cap).collect())? {
+            let values: SmallVec<[Value; 2]> = values.take(cap).collect();
+            if let Some(slot) = self.slot(i, &spec, &values)? {
                 entries.push((spec.key, slot));
             }
         }
@@ -485,9 +486,9 @@ impl Puller<'_> {
         [e, a]: [EntityId; 2],
         cap: Option<usize>,
         value: impl Fn(&Datom) -> Value,
-    ) -> Vec<Value> {
+    ) -> SmallVec<[Value; 2]> {
         let cap = cap.unwrap_or(usize::MAX);
-        let mut out = Vec::new();
+        let mut out = SmallVec::new();
         if cap == 0 {
             return out;
         }
@@ -501,12 +502,7 @@ impl Puller<'_> {
 
     /// The slot of `spec` with `values` (refs for ref and reverse attributes); `None` when
     /// there is nothing to show.
-    fn slot(
-        &mut self,
-        i: usize,
-        spec: &Spec,
-        values: Vec<Value>,
-    ) -> Result<Option<Slot>, PullError> {
+    fn slot(&mut self, i: usize, spec: &Spec, values: &[Value]) -> Result<Option<Slot>, PullError> {
         if values.is_empty() {
             return Ok(spec.default.clone().map(Slot::Done));
         }
@@ -516,25 +512,26 @@ impl Puller<'_> {
             Target::Reverse(a) => (true, a.is_component),
         };
         if !is_ref {
-            let mut vs: Vec<Edn> = values.iter().map(Value::to_edn).collect();
             return Ok(Some(Slot::Done(if single {
-                vs.swap_remove(0)
+                values[0].to_edn()
             } else {
-                Edn::Vector(vs)
+                Edn::Vector(values.iter().map(Value::to_edn).collect())
+            })));
+        }
+        if single {
+            return Ok(Some(Slot::One(match &values[0] {
+                Value::Ref(t) => self.item(i, spec, *t)?,
+                other => Item::Done(other.to_edn()),
             })));
         }
         let mut items = Vec::with_capacity(values.len());
-        for v in &values {
+        for v in values {
             items.push(match v {
                 Value::Ref(t) => self.item(i, spec, *t)?,
                 other => Item::Done(other.to_edn()),
             });
         }
-        Ok(Some(if single {
-            Slot::One(items.swap_remove(0))
-        } else {
-            Slot::Many(items)
-        }))
+        Ok(Some(Slot::Many(items)))
     }
 
     /// What node `i` shows for entity `t`, reached through `spec`.
