@@ -279,8 +279,12 @@ impl Connection {
             .clone()
     }
 
-    fn publish(&self, db: Db) {
-        *self.inner.latest.write().unwrap_or_else(|p| p.into_inner()) = db;
+    /// Make `db` the latest database; returns the one it replaces. The lock is held only for
+    /// the swap: the old value (whose nodes may be many, after a checkpoint) is dropped after
+    /// it is released, so readers never wait for that.
+    fn publish(&self, db: Db) -> Db {
+        let mut latest = self.inner.latest.write().unwrap_or_else(|p| p.into_inner());
+        std::mem::replace(&mut *latest, db)
     }
 
     fn is_read_only(&self) -> bool {
@@ -613,7 +617,7 @@ impl Connection {
             // In memory nothing was committed; on a file, adopt the batches that were.
             if let Some(durable) = durable {
                 match durable.store.catch_up(&self.latest()) {
-                    Ok(db) => self.publish(db),
+                    Ok(db) => drop(self.publish(db)),
                     Err(_) => writer.needs_catch_up = true,
                 }
             }
