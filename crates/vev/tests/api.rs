@@ -180,24 +180,35 @@ fn db_values_are_send_sync_and_readers_run_during_writes() {
     assert_send_sync::<Connection>();
     let conn = bank();
     let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    // Readers that have read once: the writer starts only when both run (on a loaded
+    // machine a reader thread may otherwise first run after the writes are done).
+    let started = Arc::new(std::sync::atomic::AtomicUsize::new(0));
     let readers: Vec<_> = (0..2)
         .map(|_| {
             let conn = conn.clone();
-            let stop = stop.clone();
+            let (stop, started) = (stop.clone(), started.clone());
             thread::spawn(move || {
                 let mut last = 0;
                 let mut reads = 0u64;
-                while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                loop {
                     let db = conn.db();
                     assert!(db.basis_t() >= last, "basis-t never goes back");
                     last = db.basis_t();
                     assert!(balance(&db, "a").is_some());
                     reads += 1;
+                    if reads == 1 {
+                        started.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+                    }
+                    if stop.load(std::sync::atomic::Ordering::Relaxed) {
+                        return reads;
+                    }
                 }
-                reads
             })
         })
         .collect();
+    while started.load(std::sync::atomic::Ordering::SeqCst) < 2 {
+        thread::yield_now();
+    }
     for i in 0..200 {
         conn.transact_edn(&format!(r#"[{{:account/id "a" :account/balance {i}}}]"#))
             .unwrap();
