@@ -102,14 +102,15 @@ pub struct BulkProgress {
     pub elapsed: Duration,
 }
 
-/// A checkpoint running on its own thread: what it returns, and the log tail it covers.
 /// What a `bulk_load` builds: a `Bulk` import, or (with subscribers) one full report after
-/// another.
+/// another; `Failed` once a transaction failed (the `Bulk` is consumed then).
 enum Importing {
     Bulk(vev_db::Bulk),
     Reports(Db),
+    Failed,
 }
 
+/// A checkpoint running on its own thread: what it returns, and the log tail it covers.
 struct Background {
     handle: std::thread::JoinHandle<Result<vev_db::persist::Checkpoint, StorageError>>,
     tail_datoms: usize,
@@ -560,19 +561,27 @@ impl Connection {
                 if failed.is_some() {
                     break;
                 }
-                let applied = match &mut state {
+                let applied = match std::mem::replace(&mut state, Importing::Failed) {
                     Importing::Bulk(bulk) => self
                         .run_transactor(bulk.segment_cache().cloned(), |ctx| {
                             bulk.transact(&ops, ctx)
                         })
-                        .map(|tx| (tx.tx_data, bulk.basis_t(), bulk.next_user())),
-                    Importing::Reports(db) => self.apply(db, &ops).map(|report| {
+                        .map(|(bulk, tx)| {
+                            let done = (tx.tx_data, bulk.basis_t(), bulk.next_user());
+                            state = Importing::Bulk(bulk);
+                            done
+                        }),
+                    Importing::Reports(db) => self.apply(&db, &ops).map(|report| {
                         writer
                             .listeners
                             .retain(|tx| tx.send(report.clone()).is_ok());
-                        *db = report.db_after;
-                        (report.tx_data, db.basis_t(), db.next_user())
+                        let db = report.db_after;
+                        let done = (report.tx_data, db.basis_t(), db.next_user());
+                        state = Importing::Reports(db);
+                        done
                     }),
+                    // Failures end the loop before another transaction.
+                    Importing::Failed => break,
                 };
                 let (tx_data, t, next_user) = match applied {
                     Ok(x) => x,
@@ -607,6 +616,7 @@ impl Connection {
                 _ if failed.is_some() => Db::empty(),
                 Importing::Bulk(bulk) => bulk.finish(),
                 Importing::Reports(db) => db,
+                Importing::Failed => Db::empty(),
             };
             for ack in acks.iter() {
                 committed(ack, &mut failed, &mut done);

@@ -226,9 +226,14 @@ impl Bulk {
         self.db.segment_cache()
     }
 
-    /// Apply one transaction. On an error the import is over: the value it was building is
-    /// gone (the caller recovers what it committed elsewhere, e.g. from its log).
-    pub fn transact(&mut self, ops: &[TxOp], ctx: &TxContext<'_>) -> Result<BulkTx, TxError> {
+    /// Apply one transaction; the import goes on with the `Bulk` returned. On an error the
+    /// import is over (the value it was building is consumed: the caller recovers what it
+    /// committed elsewhere, e.g. from its log), so it cannot be continued by mistake.
+    pub fn transact(
+        mut self,
+        ops: &[TxOp],
+        ctx: &TxContext<'_>,
+    ) -> Result<(Bulk, BulkTx), TxError> {
         if ops.iter().any(|op| matches!(op, TxOp::Call { .. })) {
             self.merge();
         }
@@ -239,10 +244,11 @@ impl Bulk {
         if self.avet.len() >= merge_at {
             self.merge();
         }
-        Ok(BulkTx {
+        let done = BulkTx {
             tx_data: after.tx_data,
             tempids: after.tempids,
-        })
+        };
+        Ok((self, done))
     }
 
     /// The database with everything applied.
