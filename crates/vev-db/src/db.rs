@@ -362,6 +362,15 @@ impl Db {
         }
     }
 
+    /// `current`, keeping this value (and so its unshared nodes) when it has no view filter.
+    pub(crate) fn into_current(self) -> Db {
+        if self.view.is_current() {
+            self
+        } else {
+            self.current()
+        }
+    }
+
     /// The same state without any view filter.
     pub fn current(&self) -> Db {
         Db {

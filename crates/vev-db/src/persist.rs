@@ -142,10 +142,7 @@ pub fn replay_owned(before: Db, record: &LogRecord) -> DecodeResult<Db> {
         Err(e) => return err(format!("the schema change does not apply: {e}")),
     };
     let schema_before = before.state.schema.clone();
-    let mut state = match Arc::try_unwrap(before.state) {
-        Ok(state) => state,
-        Err(shared) => (*shared).clone(),
-    };
+    let mut state = Arc::unwrap_or_clone(before.state);
     if let Some(schema) = new_schema {
         state.schema = Arc::new(schema);
     }

@@ -29,6 +29,14 @@ impl Source for Db {
     fn scan(&self, order: IndexOrder, prefix: &[Component], visit: &mut dyn FnMut(&Datom) -> bool) {
         if self.is_current_view() {
             let tree = self.state.current.tree(order);
+            if let Some((key, len)) = id_prefix(order, prefix) {
+                // Ids only (e and a leading): compare machine words, not components.
+                tree.visit_from(
+                    |d| id_cmp(leading_ids(order, d), key, len) == Ordering::Less,
+                    &mut |d| id_cmp(leading_ids(order, d), key, len) == Ordering::Equal && visit(d),
+                );
+                return;
+            }
             let below = |d: &Datom| order.cmp_prefix(d, prefix) == Ordering::Less;
             let boxed = prefix.iter().any(|c| {
                 matches!(
@@ -45,17 +53,6 @@ impl Source for Db {
                     )
                 )
             });
-            if let Some((key, len)) = id_prefix(order, prefix) {
-                // Ids only (e and a leading): compare machine words, not components.
-                let ids = |d: &Datom| match order {
-                    IndexOrder::Aevt | IndexOrder::Avet => [d.a, d.e],
-                    _ => [d.e, d.a],
-                };
-                tree.visit_from(|d| id_cmp(ids(d), key, len) == Ordering::Less, &mut |d| {
-                    id_cmp(ids(d), key, len) == Ordering::Equal && visit(d)
-                });
-                return;
-            }
             if !boxed {
                 tree.visit_from(below, &mut |d| {
                     order.cmp_prefix(d, prefix) == Ordering::Equal && visit(d)
@@ -115,21 +112,14 @@ impl Source for Db {
         visit: &mut dyn FnMut(usize, &Datom) -> bool,
     ) {
         if !self.is_current_view() || !matches!(order, IndexOrder::Eavt | IndexOrder::Aevt) {
-            let prefixes: Vec<Vec<Component>> = keys
-                .iter()
-                .map(|k| k[..len].iter().map(|id| Component::Entity(*id)).collect())
-                .collect();
+            let prefixes = vev_query::source::id_prefixes(keys, len);
             vev_query::source::scan_each_prefix(self, order, &prefixes, visit);
             return;
         }
-        let ids = |d: &Datom| match order {
-            IndexOrder::Aevt => [d.a, d.e],
-            _ => [d.e, d.a],
-        };
         self.state.current.tree(order).visit_batch(
             keys.len(),
-            &|k, d| id_cmp(ids(d), keys[k], len) == Ordering::Less,
-            &|k, d| id_cmp(ids(d), keys[k], len) == Ordering::Greater,
+            &|k, d| id_cmp(leading_ids(order, d), keys[k], len) == Ordering::Less,
+            &|k, d| id_cmp(leading_ids(order, d), keys[k], len) == Ordering::Greater,
             visit,
         );
     }
@@ -196,7 +186,15 @@ impl Source for Db {
     }
 }
 
-/// The prefixes as id pairs, when they are EAVT or AEVT prefixes of at most two ids.
+/// The ids an order leads with: e then a (EAVT), a then e (AEVT, AVET).
+#[inline]
+fn leading_ids(order: IndexOrder, d: &Datom) -> [u64; 2] {
+    match order {
+        IndexOrder::Aevt | IndexOrder::Avet => [d.a, d.e],
+        _ => [d.e, d.a],
+    }
+}
+
 /// Compare the first `len` (1 or 2) ids of a datom with a key's.
 #[inline]
 fn id_cmp(ids: [u64; 2], key: [u64; 2], len: usize) -> Ordering {
@@ -227,26 +225,15 @@ fn id_prefix(order: IndexOrder, prefix: &[Component]) -> Option<([u64; 2], usize
     Some((key, prefix.len()))
 }
 
+/// The prefixes as id pairs, when they are EAVT or AEVT prefixes of at most two ids.
 fn id_keys(order: IndexOrder, prefixes: &[Vec<Component>]) -> Option<Vec<[u64; 2]>> {
     if !matches!(order, IndexOrder::Eavt | IndexOrder::Aevt) {
         return None;
     }
-    let len = prefixes.first()?.len();
-    if len == 0 || len > 2 {
-        return None;
-    }
+    prefixes.first()?;
     prefixes
         .iter()
-        .map(|p| {
-            let mut key = [0u64; 2];
-            for (i, c) in p.iter().enumerate() {
-                match c {
-                    Component::Entity(id) => key[i] = *id,
-                    Component::Value(_) => return None,
-                }
-            }
-            Some(key)
-        })
+        .map(|p| id_prefix(order, p).map(|(key, _)| key))
         .collect()
 }
 

@@ -348,7 +348,7 @@ fn apply_branch_owned(order: IndexOrder, b: Branch, changes: &[Change], parallel
             size,
         }];
     }
-    let mins = Arc::try_unwrap(mins).unwrap_or_else(|shared| (*shared).clone());
+    let mins = Arc::unwrap_or_clone(mins);
     let mut out: Vec<Entry> = Vec::with_capacity(n + rebuilt.len());
     let mut rebuilt = rebuilt.into_iter().peekable();
     for (i, ((node, min), size)) in children.into_iter().zip(mins).zip(sizes).enumerate() {
@@ -373,7 +373,7 @@ fn apply_branch_parallel(order: IndexOrder, b: Branch, changes: &[Change]) -> En
     // Split the changes among the children (moving the children and their first datoms).
     let mut work: Vec<(Entry, &[Change])> = Vec::with_capacity(n);
     let mut rest = changes;
-    let mins_owned = Arc::try_unwrap(mins).unwrap_or_else(|shared| (*shared).clone());
+    let mins_owned = Arc::unwrap_or_clone(mins);
     let bounds: Vec<usize> = (1..n)
         .map(|i| {
             let bound = &mins_owned[i];

@@ -240,74 +240,39 @@ proptest! {
     #[test]
     fn a_bulk_import_matches_one_transaction_at_a_time(
         txs in prop::collection::vec(prop::collection::vec(op(), 1..6), 1..40),
-        merge_at in prop_oneof![Just(1usize), Just(7), Just(1 << 20)],
+        merge_at in prop_oneof![Just(1usize), Just(7), Just(MERGE_AT_END)],
     ) {
         check(&txs, merge_at)?;
     }
 }
 
+/// `merge_at` for no merge before the end of these short imports.
+const MERGE_AT_END: usize = 1 << 20;
+
+/// A transaction of one new entity with a key and a name.
+fn named(key: u8, name: u8) -> Vec<Op> {
+    vec![Op::Entity {
+        key,
+        name,
+        n: 0,
+        tags: vec![],
+    }]
+}
+
 /// A transaction function reads AVET of a non-unique attribute: the import merges first.
 #[test]
 fn a_transaction_function_sees_set_aside_entries() {
-    let txs = vec![
-        vec![Op::Entity {
-            key: 1,
-            name: 3,
-            n: 0,
-            tags: vec![],
-        }],
-        vec![Op::Entity {
-            key: 2,
-            name: 3,
-            n: 0,
-            tags: vec![],
-        }],
-        vec![Op::CountName { name: 3 }],
-    ];
-    check(&txs, 1 << 20).unwrap();
+    let txs = vec![named(1, 3), named(2, 3), vec![Op::CountName { name: 3 }]];
+    check(&txs, MERGE_AT_END).unwrap();
 }
 
 /// Making an attribute unique checks its values in AVET: the import merges first.
 #[test]
 fn an_alteration_to_unique_sees_set_aside_entries() {
-    let duplicate = vec![
-        vec![Op::Entity {
-            key: 1,
-            name: 3,
-            n: 0,
-            tags: vec![],
-        }],
-        vec![Op::Entity {
-            key: 2,
-            name: 3,
-            n: 0,
-            tags: vec![],
-        }],
-        vec![Op::NameUnique],
-    ];
-    check(&duplicate, 1 << 20).unwrap();
-    let distinct = vec![
-        vec![Op::Entity {
-            key: 1,
-            name: 3,
-            n: 0,
-            tags: vec![],
-        }],
-        vec![Op::Entity {
-            key: 2,
-            name: 4,
-            n: 0,
-            tags: vec![],
-        }],
-        vec![Op::NameUnique],
-        vec![Op::Entity {
-            key: 3,
-            name: 4,
-            n: 0,
-            tags: vec![],
-        }],
-    ];
-    check(&distinct, 1 << 20).unwrap();
+    let duplicate = vec![named(1, 3), named(2, 3), vec![Op::NameUnique]];
+    check(&duplicate, MERGE_AT_END).unwrap();
+    let distinct = vec![named(1, 3), named(2, 4), vec![Op::NameUnique], named(3, 4)];
+    check(&distinct, MERGE_AT_END).unwrap();
 }
 
 /// A value asserted and retracted again before any merge leaves no AVET entry.
@@ -324,7 +289,7 @@ fn an_entry_added_and_retracted_between_merges_is_gone() {
         vec![Op::Untag { key: 1, tag: 1 }],
         vec![Op::RetractEntity { key: 1 }],
     ];
-    check(&txs, 1 << 20).unwrap();
+    check(&txs, MERGE_AT_END).unwrap();
 }
 
 /// `Value::sort_key` never contradicts `Value::cmp`, and settles exactly what it claims to.

@@ -323,7 +323,6 @@ impl<'s> Prepared<'s> {
             return Ok(out);
         }
         let (order, prefix, checks, free_pos) = self.scan_plan();
-        let history = self.src.is_history();
         let mut err = None;
         if !self.depends_on_rows() {
             // One scan, crossed with every row.
@@ -373,16 +372,26 @@ impl<'s> Prepared<'s> {
             // An entity's values of one constant attribute are the same datoms, in the same
             // order, in AEVT as in EAVT; AEVT holds the attribute's datoms together, so the
             // walk for many entities visits fewer nodes.
-            let (order, prefix) = match (order, &prefix[..]) {
+            let order = match (order, &prefix[..]) {
                 (IndexOrder::Eavt, [E, A]) if matches!(self.slots[A], Slot::Const(_)) => {
                     for (k, _) in &mut keys {
                         k.swap(0, 1);
                     }
-                    (IndexOrder::Aevt, vec![A, E])
+                    IndexOrder::Aevt
                 }
-                _ => (order, prefix),
+                _ => order,
             };
-            return self.join_by_ids(rel, out, order, &prefix, keys, &checks, &free_pos, check);
+            keys.sort_unstable();
+            return self.join_grouped(
+                rel,
+                out,
+                &keys,
+                |x, y| x == y,
+                &checks,
+                &free_pos,
+                check,
+                |keys, visit| self.src.scan_id_batch(order, keys, prefix.len(), visit),
+            );
         }
         // Per-row prefixes, sorted and grouped, scanned as one batch.
         let mut keyed: Vec<(Vec<Component>, usize)> = Vec::with_capacity(rel.len);
@@ -392,37 +401,16 @@ impl<'s> Prepared<'s> {
             }
         }
         keyed.sort_by(|x, y| cmp_components(&x.0, &y.0));
-        let mut prefixes: Vec<Vec<Component>> = Vec::new();
-        let mut groups: Vec<(usize, usize)> = Vec::new();
-        for (i, (p, _)) in keyed.iter().enumerate() {
-            if prefixes
-                .last()
-                .is_some_and(|last| cmp_components(last, p) == Ordering::Equal)
-            {
-                groups.last_mut().expect("a group per prefix").1 = i + 1;
-            } else {
-                prefixes.push(p.clone());
-                groups.push((i, i + 1));
-            }
-        }
-        let mut visit = |g: usize, d: &Datom| {
-            if !history && !d.added {
-                return true;
-            }
-            let (from, to) = groups[g];
-            for (_, r) in &keyed[from..to] {
-                let result = self.emit(d, &checks, rel.row(*r), &free_pos, &mut out.data);
-                if !progress(result, &mut out.len, &mut check, &mut err) {
-                    return false;
-                }
-            }
-            true
-        };
-        self.src.scan_batch(order, &prefixes, &mut visit);
-        if let Some(e) = err {
-            return Err(e);
-        }
-        Ok(out)
+        self.join_grouped(
+            rel,
+            out,
+            &keyed,
+            |x, y| cmp_components(x, y) == Ordering::Equal,
+            &checks,
+            &free_pos,
+            check,
+            |prefixes, visit| self.src.scan_batch(order, prefixes, visit),
+        )
     }
 
     /// When this pattern's prefix is one or two entity ids in EAVT or AEVT and every row
@@ -458,28 +446,28 @@ impl<'s> Prepared<'s> {
         Some(keys)
     }
 
-    /// `join` through `Source::scan_id_batch`: the rows' keys sorted and grouped, the index
-    /// walked once.
+    /// Join the rows, grouped by equal keys (`keyed`: a key and a row index, sorted by key),
+    /// with the datoms that one batch scan of the distinct keys visits (`scan` calls its
+    /// visitor with the index of a key).
     #[allow(clippy::too_many_arguments)]
-    fn join_by_ids(
+    fn join_grouped<K: Clone>(
         &self,
         rel: &Rel,
         mut out: Rel,
-        order: IndexOrder,
-        prefix: &[usize],
-        mut keyed: Vec<([EntityId; 2], usize)>,
+        keyed: &[(K, usize)],
+        same: impl Fn(&K, &K) -> bool,
         checks: &[usize],
         free_pos: &[usize],
         mut check: impl FnMut(usize) -> Result<(), QueryError>,
+        scan: impl FnOnce(&[K], &mut dyn FnMut(usize, &Datom) -> bool),
     ) -> Result<Rel, QueryError> {
-        keyed.sort_unstable();
-        let mut keys: Vec<[EntityId; 2]> = Vec::new();
+        let mut keys: Vec<K> = Vec::new();
         let mut groups: Vec<(usize, usize)> = Vec::new();
         for (i, (k, _)) in keyed.iter().enumerate() {
-            if keys.last() == Some(k) {
+            if keys.last().is_some_and(|last| same(last, k)) {
                 groups.last_mut().expect("a group per key").1 = i + 1;
             } else {
-                keys.push(*k);
+                keys.push(k.clone());
                 groups.push((i, i + 1));
             }
         }
@@ -498,8 +486,7 @@ impl<'s> Prepared<'s> {
             }
             true
         };
-        self.src
-            .scan_id_batch(order, &keys, prefix.len(), &mut visit);
+        scan(&keys, &mut visit);
         match err {
             Some(e) => Err(e),
             None => Ok(out),

@@ -55,11 +55,7 @@ pub trait Source: Send + Sync {
         len: usize,
         visit: &mut dyn FnMut(usize, &Datom) -> bool,
     ) {
-        let prefixes: Vec<Vec<Component>> = keys
-            .iter()
-            .map(|k| k[..len].iter().map(|id| Component::Entity(*id)).collect())
-            .collect();
-        self.scan_batch(order, &prefixes, visit);
+        self.scan_batch(order, &id_prefixes(keys, len), visit);
     }
 
     /// An estimate of how many datoms `scan(order, prefix)` visits, cheap to compute
@@ -74,6 +70,13 @@ pub trait Source: Send + Sync {
     fn storage_failure(&self) -> Option<vev_core::StorageError> {
         None
     }
+}
+
+/// Id keys of `scan_id_batch` as the components of `scan_batch` prefixes.
+pub fn id_prefixes(keys: &[[EntityId; 2]], len: usize) -> Vec<Vec<Component>> {
+    keys.iter()
+        .map(|k| k[..len].iter().map(|id| Component::Entity(*id)).collect())
+        .collect()
 }
 
 /// `scan_batch` done the plain way: one `scan` per prefix, in order. The trait's default, and

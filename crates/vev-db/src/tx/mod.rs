@@ -151,12 +151,7 @@ pub struct TxOutcome {
 /// import that keeps only the latest value), the transaction updates them in place instead of
 /// copying the paths it touches; the result is the same.
 pub fn transact_owned(db: Db, ops: &[TxOp], ctx: &TxContext<'_>) -> Result<TxOutcome, TxError> {
-    let db = if db.is_current_view() {
-        db
-    } else {
-        db.current()
-    };
-    run(db, ops, ctx, false, None).map(|(_, after)| after)
+    run(db.into_current(), ops, ctx, false, None).map(|(_, after)| after)
 }
 
 /// A bulk import: transactions applied one after another to a database value that nothing
@@ -192,13 +187,8 @@ const BULK_MERGE_MIN: usize = 1 << 20;
 impl Bulk {
     /// Start a bulk import on `db` (updated in place when nothing else holds its nodes).
     pub fn new(db: Db) -> Bulk {
-        let db = if db.is_current_view() {
-            db
-        } else {
-            db.current()
-        };
         Bulk {
-            db,
+            db: db.into_current(),
             avet: Vec::new(),
             merge_min: BULK_MERGE_MIN,
         }
@@ -284,10 +274,7 @@ fn merge_avet(db: Db, changes: &mut Vec<Change>) -> Db {
         }
     }
     changes.truncate(kept);
-    let mut state = match Arc::try_unwrap(db.state) {
-        Ok(state) => state,
-        Err(shared) => (*shared).clone(),
-    };
+    let mut state = Arc::unwrap_or_clone(db.state);
     let avet = std::mem::replace(&mut state.current.avet, Tree::new(order));
     state.current.avet = avet.apply_owned(changes);
     changes.clear();
@@ -328,10 +315,7 @@ fn run(
     // Every check has passed: from here on nothing reads db-before but its schema.
     let schema_before = before.state.schema.clone();
     let kept = keep_before.then(|| before.clone());
-    let mut state = match Arc::try_unwrap(before.state) {
-        Ok(state) => state,
-        Err(shared) => (*shared).clone(),
-    };
+    let mut state = Arc::unwrap_or_clone(before.state);
     state.next_user = resolved.next_user;
     if let Some(s) = new_schema {
         state.schema = Arc::new(s);
