@@ -39,6 +39,12 @@ use clap::{Args, Parser, Subcommand};
 use crate::error::BenchError;
 use crate::report::CoreResults;
 
+/// Vev's trees copy and free many small nodes per transaction; glibc's allocator spends more
+/// time on that churn than the transactor does once the heap holds millions of datoms
+/// (`bench/RESULTS.md`, core benchmark), so the binaries use mimalloc.
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 #[derive(Parser)]
 #[command(name = "vev-bench", about = "Vev's comparative benchmarks")]
 struct Cli {

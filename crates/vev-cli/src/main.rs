@@ -17,6 +17,12 @@ mod typed;
 
 use output::Format;
 
+/// Vev's trees copy and free many small nodes per transaction; glibc's allocator spends more
+/// time on that churn than the transactor does once the heap holds millions of datoms
+/// (`bench/RESULTS.md`, core benchmark), so the binaries use mimalloc.
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 /// Vev: an embedded database of immutable facts with Datomic's data model.
 ///
 /// DB is a database file. Commands that only read open it read-only, so they work while

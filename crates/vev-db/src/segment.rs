@@ -406,7 +406,7 @@ fn rebase_node(node: &Node, swaps: &hashbrown::HashMap<usize, Arc<Stored>>) -> O
         return None;
     }
     let mut changed = false;
-    let children: Vec<Node> = b
+    let children: crate::tree::Children = b
         .children
         .iter()
         .map(|c| match rebase_node(c, swaps) {

@@ -38,12 +38,18 @@ pub(crate) enum Node {
     Stored(Arc<Stored>),
 }
 
+/// A branch's children and their subtree sizes, kept inline in the branch's one allocation (a
+/// path copy then allocates once per branch, and a walk follows one pointer fewer per level).
+pub(crate) type Children = SmallVec<[Node; BRANCH_MAX]>;
+pub(crate) type Sizes = SmallVec<[usize; BRANCH_MAX]>;
+
+#[derive(Clone)]
 pub(crate) struct Branch {
-    pub(crate) children: Vec<Node>,
+    pub(crate) children: Children,
     /// The first datom of each child; shared between versions while no child's first datom
     /// changes (the common case), so a path copy does not clone them.
     pub(crate) mins: Arc<Vec<Datom>>,
-    pub(crate) sizes: Vec<usize>,
+    pub(crate) sizes: Sizes,
 }
 
 /// A reference to a persisted subtree: its segment id, datom count and height (0 for a leaf).
@@ -126,7 +132,7 @@ impl Tree {
         let entries = match self.root {
             None => leaf_merge(order, &[], changes),
             // At the root, a large batch may use a second thread.
-            Some(Node::Branch(b)) => apply_branch_owned(order, unshare(b), changes, true),
+            Some(Node::Branch(b)) => apply_branch_owned(order, b, changes, true),
             Some(node) => apply_node_owned(order, node, changes),
         };
         let mut level = entries;
@@ -273,17 +279,13 @@ fn apply_node_owned(order: IndexOrder, node: Node, changes: &[Change]) -> Entrie
             Err(shared) => leaf_merge(order, &shared, changes),
         },
         Node::Stored(s) => apply_node_owned(order, s.load(), changes),
-        Node::Branch(b) => apply_branch_owned(order, unshare(b), changes, false),
+        Node::Branch(b) => apply_branch_owned(order, b, changes, false),
     }
 }
 
 /// The branch itself if nothing else holds it, else a copy (its children then shared).
 fn unshare(b: Arc<Branch>) -> Branch {
-    Arc::try_unwrap(b).unwrap_or_else(|shared| Branch {
-        children: shared.children.clone(),
-        mins: shared.mins.clone(),
-        sizes: shared.sizes.clone(),
-    })
+    Arc::unwrap_or_clone(b)
 }
 
 /// A placeholder for a child taken out of its slot while it is rebuilt (shared, so taking a
@@ -293,20 +295,24 @@ fn vacant() -> Node {
     Node::Leaf(EMPTY.get_or_init(|| Arc::new(Vec::new())).clone())
 }
 
-fn apply_branch_owned(order: IndexOrder, b: Branch, changes: &[Change], parallel: bool) -> Entries {
+fn apply_branch_owned(
+    order: IndexOrder,
+    mut b: Arc<Branch>,
+    changes: &[Change],
+    parallel: bool,
+) -> Entries {
     if parallel && changes.len() >= PARALLEL_APPLY_MIN {
-        return apply_branch_parallel(order, b, changes);
+        return apply_branch_parallel(order, unshare(b), changes);
     }
-    let Branch {
-        mut children,
-        mins,
-        mut sizes,
-    } = b;
-    let n = children.len();
+    // Rebuilt in its own allocation when nothing else holds it, else in a copy written
+    // straight into a new one: either way the branch is not moved through the stack.
+    let branch = Arc::make_mut(&mut b);
+    let n = branch.children.len();
     // Rebuild each child the changes fall into, in its slot.
     let mut rebuilt: SmallVec<[(usize, Entries); 4]> = SmallVec::new();
     let mut rest = changes;
     while let Some(c) = rest.first() {
+        let mins = &branch.mins;
         let i = mins
             .partition_point(|m| order.cmp(m, &c.datom) != Ordering::Greater)
             .saturating_sub(1);
@@ -320,34 +326,35 @@ fn apply_branch_owned(order: IndexOrder, b: Branch, changes: &[Change], parallel
         };
         let (mine, tail) = rest.split_at(end);
         rest = tail;
-        let child = std::mem::replace(&mut children[i], vacant());
+        let child = std::mem::replace(&mut branch.children[i], vacant());
         rebuilt.push((i, apply_node_owned(order, child, mine)));
     }
     // The common case: each rebuilt child is still one node with the same first datom, so
     // this branch keeps its shape and its (shared) list of first datoms.
     let same_shape = rebuilt.iter().all(|(i, entries)| {
         entries.len() == 1
-            && order.cmp(&entries[0].min, &mins[*i]) == Ordering::Equal
+            && order.cmp(&entries[0].min, &branch.mins[*i]) == Ordering::Equal
             && (entries[0].size >= LEAF_MIN || n == 1)
     });
     if same_shape {
         for (i, mut entries) in rebuilt {
             let Entry { node, size, .. } = entries.pop().expect("one entry");
-            children[i] = node;
-            sizes[i] = size;
+            branch.children[i] = node;
+            branch.sizes[i] = size;
         }
-        let size = sizes.iter().sum();
-        let min = mins[0].clone();
+        let size = branch.sizes.iter().sum();
+        let min = branch.mins[0].clone();
         return smallvec![Entry {
-            node: Node::Branch(Arc::new(Branch {
-                children,
-                mins,
-                sizes,
-            })),
+            node: Node::Branch(b),
             min,
             size,
         }];
     }
+    let Branch {
+        children,
+        mins,
+        sizes,
+    } = unshare(b);
     let mins = Arc::unwrap_or_clone(mins);
     let mut out: Vec<Entry> = Vec::with_capacity(n + rebuilt.len());
     let mut rebuilt = rebuilt.into_iter().peekable();
@@ -551,9 +558,9 @@ fn group_branches(entries: Vec<Entry>) -> Entries {
 }
 
 pub(crate) fn branch_entry(entries: Vec<Entry>) -> Entry {
-    let mut children = Vec::with_capacity(entries.len());
+    let mut children = Children::with_capacity(entries.len());
     let mut mins = Vec::with_capacity(entries.len());
-    let mut sizes = Vec::with_capacity(entries.len());
+    let mut sizes = Sizes::with_capacity(entries.len());
     for e in entries {
         children.push(e.node);
         mins.push(e.min);
