@@ -41,7 +41,10 @@ use crate::report::CoreResults;
 
 /// Vev's trees copy and free many small nodes per transaction; glibc's allocator spends more
 /// time on that churn than the transactor does once the heap holds millions of datoms
-/// (`bench/RESULTS.md`, core benchmark), so the binaries use mimalloc.
+/// (`bench/RESULTS.md`, core benchmark), so the binaries use mimalloc. The `system-alloc`
+/// feature keeps the system allocator, to measure what an application that does not switch
+/// gets.
+#[cfg(not(feature = "system-alloc"))]
 #[global_allocator]
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 

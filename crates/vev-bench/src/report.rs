@@ -32,6 +32,8 @@ pub struct Machine {
     pub cpu_model: String,
     pub load_start: String,
     pub load_end: String,
+    /// The global allocator this build of the bench runs on (Vev's in-process side).
+    pub allocator: &'static str,
 }
 
 impl Machine {
@@ -49,6 +51,11 @@ impl Machine {
             cpu_model,
             load_start: load_average(),
             load_end: String::new(),
+            allocator: if cfg!(feature = "system-alloc") {
+                "the system allocator (glibc malloc; `--features system-alloc`)"
+            } else {
+                "mimalloc"
+            },
         }
     }
 
@@ -124,8 +131,8 @@ pub fn render(r: &CoreResults) -> String {
     let m = &r.machine;
     let _ = writeln!(
         out,
-        "Machine: {} CPUs, {}; load average {} at start, {} at end.\n",
-        m.cpus, m.cpu_model, m.load_start, m.load_end
+        "Machine: {} CPUs, {}; load average {} at start, {} at end. Vev's allocator: {}.\n",
+        m.cpus, m.cpu_model, m.load_start, m.load_end, m.allocator
     );
     let ds_name = r.datascript.as_ref().map_or("DataScript".to_string(), |d| {
         format!("DataScript {} (node {})", d.version, d.node_version)

@@ -52,12 +52,13 @@ pub fn render(r: &StorageResults) -> String {
     let m = &r.machine;
     let _ = writeln!(
         out,
-        "Machine: {} CPUs, {}; load average {} at start, {} at end. Files in {} (same disk).\n",
+        "Machine: {} CPUs, {}; load average {} at start, {} at end. Files in {} (same disk). Vev's allocator: {}.\n",
         m.cpus,
         m.cpu_model,
         m.load_start,
         m.load_end,
-        std::env::temp_dir().display()
+        std::env::temp_dir().display(),
+        m.allocator
     );
     let _ = writeln!(
         out,

@@ -93,6 +93,9 @@ pub(crate) struct Env<'e> {
     pub record: bool,
     /// The prepared query's plan cache (the query's own body only).
     pub cache: Option<&'e std::sync::Mutex<Option<PlanCache>>>,
+    /// A rule body's rule-free prefix, kept from one fixpoint round to the next (see
+    /// `rules::Prefix`).
+    pub prefix: Option<&'e crate::rules::PrefixSlot>,
 }
 
 impl<'a> Ctx<'a> {
@@ -145,6 +148,23 @@ impl<'a> Ctx<'a> {
             _ => (None, Vec::new()),
         };
         let mut order: Vec<usize> = Vec::new();
+        // A rule body evaluated again in a later round starts where the previous evaluation
+        // reached its first clause that reads rule answers: what comes before does not change.
+        let mut prefix_open = false;
+        if let (Some(slot), false) = (env.prefix, env.record) {
+            match &*slot.borrow() {
+                Some(p) => {
+                    rel = p.rel.clone();
+                    for done in &p.consumed {
+                        if let Some(i) = positions.iter().position(|x| x == done) {
+                            positions.remove(i);
+                            remaining.remove(i);
+                        }
+                    }
+                }
+                None => prefix_open = true,
+            }
+        }
         while !remaining.is_empty() {
             self.check(rel.len)?;
             if rel.len == 0 {
@@ -180,6 +200,15 @@ impl<'a> Ctx<'a> {
                     None => self.choose(env, &rel, &remaining)?,
                 }
             };
+            if prefix_open && crate::rules::has_rule_call(remaining[idx]) {
+                prefix_open = false;
+                if let Some(slot) = env.prefix {
+                    *slot.borrow_mut() = Some(crate::rules::Prefix {
+                        rel: rel.clone(),
+                        consumed: order.clone(),
+                    });
+                }
+            }
             let clause = remaining.remove(idx);
             order.push(positions.remove(idx));
             if self.implied.borrow().contains(&(clause as *const CClause)) {
@@ -219,7 +248,17 @@ impl<'a> Ctx<'a> {
                 .flat_map(|c| c.vars())
                 .chain(keep.iter().copied())
                 .collect();
-            rel = rel.retain_vars(|v| needed.contains(&v));
+            let body_end = remaining.is_empty()
+                && env
+                    .body
+                    .is_some_and(|b| std::ptr::eq(b.as_ptr(), clauses.as_ptr()));
+            rel = if body_end {
+                // A rule body's last step: its rows become answers, which the rule's table
+                // deduplicates, so duplicates need not be removed here too.
+                rel.retain_vars_bag(|v| needed.contains(&v))
+            } else {
+                rel.retain_vars(|v| needed.contains(&v))
+            };
         }
         if let (Some(cache), false) = (env.cache, stats.is_empty() && clauses.is_empty()) {
             if !self.limits.naive {
@@ -690,6 +729,7 @@ impl<'a> Ctx<'a> {
                     default_src: src.or(env.default_src),
                     record: false,
                     cache: None,
+                    prefix: None,
                     ..*env
                 };
                 let matched = self.eval(&inner_env, input, clauses, &join)?;
@@ -725,6 +765,7 @@ impl<'a> Ctx<'a> {
                     default_src: src.or(env.default_src),
                     record: false,
                     cache: None,
+                    prefix: None,
                     ..*env
                 };
                 let mut union = Rel::empty(out_vars.clone());

@@ -458,6 +458,7 @@ impl Query {
             body: None,
             record: explain,
             cache: Some(&self.plan),
+            prefix: None,
         };
         let mut keep: Vec<VarId> = Vec::new();
         for f in self.find.iter() {

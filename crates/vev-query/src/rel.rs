@@ -317,6 +317,22 @@ impl Rel {
         self.project(&vars)
     }
 
+    /// `retain_vars` without removing the duplicate rows that dropping columns may leave.
+    pub fn retain_vars_bag(self, keep: impl Fn(VarId) -> bool) -> Rel {
+        if self.vars.iter().all(|v| keep(*v)) {
+            return self;
+        }
+        let cols: Vec<usize> = (0..self.width()).filter(|c| keep(self.vars[*c])).collect();
+        let mut out = Rel::empty(cols.iter().map(|c| self.vars[*c]).collect());
+        out.distinct = false;
+        out.data.reserve(self.len * cols.len());
+        for row in self.rows() {
+            out.data.extend(cols.iter().map(|c| row[*c].clone()));
+        }
+        out.len = self.len;
+        out
+    }
+
     /// Remove duplicate rows, keeping the first of each.
     pub fn dedup(self) -> Rel {
         let vars = self.vars.clone();

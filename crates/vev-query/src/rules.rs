@@ -9,7 +9,10 @@
 //! seeds, or one of its rule calls), where that position sees only what the previous round
 //! found, calls before it only older facts, and calls after it everything, so every new
 //! combination is derived exactly once (semi-naive evaluation). Bodies with rule calls nested
-//! inside `or`/`not` are re-evaluated whole each round (naive, still correct). Negation through
+//! inside `or`/`not` are re-evaluated whole each round (naive, still correct). A table whose
+//! calls bind nothing has one seed (the empty row), so a body evaluated for it in every round
+//! reaches its first rule call with the same relation each time: that prefix is kept
+//! (`Prefix`) and later rounds start from it rather than scanning its patterns again. Negation through
 //! recursion (a rule that reaches itself through `not`) is not stratified here.
 
 use std::cell::RefCell;
@@ -103,7 +106,8 @@ impl RuleSet {
     }
 }
 
-fn has_rule_call(c: &CClause) -> bool {
+/// Whether evaluating `c` reads rule answers (a rule call, or one inside `not`/`or`).
+pub(crate) fn has_rule_call(c: &CClause) -> bool {
     match c {
         CClause::Rule { .. } => true,
         CClause::Not { clauses, .. } => clauses.iter().any(has_rule_call),
@@ -111,6 +115,18 @@ fn has_rule_call(c: &CClause) -> bool {
         _ => false,
     }
 }
+
+/// Where an evaluation of a rule body stood when it reached its first clause that reads rule
+/// answers: the relation so far and the clauses (by position) it had applied. When a body is
+/// evaluated once per round from the same seeds (a call that binds nothing: its seed is the
+/// one empty row), that prefix is the same every round, so later rounds start from here
+/// instead of scanning its patterns again.
+pub(crate) struct Prefix {
+    pub rel: Rel,
+    pub consumed: Vec<usize>,
+}
+
+pub(crate) type PrefixSlot = RefCell<Option<Prefix>>;
 
 /// Which position of a body sees only the previous round's new facts.
 #[derive(Clone, Copy, Debug)]
@@ -230,6 +246,10 @@ impl Table {
         if !self.answers.insert(a) {
             return;
         }
+        if self.bound.is_empty() {
+            // One key for every answer: `answers` walks the part's ids instead of a chain.
+            return;
+        }
         let i = self.answers.rel.len - 1;
         self.next.push(usize::MAX);
         self.last.push(i);
@@ -250,13 +270,20 @@ impl Table {
 
     /// The answers whose bound values equal `key`, within the part `mode` names.
     fn answers<'t>(&'t self, key: &[Value], mode: Mode) -> impl Iterator<Item = &'t [Value]> + 't {
-        let probe_cols: Vec<usize> = (0..key.len()).collect();
-        let head = self
-            .by_key
-            .find(&self.answers.rel, &self.bound, key, &probe_cols);
         let ids = self.answers.ids(mode);
+        let mut all = self.bound.is_empty().then(|| ids.clone());
+        let head = if all.is_some() {
+            None
+        } else {
+            let probe_cols: Vec<usize> = (0..key.len()).collect();
+            self.by_key
+                .find(&self.answers.rel, &self.bound, key, &probe_cols)
+        };
         let mut at = head.unwrap_or(usize::MAX);
         std::iter::from_fn(move || loop {
+            if let Some(all) = all.as_mut() {
+                return all.next().map(|i| self.answers.rel.row(i));
+            }
             if at == usize::MAX || at >= ids.end {
                 return None;
             }
@@ -480,6 +507,9 @@ fn fixpoint(ctx: &Ctx<'_>, tables: &RefCell<Tables>) -> Result<(), QueryError> {
     tables.borrow_mut().tables.values_mut().for_each(|t| {
         t.advance();
     });
+    // Prefixes of (table, branch, rule-call site) evaluations, for tables whose seeds stay
+    // the same from round to round.
+    let mut prefixes: HashMap<(Key, usize, usize), PrefixSlot> = HashMap::new();
     loop {
         ctx.check(0)?;
         let keys: Vec<Key> = tables.borrow().tables.keys().cloned().collect();
@@ -502,11 +532,19 @@ fn fixpoint(ctx: &Ctx<'_>, tables: &RefCell<Tables>) -> Result<(), QueryError> {
                     seeds.part(Mode::All, vars),
                 )
             };
-            for branch in branches {
+            for (b, branch) in branches.iter().enumerate() {
                 let mut found: Vec<Rel> = Vec::new();
                 if branch.nested_calls {
                     if seeds_delta.len > 0 || !delta_rules.is_empty() {
-                        found.push(run_body(ctx, tables, key, branch, &seeds_all, Pass::Naive)?);
+                        found.push(run_body(
+                            ctx,
+                            tables,
+                            key,
+                            branch,
+                            &seeds_all,
+                            Pass::Naive,
+                            None,
+                        )?);
                     }
                 } else {
                     if seeds_delta.len > 0 {
@@ -517,6 +555,7 @@ fn fixpoint(ctx: &Ctx<'_>, tables: &RefCell<Tables>) -> Result<(), QueryError> {
                             branch,
                             &seeds_delta,
                             Pass::Seeds,
+                            None,
                         )?);
                     }
                     let sites: Vec<&Symbol> = branch
@@ -529,6 +568,13 @@ fn fixpoint(ctx: &Ctx<'_>, tables: &RefCell<Tables>) -> Result<(), QueryError> {
                         .collect();
                     for (d, callee) in sites.iter().enumerate() {
                         if delta_rules.contains(*callee) && seeds_old.len > 0 {
+                            // A table that binds nothing has one seed, the empty row: its old
+                            // seeds are that row in every round.
+                            let slot = key.1.iter().all(|b| !b).then(|| {
+                                &*prefixes
+                                    .entry((key.clone(), b, d))
+                                    .or_insert_with(|| RefCell::new(None))
+                            });
                             found.push(run_body(
                                 ctx,
                                 tables,
@@ -536,6 +582,7 @@ fn fixpoint(ctx: &Ctx<'_>, tables: &RefCell<Tables>) -> Result<(), QueryError> {
                                 branch,
                                 &seeds_old,
                                 Pass::Site(d),
+                                slot,
                             )?);
                         }
                     }
@@ -568,6 +615,7 @@ fn run_body(
     branch: &CRule,
     seeds: &Rel,
     pass: Pass,
+    prefix: Option<&PrefixSlot>,
 ) -> Result<Rel, QueryError> {
     let arity = branch.head.len();
     let bound_pos: Vec<usize> = (0..arity).filter(|p| key.1[*p]).collect();
@@ -606,6 +654,7 @@ fn run_body(
         body: Some(&branch.clauses),
         record: false,
         cache: None,
+        prefix,
     };
     let mut head_unique: Vec<VarId> = Vec::new();
     for v in &branch.head {
