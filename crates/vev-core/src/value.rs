@@ -185,7 +185,7 @@ impl Value {
             Value::Nil => Edn::Nil,
             Value::Ref(e) => Edn::Integer(*e as i64),
             Value::Keyword(k) => Edn::Keyword(k.clone()),
-            Value::String(s) => Edn::String(s.to_string()),
+            Value::String(s) => Edn::String(String::from(&**s)),
             Value::Boolean(b) => Edn::Bool(*b),
             Value::Long(n) => Edn::Integer(*n),
             Value::BigInt(n) => Edn::BigInt((**n).clone()),
@@ -194,7 +194,10 @@ impl Value {
             Value::BigDec(d) => Edn::BigDec((**d).clone()),
             Value::Instant(ms) => Edn::Inst(*ms),
             Value::Uuid(u) => Edn::Uuid(u128::from_be_bytes(*u)),
-            Value::Uri(s) => Edn::Tagged(Symbol::new("uri"), Box::new(Edn::String(s.to_string()))),
+            Value::Uri(s) => Edn::Tagged(
+                Symbol::new("uri"),
+                Box::new(Edn::String(String::from(&**s))),
+            ),
             Value::Bytes(b) => {
                 Edn::Tagged(Symbol::new("bytes"), Box::new(Edn::String(hex_encode(b))))
             }

@@ -385,7 +385,7 @@ fn extreme(name: &str, args: &[Value]) -> Result<Value, QueryError> {
 pub(crate) fn to_str(v: &Value) -> String {
     match v {
         Value::Nil => String::new(),
-        Value::String(s) | Value::Uri(s) => s.to_string(),
+        Value::String(s) | Value::Uri(s) => String::from(&**s),
         other => other.to_string(),
     }
 }
@@ -645,7 +645,7 @@ fn builtin(name: &str, args: &[Value]) -> Result<Value, QueryError> {
             let (ns, n) = match &args[0] {
                 Value::Keyword(k) => (k.namespace().map(str::to_owned), k.name().to_owned()),
                 Value::Symbol(s) => (s.namespace().map(str::to_owned), s.name().to_owned()),
-                Value::String(s) if name == "name" => (None, s.to_string()),
+                Value::String(s) if name == "name" => (None, String::from(&**s)),
                 other => {
                     return Err(QueryError::type_error(
                         name,
