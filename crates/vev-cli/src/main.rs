@@ -287,3 +287,34 @@ fn main() -> ExitCode {
         }
     }
 }
+
+#[cfg(test)]
+mod allocator_tests {
+    use std::ffi::{c_char, c_void, CStr};
+
+    extern "C" {
+        /// mimalloc's `mi_options_print_out` (v3), which libmimalloc-sys does not bind.
+        fn mi_options_print_out(out: libmimalloc_sys::mi_output_fun, arg: *mut c_void);
+    }
+
+    unsafe extern "C" fn collect(msg: *const c_char, arg: *mut c_void) {
+        // SAFETY: `arg` is the `String` passed below, alive for the whole call; mimalloc
+        // hands over a NUL-terminated message.
+        let out = unsafe { &mut *(arg as *mut String) };
+        out.push_str(&unsafe { CStr::from_ptr(msg) }.to_string_lossy());
+    }
+
+    /// The option number `keep_freed_memory` sets is the purge delay: mimalloc's own listing
+    /// of its options names it (a libmimalloc-sys upgrade that renumbers options fails here).
+    #[test]
+    fn keep_freed_memory_sets_the_purge_delay() {
+        super::keep_freed_memory();
+        let mut listing = String::new();
+        // SAFETY: `collect` matches `mi_output_fun` and only writes to `listing`.
+        unsafe { mi_options_print_out(Some(collect), &mut listing as *mut String as *mut c_void) };
+        assert!(
+            listing.contains("option 'purge_delay': -1"),
+            "mimalloc's options: {listing}"
+        );
+    }
+}
