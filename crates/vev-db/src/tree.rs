@@ -232,13 +232,16 @@ impl Tree {
     /// Visit, for each of `n` sorted, non-overlapping key ranges, the datoms inside it, in
     /// index order, walking the tree once. `below(k, d)`: `d` sorts before range `k`;
     /// `after(k, d)`: `d` sorts after range `k`. `visit(k, d)` returns false to stop.
-    pub fn visit_batch(
+    pub fn visit_batch<B, A>(
         &self,
         n: usize,
-        below: &dyn Fn(usize, &Datom) -> bool,
-        after: &dyn Fn(usize, &Datom) -> bool,
+        below: &B,
+        after: &A,
         visit: &mut dyn FnMut(usize, &Datom) -> bool,
-    ) {
+    ) where
+        B: Fn(usize, &Datom) -> bool,
+        A: Fn(usize, &Datom) -> bool,
+    {
         if let Some(root) = &self.root {
             if n > 0 {
                 batch_node(root, 0, n, below, after, visit);
@@ -607,15 +610,20 @@ fn visit_node(
     }
 }
 
-/// `visit_batch` on one node, for ranges `lo..hi`; returns whether to go on.
-fn batch_node(
+/// `visit_batch` on one node, for ranges `lo..hi`; returns whether to go on. Generic over the
+/// two comparisons, so that they inline into the walk (it makes several per key and level).
+fn batch_node<B, A>(
     node: &Node,
     lo: usize,
     hi: usize,
-    below: &dyn Fn(usize, &Datom) -> bool,
-    after: &dyn Fn(usize, &Datom) -> bool,
+    below: &B,
+    after: &A,
     visit: &mut dyn FnMut(usize, &Datom) -> bool,
-) -> bool {
+) -> bool
+where
+    B: Fn(usize, &Datom) -> bool,
+    A: Fn(usize, &Datom) -> bool,
+{
     match node {
         Node::Leaf(items) => {
             let mut pos = 0;
