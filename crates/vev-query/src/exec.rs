@@ -155,6 +155,7 @@ impl<'a> Ctx<'a> {
             match &*slot.borrow() {
                 Some(p) => {
                     rel = p.rel.clone();
+                    p.restored.set(true);
                     for done in &p.consumed {
                         if let Some(i) = positions.iter().position(|x| x == done) {
                             positions.remove(i);
@@ -203,10 +204,8 @@ impl<'a> Ctx<'a> {
             if prefix_open && crate::rules::has_rule_call(remaining[idx]) {
                 prefix_open = false;
                 if let Some(slot) = env.prefix {
-                    *slot.borrow_mut() = Some(crate::rules::Prefix {
-                        rel: rel.clone(),
-                        consumed: order.clone(),
-                    });
+                    *slot.borrow_mut() =
+                        Some(crate::rules::Prefix::new(rel.clone(), order.clone()));
                 }
             }
             let clause = remaining.remove(idx);
@@ -242,6 +241,12 @@ impl<'a> Ctx<'a> {
                 rel = out;
             } else {
                 rel = self.apply(env, rel, clause, &remaining)?;
+            }
+            // Only the clause right after a restored prefix may use the prefix's index.
+            if let Some(p) = env.prefix.and_then(|slot| slot.try_borrow().ok()) {
+                if let Some(p) = p.as_ref() {
+                    p.restored.set(false);
+                }
             }
             let needed: HashSet<VarId> = remaining
                 .iter()

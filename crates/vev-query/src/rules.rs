@@ -124,6 +124,23 @@ pub(crate) fn has_rule_call(c: &CClause) -> bool {
 pub(crate) struct Prefix {
     pub rel: Rel,
     pub consumed: Vec<usize>,
+    /// Set when an evaluation restarts from this prefix, until its next clause runs: the
+    /// rule call that ended the prefix then joins the call's new answers against `index`
+    /// rather than hashing the delta and probing it with every row of the prefix.
+    pub restored: std::cell::Cell<bool>,
+    /// `rel` indexed by the columns it shares with the call's answers (built on first use).
+    pub index: RefCell<Option<(Vec<usize>, crate::rel::ChainIndex)>>,
+}
+
+impl Prefix {
+    pub fn new(rel: Rel, consumed: Vec<usize>) -> Prefix {
+        Prefix {
+            rel,
+            consumed,
+            restored: std::cell::Cell::new(false),
+            index: RefCell::new(None),
+        }
+    }
 }
 
 pub(crate) type PrefixSlot = RefCell<Option<Prefix>>;
@@ -401,12 +418,15 @@ pub(crate) fn call(
     }
 
     if join_by_hash {
-        return Ok(hash_join_answers(
-            &tables.borrow().tables[&key],
-            &rel,
-            args,
-            mode,
-        ));
+        let t = tables.borrow();
+        let answers = answers_rel(&t.tables[&key], args, mode);
+        if let Some(out) = env
+            .prefix
+            .and_then(|slot| prefix_join(slot, &rel, &answers))
+        {
+            return Ok(out);
+        }
+        return Ok(rel.join(&answers));
     }
     // Join: each row with the answers for its key.
     let mut new_vars: Vec<VarId> = Vec::new();
@@ -453,9 +473,9 @@ pub(crate) fn call(
     Ok(out)
 }
 
-/// Join `rel` with a whole-relation table's answers (one part of them), matching the bound
-/// arguments by hashing.
-fn hash_join_answers(table: &Table, rel: &Rel, args: &[CArg], mode: Mode) -> Rel {
+/// A whole-relation table's answers (one part of them) as a relation over the call's
+/// variables, for a join that matches the bound arguments by hashing.
+fn answers_rel(table: &Table, args: &[CArg], mode: Mode) -> Rel {
     // The answers as a relation over the call's variables (first occurrences only).
     let mut vars: Vec<VarId> = Vec::new();
     let mut cols: Vec<usize> = Vec::new();
@@ -482,7 +502,56 @@ fn hash_join_answers(table: &Table, rel: &Rel, args: &[CArg], mode: Mode) -> Rel
         answers.data.extend(cols.iter().map(|c| row[*c].clone()));
         answers.len += 1;
     }
-    rel.join(&answers)
+    answers
+}
+
+/// `rel.join(answers)` when `rel` is the prefix an evaluation just restarted from: the prefix
+/// is indexed once by the shared columns and probed with each answer, so a round costs what
+/// its new answers cost, not what the prefix does. The rows are `rel.join`'s, in another
+/// order. `None` when `rel` is not that prefix.
+fn prefix_join(slot: &PrefixSlot, rel: &Rel, answers: &Rel) -> Option<Rel> {
+    let cached = slot.borrow();
+    let prefix = cached.as_ref()?;
+    if !prefix.restored.replace(false) || prefix.rel.len != rel.len || prefix.rel.vars != rel.vars {
+        return None;
+    }
+    let shared: Vec<VarId> = rel
+        .vars
+        .iter()
+        .copied()
+        .filter(|v| answers.has(*v))
+        .collect();
+    let rel_cols: Vec<usize> = shared
+        .iter()
+        .map(|v| rel.col(*v).expect("shared"))
+        .collect();
+    let answer_cols: Vec<usize> = shared
+        .iter()
+        .map(|v| answers.col(*v).expect("shared"))
+        .collect();
+    let extra: Vec<usize> = (0..answers.width())
+        .filter(|c| !rel.has(answers.vars[*c]))
+        .collect();
+    let mut index = prefix.index.borrow_mut();
+    if index.as_ref().is_none_or(|(cols, _)| *cols != rel_cols) {
+        *index = Some((
+            rel_cols.clone(),
+            crate::rel::ChainIndex::build(&prefix.rel, &rel_cols),
+        ));
+    }
+    let (_, index) = index.as_ref().expect("just built");
+    let mut vars = rel.vars.clone();
+    vars.extend(extra.iter().map(|c| answers.vars[*c]));
+    let mut out = Rel::empty(vars);
+    out.distinct = rel.distinct && answers.distinct;
+    for arow in answers.rows() {
+        for j in index.matches(&prefix.rel, &rel_cols, arow, &answer_cols) {
+            out.data.extend_from_slice(prefix.rel.row(j));
+            out.data.extend(extra.iter().map(|c| arow[*c].clone()));
+            out.len += 1;
+        }
+    }
+    Some(out)
 }
 
 /// The mode of a call site under the current pass.
