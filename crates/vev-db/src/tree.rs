@@ -286,11 +286,6 @@ fn apply_node_owned(order: IndexOrder, node: Node, changes: &[Change]) -> Entrie
     }
 }
 
-/// The branch itself if nothing else holds it, else a copy (its children then shared).
-fn unshare(b: Arc<Branch>) -> Branch {
-    Arc::unwrap_or_clone(b)
-}
-
 /// A placeholder for a child taken out of its slot while it is rebuilt (shared, so taking a
 /// child allocates nothing).
 fn vacant() -> Node {
@@ -305,7 +300,7 @@ fn apply_branch_owned(
     parallel: bool,
 ) -> Entries {
     if parallel && changes.len() >= PARALLEL_APPLY_MIN {
-        return apply_branch_parallel(order, unshare(b), changes);
+        return apply_branch_parallel(order, Arc::unwrap_or_clone(b), changes);
     }
     // Rebuilt in its own allocation when nothing else holds it, else in a copy written
     // straight into a new one: either way the branch is not moved through the stack.
@@ -357,7 +352,7 @@ fn apply_branch_owned(
         children,
         mins,
         sizes,
-    } = unshare(b);
+    } = Arc::unwrap_or_clone(b);
     let mins = Arc::unwrap_or_clone(mins);
     let mut out: Vec<Entry> = Vec::with_capacity(n + rebuilt.len());
     let mut rebuilt = rebuilt.into_iter().peekable();

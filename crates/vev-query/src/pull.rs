@@ -519,19 +519,21 @@ impl Puller<'_> {
             })));
         }
         if single {
-            return Ok(Some(Slot::One(match &values[0] {
-                Value::Ref(t) => self.item(i, spec, *t)?,
-                other => Item::Done(other.to_edn()),
-            })));
+            return Ok(Some(Slot::One(self.value_item(i, spec, &values[0])?)));
         }
         let mut items = Vec::with_capacity(values.len());
         for v in values {
-            items.push(match v {
-                Value::Ref(t) => self.item(i, spec, *t)?,
-                other => Item::Done(other.to_edn()),
-            });
+            items.push(self.value_item(i, spec, v)?);
         }
         Ok(Some(Slot::Many(items)))
+    }
+
+    /// What node `i` shows for one value of a ref or reverse attribute.
+    fn value_item(&mut self, i: usize, spec: &Spec, v: &Value) -> Result<Item, PullError> {
+        match v {
+            Value::Ref(t) => self.item(i, spec, *t),
+            other => Ok(Item::Done(other.to_edn())),
+        }
     }
 
     /// What node `i` shows for entity `t`, reached through `spec`.

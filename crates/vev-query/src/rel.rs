@@ -96,6 +96,46 @@ impl RowIndex {
     }
 }
 
+/// How two relations join: the columns of their shared variables on each side, and the
+/// columns of the right one that the output adds after all of the left one's.
+pub(crate) struct JoinShape {
+    pub left_cols: Vec<usize>,
+    pub right_cols: Vec<usize>,
+    extra: Vec<usize>,
+}
+
+impl JoinShape {
+    pub fn of(left: &Rel, right: &Rel) -> JoinShape {
+        let shared = left.vars.iter().filter(|v| right.has(**v));
+        JoinShape {
+            left_cols: shared
+                .clone()
+                .map(|v| left.col(*v).expect("shared"))
+                .collect(),
+            right_cols: shared.map(|v| right.col(*v).expect("shared")).collect(),
+            extra: (0..right.width())
+                .filter(|c| !left.has(right.vars[*c]))
+                .collect(),
+        }
+    }
+
+    /// The empty output relation: the left variables, then the right one's extra ones.
+    fn output(&self, left: &Rel, right: &Rel) -> Rel {
+        let mut vars = left.vars.clone();
+        vars.extend(self.extra.iter().map(|c| right.vars[*c]));
+        let mut out = Rel::empty(vars);
+        out.distinct = left.distinct && right.distinct;
+        out
+    }
+
+    /// Append the joined row of a left and a right row.
+    fn push(&self, out: &mut Rel, lrow: &[Value], rrow: &[Value]) {
+        out.data.extend_from_slice(lrow);
+        out.data.extend(self.extra.iter().map(|c| rrow[*c].clone()));
+        out.len += 1;
+    }
+}
+
 /// All rows of a relation grouped by some columns: a hash index of each key's first row,
 /// and the rest of each key's rows chained after it.
 pub(crate) struct ChainIndex {
@@ -229,14 +269,11 @@ impl Rel {
             sorted.dedup();
             sorted.len() == self.width()
         };
-        out.data.reserve(self.len * cols.len());
         if keeps_all && self.distinct {
-            for row in self.rows() {
-                out.data.extend(cols.iter().map(|c| row[*c].clone()));
-            }
-            out.len = self.len;
+            self.copy_columns(&cols, &mut out);
             return out;
         }
+        out.data.reserve(self.len * cols.len());
         // A large relation sorted by a kept column (a scan of one attribute leaves it sorted
         // by entity) is deduplicated run by run; small ones fit the cache and hash fast.
         if self.len >= SORTED_PROJECTION_MIN {
@@ -325,12 +362,17 @@ impl Rel {
         let cols: Vec<usize> = (0..self.width()).filter(|c| keep(self.vars[*c])).collect();
         let mut out = Rel::empty(cols.iter().map(|c| self.vars[*c]).collect());
         out.distinct = false;
+        self.copy_columns(&cols, &mut out);
+        out
+    }
+
+    /// Every row's `cols`, in order, into the empty `out`.
+    fn copy_columns(&self, cols: &[usize], out: &mut Rel) {
         out.data.reserve(self.len * cols.len());
         for row in self.rows() {
             out.data.extend(cols.iter().map(|c| row[*c].clone()));
         }
         out.len = self.len;
-        out
     }
 
     /// Remove duplicate rows, keeping the first of each.
@@ -342,41 +384,30 @@ impl Rel {
     /// The natural join of two relations (hash join on their shared variables; a cross
     /// product when they share none).
     pub fn join(&self, other: &Rel) -> Rel {
-        let shared: Vec<VarId> = self
-            .vars
-            .iter()
-            .copied()
-            .filter(|v| other.has(*v))
-            .collect();
-        let extra: Vec<usize> = (0..other.width())
-            .filter(|c| !self.has(other.vars[*c]))
-            .collect();
-        let mut vars = self.vars.clone();
-        vars.extend(extra.iter().map(|c| other.vars[*c]));
-        let mut out = Rel::empty(vars);
-        out.distinct = self.distinct && other.distinct;
-        let self_cols: Vec<usize> = shared.iter().map(|v| self.col(*v).unwrap()).collect();
-        let other_cols: Vec<usize> = shared.iter().map(|v| other.col(*v).unwrap()).collect();
-        // Index the smaller side by its shared columns (each key chains its rows), probe
-        // with the other; output rows are always `self` then `other`'s extra columns.
-        let (build, build_cols, probe, probe_cols) = if other.len <= self.len {
-            (other, &other_cols, self, &self_cols)
-        } else {
-            (self, &self_cols, other, &other_cols)
-        };
-        let index = ChainIndex::build(build, build_cols);
-        let build_is_other = std::ptr::eq(build, other);
-        for prow in probe.rows() {
-            for j in index.matches(build, build_cols, prow, probe_cols) {
-                let brow = build.row(j);
-                let (lrow, rrow) = if build_is_other {
-                    (prow, brow)
-                } else {
-                    (brow, prow)
-                };
-                out.data.extend_from_slice(lrow);
-                out.data.extend(extra.iter().map(|c| rrow[*c].clone()));
-                out.len += 1;
+        let shape = JoinShape::of(self, other);
+        if other.len > self.len {
+            // Index the smaller side by its shared columns (each key chains its rows).
+            let index = ChainIndex::build(self, &shape.left_cols);
+            return self.join_indexed(&index, other, &shape);
+        }
+        let index = ChainIndex::build(other, &shape.right_cols);
+        let mut out = shape.output(self, other);
+        for lrow in self.rows() {
+            for j in index.matches(other, &shape.right_cols, lrow, &shape.left_cols) {
+                shape.push(&mut out, lrow, other.row(j));
+            }
+        }
+        out
+    }
+
+    /// `self.join(other)` with `self` already indexed by its columns shared with `other`
+    /// (`shape.left_cols`), probed with each row of `other`. The rows are `join`'s; their
+    /// order follows `other`.
+    pub(crate) fn join_indexed(&self, index: &ChainIndex, other: &Rel, shape: &JoinShape) -> Rel {
+        let mut out = shape.output(self, other);
+        for rrow in other.rows() {
+            for j in index.matches(self, &shape.left_cols, rrow, &shape.right_cols) {
+                shape.push(&mut out, self.row(j), rrow);
             }
         }
         out

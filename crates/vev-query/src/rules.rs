@@ -25,7 +25,7 @@ use vev_edn::{Span, Symbol};
 use crate::compile::{CArg, CClause, Compiler, Scope};
 use crate::error::QueryError;
 use crate::exec::{Ctx, Env};
-use crate::rel::{Rel, RowIndex, VarId};
+use crate::rel::{ChainIndex, JoinShape, Rel, RowIndex, VarId};
 use crate::values::edn_to_value;
 
 pub(crate) struct CRule {
@@ -129,7 +129,7 @@ pub(crate) struct Prefix {
     /// rather than hashing the delta and probing it with every row of the prefix.
     pub restored: std::cell::Cell<bool>,
     /// `rel` indexed by the columns it shares with the call's answers (built on first use).
-    pub index: RefCell<Option<(Vec<usize>, crate::rel::ChainIndex)>>,
+    pub index: RefCell<Option<(Vec<usize>, ChainIndex)>>,
 }
 
 impl Prefix {
@@ -515,43 +515,19 @@ fn prefix_join(slot: &PrefixSlot, rel: &Rel, answers: &Rel) -> Option<Rel> {
     if !prefix.restored.replace(false) || prefix.rel.len != rel.len || prefix.rel.vars != rel.vars {
         return None;
     }
-    let shared: Vec<VarId> = rel
-        .vars
-        .iter()
-        .copied()
-        .filter(|v| answers.has(*v))
-        .collect();
-    let rel_cols: Vec<usize> = shared
-        .iter()
-        .map(|v| rel.col(*v).expect("shared"))
-        .collect();
-    let answer_cols: Vec<usize> = shared
-        .iter()
-        .map(|v| answers.col(*v).expect("shared"))
-        .collect();
-    let extra: Vec<usize> = (0..answers.width())
-        .filter(|c| !rel.has(answers.vars[*c]))
-        .collect();
+    let shape = JoinShape::of(rel, answers);
     let mut index = prefix.index.borrow_mut();
-    if index.as_ref().is_none_or(|(cols, _)| *cols != rel_cols) {
+    if index
+        .as_ref()
+        .is_none_or(|(cols, _)| *cols != shape.left_cols)
+    {
         *index = Some((
-            rel_cols.clone(),
-            crate::rel::ChainIndex::build(&prefix.rel, &rel_cols),
+            shape.left_cols.clone(),
+            ChainIndex::build(&prefix.rel, &shape.left_cols),
         ));
     }
     let (_, index) = index.as_ref().expect("just built");
-    let mut vars = rel.vars.clone();
-    vars.extend(extra.iter().map(|c| answers.vars[*c]));
-    let mut out = Rel::empty(vars);
-    out.distinct = rel.distinct && answers.distinct;
-    for arow in answers.rows() {
-        for j in index.matches(&prefix.rel, &rel_cols, arow, &answer_cols) {
-            out.data.extend_from_slice(prefix.rel.row(j));
-            out.data.extend(extra.iter().map(|c| arow[*c].clone()));
-            out.len += 1;
-        }
-    }
-    Some(out)
+    Some(prefix.rel.join_indexed(index, answers, &shape))
 }
 
 /// The mode of a call site under the current pass.
