@@ -48,8 +48,10 @@ impl Indexes {
         }
     }
 
-    /// Apply inserts and removals; `is_ref` says which attributes go to VAET. Consumes the
-    /// indexes: nodes no other `Db` shares are updated in place.
+    /// Apply inserts and removals that are exact (every insert absent, every removal present,
+    /// as a transaction computes them from db-before; see `Tree::apply_exact`); `is_ref` says
+    /// which attributes go to VAET. Consumes the indexes: nodes no other `Db` shares are
+    /// updated in place.
     ///
     /// The changes are sorted once, in EAVT order (with full datom comparisons); each other
     /// order is then a stable sort of that on the components it puts first, since ties keep
@@ -89,10 +91,10 @@ impl Indexes {
         debug_assert!(sorted_in(IndexOrder::Aevt, &aevt) && sorted_in(IndexOrder::Avet, &avet));
         debug_assert!(sorted_in(IndexOrder::Vaet, &vaet));
         Indexes {
-            eavt: self.eavt.apply_owned(&changes),
-            aevt: self.aevt.apply_owned(&aevt),
-            avet: self.avet.apply_owned(&avet),
-            vaet: self.vaet.apply_owned(&vaet),
+            eavt: self.eavt.apply_exact(&changes),
+            aevt: self.aevt.apply_exact(&aevt),
+            avet: self.avet.apply_exact(&avet),
+            vaet: self.vaet.apply_exact(&vaet),
         }
     }
 }
@@ -146,11 +148,12 @@ fn sorted_in(order: IndexOrder, changes: &[Change]) -> bool {
         .all(|w| order.cmp(&w[0].datom, &w[1].datom) == Ordering::Less)
 }
 
+/// Sort exact changes (see `Indexes::apply`) into the tree's order and apply them.
 pub(crate) fn apply_sorted(tree: Tree, mut changes: Vec<Change>) -> Tree {
     let order = tree.order();
     changes.sort_by(|x, y| order.cmp(&x.datom, &y.datom));
     changes.dedup_by(|x, y| order.cmp(&x.datom, &y.datom) == Ordering::Equal);
-    tree.apply_owned(&changes)
+    tree.apply_exact(&changes)
 }
 
 /// Everything a database value holds. Shared between the `Db` views of one basis.

@@ -20,7 +20,7 @@ use std::sync::{Arc, Mutex, OnceLock};
 use vev_core::{Datom, IndexOrder, StorageError};
 
 use crate::codec::{err, DatomDelta, DecodeError, DecodeResult, Reader, Writer};
-use crate::tree::{branch_entry, leaf_entry, node_size, Entry, Node, Stored, Tree};
+use crate::tree::{branch_entry, leaf_entry, node_size, Change, Entry, Node, Stored, Tree};
 
 /// Nodes at this height (0 = leaf) are persisted as one segment each. Height 1 (about 150
 /// datoms) rather than 2 (about 1,700): a transaction on a database larger than the cache
@@ -265,8 +265,9 @@ pub struct NewSegment {
     pub payload: Vec<u8>,
 }
 
-/// Write `tree`'s top into `w` (its segments into `out`, new ids from `next_id`) and return
-/// the same tree with every segment-height node replaced by its `Stored` reference.
+/// Write `tree`'s top into `w` (its segments into `out`, new ids from `next_id`), then its
+/// pending changes, and return the same tree with every segment-height node replaced by its
+/// `Stored` reference.
 pub(crate) fn persist_tree(
     tree: &Tree,
     cache: &Arc<SegmentCache>,
@@ -277,26 +278,40 @@ pub(crate) fn persist_tree(
 ) -> Tree {
     w.u8(order_code(tree.order));
     w.varint(tree.len as u64);
-    let Some(root) = &tree.root else {
-        w.u8(0);
-        return tree.clone();
+    let root = match &tree.root {
+        None => {
+            w.u8(0);
+            None
+        }
+        Some(root) => {
+            w.u8(1);
+            let seg_h = SEGMENT_HEIGHT.min(height(root));
+            let min = first_datom(root);
+            let mut ctx = PersistCtx {
+                seg_h,
+                cache,
+                next_id,
+                out,
+                swaps,
+                w: &mut *w,
+            };
+            Some(persist_node(root, &min, node_size(root), &mut ctx))
+        }
     };
-    w.u8(1);
-    let seg_h = SEGMENT_HEIGHT.min(height(root));
-    let min = first_datom(root);
-    let mut ctx = PersistCtx {
-        seg_h,
-        cache,
-        next_id,
-        out,
-        swaps,
-        w,
-    };
-    let node = persist_node(root, &min, tree.len, &mut ctx);
+    let pending: &[Change] = tree.pending.as_deref().map_or(&[], |p| p);
+    w.varint(pending.len() as u64);
+    for c in pending {
+        w.u8(c.insert as u8);
+    }
+    let mut delta = DatomDelta::new();
+    for c in pending {
+        delta.write(w, &c.datom);
+    }
     Tree {
         order: tree.order,
-        root: Some(node),
+        root,
         len: tree.len,
+        pending: tree.pending.clone(),
     }
 }
 
@@ -392,6 +407,7 @@ pub(crate) fn rebase_tree(tree: &Tree, swaps: &hashbrown::HashMap<usize, Arc<Sto
         order: tree.order,
         root,
         len: tree.len,
+        pending: tree.pending.clone(),
     }
 }
 
@@ -446,15 +462,39 @@ pub(crate) fn read_tree(
         b => return err(format!("tree presence byte {b}")),
     };
     let size = root.as_ref().map_or(0, |e| e.size);
-    if size != len {
+    let n = r.count()?;
+    let mut flags = Vec::with_capacity(n);
+    for _ in 0..n {
+        flags.push(match r.u8()? {
+            0 => false,
+            1 => true,
+            b => return err(format!("pending change flag {b}")),
+        });
+    }
+    let mut delta = DatomDelta::new();
+    let mut pending: Vec<Change> = Vec::with_capacity(n);
+    for insert in flags {
+        let datom = delta.read(r)?;
+        if let Some(prev) = pending.last() {
+            if expect.cmp(&prev.datom, &datom) != std::cmp::Ordering::Less {
+                return err(format!("{expect:?} tree's pending changes out of order"));
+            }
+        }
+        pending.push(Change { datom, insert });
+    }
+    let inserts = pending.iter().filter(|c| c.insert).count();
+    let removals = pending.len() - inserts;
+    if removals > size || size - removals + inserts != len {
         return err(format!(
-            "{expect:?} tree says {len} datoms but its segments hold {size}"
+            "{expect:?} tree says {len} datoms but its segments hold {size} and its pending \
+             changes add {inserts} and remove {removals}"
         ));
     }
     Ok(Tree {
         order: expect,
         root: root.map(|e| e.node),
         len,
+        pending: (!pending.is_empty()).then(|| Arc::new(pending)),
     })
 }
 

@@ -9,6 +9,13 @@
 //! the sorted changes are split among the children by their first keys, so a transaction of
 //! 100,000 datoms rewrites each touched leaf once rather than once per datom.
 //!
+//! A small transaction does not touch the nodes at all: its changes join the tree's *pending*
+//! list (Datomic's memory index in miniature), a short sorted list that every read merges
+//! with the nodes. When the list outgrows `PENDING_MAX` it is applied to the nodes as one
+//! batch, so the path copies of many small transactions share their branches and, for
+//! datoms that land near each other (a new entity's datoms, every attribute's newest
+//! entity), their leaves.
+//!
 //! Subtree sizes make `rank` (and so range counts for the query planner) logarithmic.
 //! Leaves may underflow after removals; small neighbours are merged when a branch is rebuilt.
 //! All leaves are always at the same depth.
@@ -89,8 +96,18 @@ pub struct Change {
 pub struct Tree {
     pub(crate) order: IndexOrder,
     pub(crate) root: Option<Node>,
+    /// The datoms in the tree: the nodes' plus `pending`'s inserts less its removals.
     pub(crate) len: usize,
+    /// Changes not yet applied to the nodes (see `apply_exact`): sorted in the tree's order,
+    /// one per datom, every insert absent from the nodes and every removal present in them.
+    /// `None` when there are none.
+    pub(crate) pending: Option<Arc<Vec<Change>>>,
 }
+
+/// The most changes a tree keeps pending before applying them to its nodes. Every small
+/// transaction copies the list, so it stays short; the longer it is, the more transactions
+/// share one path copy.
+const PENDING_MAX: usize = 128;
 
 impl Tree {
     pub fn new(order: IndexOrder) -> Tree {
@@ -98,6 +115,17 @@ impl Tree {
             order,
             root: None,
             len: 0,
+            pending: None,
+        }
+    }
+
+    /// A tree of these nodes (none pending).
+    pub(crate) fn from_root(order: IndexOrder, root: Option<Node>, len: usize) -> Tree {
+        Tree {
+            order,
+            root,
+            len,
+            pending: None,
         }
     }
 
@@ -120,10 +148,69 @@ impl Tree {
     }
 
     /// `apply`, consuming the tree: nodes that nothing else shares (no older `Db` holds them)
-    /// are updated in place, moving their datoms instead of copying them.
+    /// are updated in place, moving their datoms instead of copying them. Pending changes
+    /// are applied to the nodes with the batch.
     pub fn apply_owned(self, changes: &[Change]) -> Tree {
+        let Tree {
+            order,
+            root,
+            pending,
+            ..
+        } = self;
+        let nodes_only = Tree::from_root(order, root, 0);
+        match pending {
+            None => nodes_only.apply_to_nodes(changes),
+            // On the same datom the batch's change is the later one. Both are then exact or
+            // no-ops for the nodes (a pending insert is absent from them, a removal present).
+            Some(p) => nodes_only.apply_to_nodes(&merge_changes(order, &p, changes, false)),
+        }
+    }
+
+    /// Apply changes that are exact for this tree: sorted in its order, one per datom, every
+    /// insert absent from the tree and every removal present in it (what a transaction
+    /// computes from db-before). A small batch is only added to the pending list, at a cost
+    /// proportional to that list's length; when the list outgrows `PENDING_MAX` all of it is
+    /// applied to the nodes as one batch.
+    pub fn apply_exact(self, changes: &[Change]) -> Tree {
         if changes.is_empty() {
             return self;
+        }
+        debug_assert!(
+            changes.iter().all(|c| self.contains(&c.datom) != c.insert),
+            "a change that is not exact for the tree"
+        );
+        let inserts = changes.iter().filter(|c| c.insert).count();
+        let len = self.len + inserts - (changes.len() - inserts);
+        let Tree {
+            order,
+            root,
+            pending,
+            ..
+        } = self;
+        let merged = match &pending {
+            None => changes.to_vec(),
+            Some(p) => merge_changes(order, p, changes, true),
+        };
+        if merged.len() <= PENDING_MAX {
+            return Tree {
+                order,
+                root,
+                len,
+                pending: (!merged.is_empty()).then(|| Arc::new(merged)),
+            };
+        }
+        drop(pending);
+        let tree = Tree::from_root(order, root, 0).apply_to_nodes(&merged);
+        debug_assert_eq!(tree.len, len);
+        tree
+    }
+
+    /// Apply sorted changes to the nodes of a tree with nothing pending.
+    fn apply_to_nodes(self, changes: &[Change]) -> Tree {
+        debug_assert!(self.pending.is_none());
+        if changes.is_empty() {
+            let len = self.root.as_ref().map_or(0, node_size);
+            return Tree { len, ..self };
         }
         debug_assert!(changes
             .windows(2)
@@ -147,7 +234,7 @@ impl Tree {
             root = Some(b.children[0].clone());
         }
         let len = root.as_ref().map_or(0, node_size);
-        Tree { order, root, len }
+        Tree::from_root(order, root, len)
     }
 
     /// Build a tree from datoms in any order (duplicates removed).
@@ -167,6 +254,17 @@ impl Tree {
     /// The number of datoms `d` for which `below(d)` holds. `below` must be monotone in this
     /// tree's order (true for a prefix of the datoms, then false).
     pub fn rank(&self, below: impl Fn(&Datom) -> bool) -> usize {
+        let in_nodes = self.rank_nodes(&below);
+        let Some(p) = &self.pending else {
+            return in_nodes;
+        };
+        let n = p.partition_point(|c| below(&c.datom));
+        let inserts = p[..n].iter().filter(|c| c.insert).count();
+        // Every pending removal below is one of the nodes' datoms counted above.
+        in_nodes + inserts - (n - inserts)
+    }
+
+    fn rank_nodes(&self, below: &impl Fn(&Datom) -> bool) -> usize {
         let mut node = match &self.root {
             None => return 0,
             Some(n) => n.clone(),
@@ -195,6 +293,10 @@ impl Tree {
             stack: Vec::new(),
             leaf: None,
             pos: 0,
+            pending: self.pending.as_ref().map(|p| {
+                let at = p.partition_point(|c| below(&c.datom));
+                (p.clone(), at, self.order)
+            }),
         };
         let mut node = match &self.root {
             None => return it,
@@ -224,8 +326,47 @@ impl Tree {
         below: impl Fn(&Datom) -> bool,
         visit: &mut dyn FnMut(&Datom) -> bool,
     ) {
+        let Some(p) = &self.pending else {
+            if let Some(root) = &self.root {
+                visit_node(root, Some(&below), visit);
+            }
+            return;
+        };
+        // The nodes' datoms, with the pending changes merged in.
+        let order = self.order;
+        let mut i = p.partition_point(|c| below(&c.datom));
+        let mut more = true;
         if let Some(root) = &self.root {
-            visit_node(root, Some(&below), visit);
+            visit_node(root, Some(&below), &mut |d| {
+                while let Some(c) = p.get(i) {
+                    match order.cmp(&c.datom, d) {
+                        Ordering::Less => {
+                            i += 1;
+                            if c.insert && !visit(&c.datom) {
+                                more = false;
+                                return false;
+                            }
+                        }
+                        Ordering::Equal => {
+                            i += 1;
+                            if !c.insert {
+                                return true;
+                            }
+                            break;
+                        }
+                        Ordering::Greater => break,
+                    }
+                }
+                more = visit(d);
+                more
+            });
+        }
+        if more {
+            for c in &p[i..] {
+                if c.insert && !visit(&c.datom) {
+                    return;
+                }
+            }
         }
     }
 
@@ -242,9 +383,63 @@ impl Tree {
         B: Fn(usize, &Datom) -> bool,
         A: Fn(usize, &Datom) -> bool,
     {
-        if let Some(root) = &self.root {
-            if n > 0 {
+        if n == 0 {
+            return;
+        }
+        let Some(p) = &self.pending else {
+            if let Some(root) = &self.root {
                 batch_node(root, 0, n, below, after, visit);
+            }
+            return;
+        };
+        // The pending changes inside some range, with that range, in order.
+        let mut inside: Vec<(usize, &Change)> = Vec::new();
+        let mut k = 0;
+        for c in p.iter() {
+            while k < n && after(k, &c.datom) {
+                k += 1;
+            }
+            if k == n {
+                break;
+            }
+            if !below(k, &c.datom) {
+                inside.push((k, c));
+            }
+        }
+        let order = self.order;
+        let mut j = 0;
+        let mut more = true;
+        if let Some(root) = &self.root {
+            batch_node(root, 0, n, below, after, &mut |k, d| {
+                while let Some(&(r, c)) = inside.get(j) {
+                    let ord = r.cmp(&k).then_with(|| order.cmp(&c.datom, d));
+                    match ord {
+                        Ordering::Less => {
+                            j += 1;
+                            if c.insert && !visit(r, &c.datom) {
+                                more = false;
+                                return false;
+                            }
+                        }
+                        Ordering::Equal => {
+                            j += 1;
+                            if !c.insert {
+                                return true;
+                            }
+                            break;
+                        }
+                        Ordering::Greater => break,
+                    }
+                }
+                more = visit(k, d);
+                more
+            });
+        }
+        if more {
+            for &(r, c) in &inside[j..] {
+                if c.insert && !visit(r, &c.datom) {
+                    return;
+                }
             }
         }
     }
@@ -256,10 +451,56 @@ impl Tree {
     /// Does the tree hold this exact datom (all five fields)?
     pub fn contains(&self, datom: &Datom) -> bool {
         let order = self.order;
-        let mut it = self.iter_from(|d| order.cmp(d, datom) == Ordering::Less);
-        it.next()
-            .is_some_and(|d| order.cmp(&d, datom) == Ordering::Equal)
+        if let Some(p) = &self.pending {
+            if let Ok(i) = p.binary_search_by(|c| order.cmp(&c.datom, datom)) {
+                return p[i].insert;
+            }
+        }
+        let below = |d: &Datom| order.cmp(d, datom) == Ordering::Less;
+        let mut found = false;
+        if let Some(root) = &self.root {
+            visit_node(root, Some(&below), &mut |d| {
+                found = order.cmp(d, datom) == Ordering::Equal;
+                false
+            });
+        }
+        found
     }
+}
+
+/// Merge two sorted change lists, `later` after `earlier`. On the same datom the later change
+/// is kept, except that with `cancel` an insert and a removal of it cancel out (both exact
+/// for the nodes under a pending list: the datom is back to what the nodes hold).
+fn merge_changes(
+    order: IndexOrder,
+    earlier: &[Change],
+    later: &[Change],
+    cancel: bool,
+) -> Vec<Change> {
+    let mut out = Vec::with_capacity(earlier.len() + later.len());
+    let (mut i, mut j) = (0, 0);
+    while i < earlier.len() && j < later.len() {
+        match order.cmp(&earlier[i].datom, &later[j].datom) {
+            Ordering::Less => {
+                out.push(earlier[i].clone());
+                i += 1;
+            }
+            Ordering::Greater => {
+                out.push(later[j].clone());
+                j += 1;
+            }
+            Ordering::Equal => {
+                if !(cancel && earlier[i].insert != later[j].insert) {
+                    out.push(later[j].clone());
+                }
+                i += 1;
+                j += 1;
+            }
+        }
+    }
+    out.extend_from_slice(&earlier[i..]);
+    out.extend_from_slice(&later[j..]);
+    out
 }
 
 pub(crate) fn node_size(node: &Node) -> usize {
@@ -667,11 +908,41 @@ pub struct Iter {
     stack: Vec<(Arc<Branch>, usize)>,
     leaf: Option<Arc<Vec<Datom>>>,
     pos: usize,
+    /// The tree's pending changes, the next one to merge, and the order to merge by.
+    pending: Option<(Arc<Vec<Change>>, usize, IndexOrder)>,
+}
+
+/// What an `Iter` yields next.
+enum Next {
+    /// The datom at `leaf[pos]`.
+    Node,
+    /// The pending insert at this position.
+    Pending(usize),
+    Done,
 }
 
 impl Iter {
     /// Visit datoms in order without cloning them, until `f` returns false.
     pub fn for_each_ref(mut self, mut f: impl FnMut(&Datom) -> bool) {
+        if self.pending.is_some() {
+            loop {
+                let go_on = match self.step() {
+                    Next::Node => {
+                        let go_on = f(&self.leaf.as_ref().expect("a leaf")[self.pos]);
+                        self.pos += 1;
+                        go_on
+                    }
+                    Next::Pending(i) => {
+                        let (p, _, _) = self.pending.as_ref().expect("pending changes");
+                        f(&p[i].datom)
+                    }
+                    Next::Done => return,
+                };
+                if !go_on {
+                    return;
+                }
+            }
+        }
         loop {
             let Some(leaf) = self.leaf.clone() else {
                 return;
@@ -684,6 +955,56 @@ impl Iter {
             self.pos = leaf.len();
             if !self.advance_leaf() {
                 return;
+            }
+        }
+    }
+
+    /// Whether `leaf[pos]` is a datom, moving to the next leaf when this one is done.
+    fn at_datom(&mut self) -> bool {
+        loop {
+            match &self.leaf {
+                None => return false,
+                Some(leaf) if self.pos < leaf.len() => return true,
+                Some(_) => {
+                    if !self.advance_leaf() {
+                        return false;
+                    }
+                }
+            }
+        }
+    }
+
+    /// Merge the nodes' next datom with the pending changes: skips removed datoms, moves the
+    /// pending cursor past what it returns (the caller moves `pos` past a `Next::Node`).
+    fn step(&mut self) -> Next {
+        loop {
+            let at_datom = self.at_datom();
+            let Some((p, i, order)) = &mut self.pending else {
+                return if at_datom { Next::Node } else { Next::Done };
+            };
+            let Some(c) = p.get(*i) else {
+                return if at_datom { Next::Node } else { Next::Done };
+            };
+            let ord = if at_datom {
+                order.cmp(&c.datom, &self.leaf.as_ref().expect("a leaf")[self.pos])
+            } else {
+                Ordering::Less
+            };
+            match ord {
+                Ordering::Greater => return Next::Node,
+                Ordering::Less => {
+                    *i += 1;
+                    if c.insert {
+                        return Next::Pending(*i - 1);
+                    }
+                }
+                Ordering::Equal => {
+                    *i += 1;
+                    if c.insert {
+                        return Next::Node;
+                    }
+                    self.pos += 1;
+                }
             }
         }
     }
@@ -718,6 +1039,19 @@ impl Iterator for Iter {
     type Item = Datom;
 
     fn next(&mut self) -> Option<Datom> {
+        if self.pending.is_some() {
+            return match self.step() {
+                Next::Node => {
+                    self.pos += 1;
+                    Some(self.leaf.as_ref().expect("a leaf")[self.pos - 1].clone())
+                }
+                Next::Pending(i) => {
+                    let (p, _, _) = self.pending.as_ref().expect("pending changes");
+                    Some(p[i].datom.clone())
+                }
+                Next::Done => None,
+            };
+        }
         loop {
             let leaf = self.leaf.as_ref()?;
             if let Some(d) = leaf.get(self.pos) {
@@ -819,7 +1153,55 @@ mod tests {
             );
             let below = model.iter().filter(|e| **e < probe).count();
             assert_eq!(t.rank(|x| x.e < probe), below, "round {round}");
+            // Ten datoms from the probe on, by each way of reading.
+            let want: Vec<u64> = model.range(probe..).take(10).copied().collect();
+            let mut seen = Vec::new();
+            t.visit_from(|x| x.e < probe, &mut |x| {
+                seen.push(x.e);
+                seen.len() < 10
+            });
+            assert_eq!(seen, want, "round {round}: visit_from {probe}");
+            let mut seen = Vec::new();
+            t.iter_from(|x| x.e < probe).for_each_ref(|x| {
+                seen.push(x.e);
+                seen.len() < 10
+            });
+            assert_eq!(seen, want, "round {round}: for_each_ref {probe}");
+            let got: Vec<u64> = t.iter_from(|x| x.e < probe).take(10).map(|x| x.e).collect();
+            assert_eq!(got, want, "round {round}: iter_from {probe}");
         }
+        // Ranges of 0-4, 7-29, 100-100, ... in one batch walk.
+        let ranges: Vec<(u64, u64)> = (0..40u64)
+            .map(|k| (k * k * 7, k * k * 7 + k % 23))
+            .collect();
+        let mut seen = Vec::new();
+        t.visit_batch(
+            ranges.len(),
+            &|k, x| x.e < ranges[k].0,
+            &|k, x| x.e > ranges[k].1,
+            &mut |k, x| {
+                seen.push((k, x.e));
+                true
+            },
+        );
+        let want: Vec<(usize, u64)> = ranges
+            .iter()
+            .enumerate()
+            .flat_map(|(k, &(lo, hi))| model.range(lo..=hi).map(move |&e| (k, e)))
+            .collect();
+        assert_eq!(seen, want, "round {round}: visit_batch");
+        // Stopping inside the batch walk.
+        let mut seen = 0;
+        t.visit_batch(
+            ranges.len(),
+            &|k, x| x.e < ranges[k].0,
+            &|k, x| x.e > ranges[k].1,
+            &mut |_, _| {
+                seen += 1;
+                seen < 3
+            },
+        );
+        assert_eq!(seen, want.len().min(3), "round {round}: visit_batch stops");
     }
 
     /// The tree's shape: every branch's first datoms and sizes are its children's, nodes
@@ -986,6 +1368,50 @@ mod tests {
             apply_to_model(&mut model, batch);
             assert_matches(&t, &model, round);
         }
+    }
+
+    #[test]
+    fn exact_changes_kept_pending_match_a_model() {
+        // Small exact batches (as transactions make them) go to the pending list and, when
+        // it fills, to the nodes; versions kept along the way must not change, and a general
+        // `apply_owned` now and then takes the pending list with it.
+        let mut t = Tree::new(IndexOrder::Eavt)
+            .apply(&changes_of(&(0..2000).map(|e| (e * 3, true)).collect()));
+        let mut model: Model = (0..2000).map(|e| e * 3).collect();
+        let mut kept: Vec<(Tree, Vec<u64>)> = Vec::new();
+        let mut x: u64 = 2024;
+        let mut pending_seen = 0;
+        for round in 0..600 {
+            let mut batch = Batch::new();
+            for _ in 0..(1 + round % 9) {
+                x = x
+                    .wrapping_mul(6364136223846793005)
+                    .wrapping_add(1442695040888963407);
+                let e = (x >> 33) % 6200;
+                // Exact: insert what is absent, remove what is present (also what an
+                // earlier batch inserted and left pending).
+                batch.insert(e, !model.contains(&e));
+            }
+            if round % 11 == 0 {
+                kept.push((t.clone(), model.iter().copied().collect()));
+            }
+            t = if round % 97 == 96 {
+                t.apply_owned(&changes_of(&batch))
+            } else {
+                t.apply_exact(&changes_of(&batch))
+            };
+            pending_seen = pending_seen.max(t.pending.as_ref().map_or(0, |p| p.len()));
+            apply_to_model(&mut model, batch);
+            assert_matches(&t, &model, round);
+        }
+        assert!(pending_seen > PENDING_MAX / 2, "the pending list was used");
+        for (old, want) in kept {
+            let got: Vec<u64> = old.iter().map(|x| x.e).collect();
+            assert_eq!(got, want);
+        }
+        let settled = t.apply_owned(&[]);
+        assert!(settled.pending.is_none());
+        assert_matches(&settled, &model, 600);
     }
 }
 

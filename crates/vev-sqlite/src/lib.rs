@@ -34,7 +34,7 @@ use vev_db::persist::{self, Checkpoint, LogRecord, SegmentCache, SegmentStore};
 use vev_db::Db;
 
 /// The version of the file format this build reads and writes.
-pub const FORMAT_VERSION: i64 = 2;
+pub const FORMAT_VERSION: i64 = 3;
 /// Segments per write batch when a checkpoint writes them.
 const SEGMENTS_PER_BATCH: usize = 1024;
 
