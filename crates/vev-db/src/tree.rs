@@ -478,28 +478,27 @@ fn merge_changes(
     cancel: bool,
 ) -> Vec<Change> {
     let mut out = Vec::with_capacity(earlier.len() + later.len());
-    let (mut i, mut j) = (0, 0);
-    while i < earlier.len() && j < later.len() {
-        match order.cmp(&earlier[i].datom, &later[j].datom) {
-            Ordering::Less => {
-                out.push(earlier[i].clone());
-                i += 1;
+    // `later` is usually a transaction's few changes and `earlier` a longer pending list:
+    // each change finds its place by binary search and the runs between are copied whole.
+    let mut i = 0;
+    for c in later {
+        let at =
+            i + earlier[i..].partition_point(|e| order.cmp(&e.datom, &c.datom) == Ordering::Less);
+        out.extend_from_slice(&earlier[i..at]);
+        i = at;
+        let same = earlier
+            .get(i)
+            .is_some_and(|e| order.cmp(&e.datom, &c.datom) == Ordering::Equal);
+        if same {
+            if !(cancel && earlier[i].insert != c.insert) {
+                out.push(c.clone());
             }
-            Ordering::Greater => {
-                out.push(later[j].clone());
-                j += 1;
-            }
-            Ordering::Equal => {
-                if !(cancel && earlier[i].insert != later[j].insert) {
-                    out.push(later[j].clone());
-                }
-                i += 1;
-                j += 1;
-            }
+            i += 1;
+        } else {
+            out.push(c.clone());
         }
     }
     out.extend_from_slice(&earlier[i..]);
-    out.extend_from_slice(&later[j..]);
     out
 }
 
@@ -1381,13 +1380,14 @@ mod tests {
         let mut kept: Vec<(Tree, Vec<u64>)> = Vec::new();
         let mut x: u64 = 2024;
         let mut pending_seen = 0;
-        for round in 0..600 {
+        let mut flushes = 0;
+        for round in 0..1500 {
             let mut batch = Batch::new();
             for _ in 0..(1 + round % 9) {
                 x = x
                     .wrapping_mul(6364136223846793005)
                     .wrapping_add(1442695040888963407);
-                let e = (x >> 33) % 6200;
+                let e = (x >> 33) % 20_000;
                 // Exact: insert what is absent, remove what is present (also what an
                 // earlier batch inserted and left pending).
                 batch.insert(e, !model.contains(&e));
@@ -1395,23 +1395,31 @@ mod tests {
             if round % 11 == 0 {
                 kept.push((t.clone(), model.iter().copied().collect()));
             }
-            t = if round % 97 == 96 {
+            let pending_len = |t: &Tree| t.pending.as_ref().map_or(0, |p| p.len());
+            let before = pending_len(&t);
+            let general = round % 500 == 499;
+            let size = batch.len();
+            t = if general {
                 t.apply_owned(&changes_of(&batch))
             } else {
                 t.apply_exact(&changes_of(&batch))
             };
-            pending_seen = pending_seen.max(t.pending.as_ref().map_or(0, |p| p.len()));
+            pending_seen = pending_seen.max(pending_len(&t));
+            if !general && pending_len(&t) + size < before {
+                flushes += 1;
+            }
             apply_to_model(&mut model, batch);
             assert_matches(&t, &model, round);
         }
         assert!(pending_seen > PENDING_MAX / 2, "the pending list was used");
+        assert!(flushes > 0, "a full pending list went to the nodes");
         for (old, want) in kept {
             let got: Vec<u64> = old.iter().map(|x| x.e).collect();
             assert_eq!(got, want);
         }
         let settled = t.apply_owned(&[]);
         assert!(settled.pending.is_none());
-        assert_matches(&settled, &model, 600);
+        assert_matches(&settled, &model, 1500);
     }
 }
 
