@@ -20,7 +20,9 @@ use std::sync::{Arc, Mutex, OnceLock};
 use vev_core::{Datom, IndexOrder, StorageError};
 
 use crate::codec::{err, DatomDelta, DecodeError, DecodeResult, Reader, Writer};
-use crate::tree::{branch_entry, leaf_entry, node_size, Change, Entry, Node, Stored, Tree};
+use crate::tree::{
+    branch_entry, leaf_entry, node_size, Change, Entry, Node, Pending, Stored, Tree,
+};
 
 /// Nodes at this height (0 = leaf) are persisted as one segment each. Height 1 (about 150
 /// datoms) rather than 2 (about 1,700): a transaction on a database larger than the cache
@@ -298,13 +300,16 @@ pub(crate) fn persist_tree(
             Some(persist_node(root, &min, node_size(root), &mut ctx))
         }
     };
-    let pending: &[Change] = tree.pending.as_deref().map_or(&[], |p| p);
+    let pending = tree
+        .pending
+        .as_ref()
+        .map_or_else(Vec::new, |p| p.flattened(tree.order));
     w.varint(pending.len() as u64);
-    for c in pending {
+    for c in &pending {
         w.u8(c.insert as u8);
     }
     let mut delta = DatomDelta::new();
-    for c in pending {
+    for c in &pending {
         delta.write(w, &c.datom);
     }
     Tree {
@@ -494,7 +499,7 @@ pub(crate) fn read_tree(
         order: expect,
         root: root.map(|e| e.node),
         len,
-        pending: (!pending.is_empty()).then(|| Arc::new(pending)),
+        pending: (!pending.is_empty()).then(|| Pending::from_sorted(pending)),
     })
 }
 

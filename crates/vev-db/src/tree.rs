@@ -10,11 +10,12 @@
 //! 100,000 datoms rewrites each touched leaf once rather than once per datom.
 //!
 //! A small transaction does not touch the nodes at all: its changes join the tree's *pending*
-//! list (Datomic's memory index in miniature), a short sorted list that every read merges
-//! with the nodes. When the list outgrows `PENDING_MAX` it is applied to the nodes as one
-//! batch, so the path copies of many small transactions share their branches and, for
-//! datoms that land near each other (a new entity's datoms, every attribute's newest
-//! entity), their leaves.
+//! changes (Datomic's memory index in miniature), which every read merges with the nodes.
+//! They are two sorted lists, so that a transaction copies only a short one: its changes go
+//! to `recent` (at most `RECENT_MAX`), a full `recent` goes to `older` (at most
+//! `PENDING_MAX`), and a full `older` goes to the nodes as one batch, so the path copies of
+//! many transactions share their branches and, for datoms that land near each other (a new
+//! entity's datoms, every attribute's newest entity), their leaves.
 //!
 //! Subtree sizes make `rank` (and so range counts for the query planner) logarithmic.
 //! Leaves may underflow after removals; small neighbours are merged when a branch is rebuilt.
@@ -96,18 +97,153 @@ pub struct Change {
 pub struct Tree {
     pub(crate) order: IndexOrder,
     pub(crate) root: Option<Node>,
-    /// The datoms in the tree: the nodes' plus `pending`'s inserts less its removals.
+    /// The datoms in the tree: the nodes' plus the pending inserts less the pending removals.
     pub(crate) len: usize,
-    /// Changes not yet applied to the nodes (see `apply_exact`): sorted in the tree's order,
-    /// one per datom, every insert absent from the nodes and every removal present in them.
-    /// `None` when there are none.
-    pub(crate) pending: Option<Arc<Vec<Change>>>,
+    /// Changes not yet applied to the nodes (see `apply_exact`); `None` when there are none.
+    pub(crate) pending: Option<Pending>,
 }
 
-/// The most changes a tree keeps pending before applying them to its nodes. Every small
-/// transaction copies the list, so it stays short; the longer it is, the more transactions
-/// share one path copy.
-const PENDING_MAX: usize = 128;
+/// The most changes in a tree's `recent` list, which every small transaction copies.
+const RECENT_MAX: usize = 48;
+
+/// The most changes in a tree's `older` list, copied once per `RECENT_MAX` changes or so; the
+/// longer it is, the more transactions share one path copy in the nodes.
+const PENDING_MAX: usize = 512;
+
+/// A tree's pending changes: two lists, each sorted in the tree's order with one change per
+/// datom. `older`'s are exact for the nodes (an insert absent from them, a removal present),
+/// `recent`'s for the nodes with `older` applied. In effect, an insert and a removal of one
+/// datom in the two lists cancel out.
+#[derive(Clone, Default)]
+pub(crate) struct Pending {
+    older: Arc<Vec<Change>>,
+    recent: Arc<Vec<Change>>,
+}
+
+/// A position in a `Pending`'s changes in effect: an index in each list.
+#[derive(Clone, Copy, Default)]
+struct PendingPos {
+    older: usize,
+    recent: usize,
+}
+
+impl Pending {
+    /// A tree's pending changes from one list, exact for its nodes.
+    pub(crate) fn from_sorted(changes: Vec<Change>) -> Pending {
+        Pending {
+            older: Arc::new(changes),
+            recent: Arc::default(),
+        }
+    }
+
+    /// How many changes the two lists hold.
+    pub(crate) fn len(&self) -> usize {
+        self.older.len() + self.recent.len()
+    }
+
+    /// The changes in effect, in one list exact for the nodes.
+    pub(crate) fn flattened(&self, order: IndexOrder) -> Vec<Change> {
+        merge_changes(order, &self.older, &self.recent, true)
+    }
+
+    /// These changes with exact `changes` added; or, when that outgrows the bounds, all of
+    /// them in one list, exact for the nodes.
+    fn with(&self, order: IndexOrder, changes: &[Change]) -> Result<Option<Pending>, Vec<Change>> {
+        let recent = merge_changes(order, &self.recent, changes, true);
+        if recent.len() <= RECENT_MAX {
+            let p = Pending {
+                older: self.older.clone(),
+                recent: Arc::new(recent),
+            };
+            return Ok((p.len() > 0).then_some(p));
+        }
+        let older = merge_changes(order, &self.older, &recent, true);
+        if older.len() <= PENDING_MAX {
+            return Ok((!older.is_empty()).then(|| Pending::from_sorted(older)));
+        }
+        Err(older)
+    }
+
+    fn seek(&self, below: impl Fn(&Datom) -> bool) -> PendingPos {
+        PendingPos {
+            older: self.older.partition_point(|c| below(&c.datom)),
+            recent: self.recent.partition_point(|c| below(&c.datom)),
+        }
+    }
+
+    /// The change in effect at `pos` (moving `pos` past cancelled pairs), and the position
+    /// after it.
+    fn at(&self, order: IndexOrder, pos: &mut PendingPos) -> Option<(&Change, PendingPos)> {
+        loop {
+            let (i, j) = (pos.older, pos.recent);
+            let next = |older, recent| PendingPos { older, recent };
+            return match (self.older.get(i), self.recent.get(j)) {
+                (None, None) => None,
+                (Some(a), None) => Some((a, next(i + 1, j))),
+                (None, Some(b)) => Some((b, next(i, j + 1))),
+                (Some(a), Some(b)) => match order.cmp(&a.datom, &b.datom) {
+                    Ordering::Less => Some((a, next(i + 1, j))),
+                    Ordering::Greater => Some((b, next(i, j + 1))),
+                    Ordering::Equal if a.insert != b.insert => {
+                        *pos = next(i + 1, j + 1);
+                        continue;
+                    }
+                    Ordering::Equal => Some((b, next(i + 1, j + 1))),
+                },
+            };
+        }
+    }
+
+    /// The changes in effect from `pos` on.
+    fn iter_at(&self, order: IndexOrder, pos: PendingPos) -> InEffect<'_> {
+        InEffect {
+            pending: self,
+            order,
+            pos,
+        }
+    }
+
+    /// Inserts less removals in effect `below` (monotone).
+    fn net_below(&self, below: impl Fn(&Datom) -> bool) -> isize {
+        let net = |list: &[Change]| {
+            let n = list.partition_point(|c| below(&c.datom));
+            let inserts = list[..n].iter().filter(|c| c.insert).count();
+            inserts as isize - (n - inserts) as isize
+        };
+        // A cancelled pair counts +1 and -1.
+        net(&self.older) + net(&self.recent)
+    }
+
+    /// The change in effect for exactly this datom, if any.
+    fn find(&self, order: IndexOrder, datom: &Datom) -> Option<&Change> {
+        let find = |list: &[Change]| list.binary_search_by(|c| order.cmp(&c.datom, datom)).ok();
+        if let Some(i) = find(&self.recent) {
+            // A removal of what `older` inserted (or the reverse) leaves the nodes' state.
+            return match find(&self.older) {
+                Some(k) if self.older[k].insert != self.recent[i].insert => None,
+                _ => Some(&self.recent[i]),
+            };
+        }
+        find(&self.older).map(|k| &self.older[k])
+    }
+}
+
+/// A `Pending`'s changes in effect, in order.
+struct InEffect<'a> {
+    pending: &'a Pending,
+    order: IndexOrder,
+    pos: PendingPos,
+}
+
+impl<'a> Iterator for InEffect<'a> {
+    type Item = &'a Change;
+
+    fn next(&mut self) -> Option<&'a Change> {
+        let (c, after) = self.pending.at(self.order, &mut self.pos)?;
+        self.pos = after;
+        Some(c)
+    }
+}
 
 impl Tree {
     pub fn new(order: IndexOrder) -> Tree {
@@ -162,15 +298,18 @@ impl Tree {
             None => nodes_only.apply_to_nodes(changes),
             // On the same datom the batch's change is the later one. Both are then exact or
             // no-ops for the nodes (a pending insert is absent from them, a removal present).
-            Some(p) => nodes_only.apply_to_nodes(&merge_changes(order, &p, changes, false)),
+            Some(p) => {
+                let all = p.flattened(order);
+                nodes_only.apply_to_nodes(&merge_changes(order, &all, changes, false))
+            }
         }
     }
 
     /// Apply changes that are exact for this tree: sorted in its order, one per datom, every
     /// insert absent from the tree and every removal present in it (what a transaction
-    /// computes from db-before). A small batch is only added to the pending list, at a cost
-    /// proportional to that list's length; when the list outgrows `PENDING_MAX` all of it is
-    /// applied to the nodes as one batch.
+    /// computes from db-before). A small batch only joins the pending changes, at a cost
+    /// proportional to the `recent` list's length (see `Pending`); when they outgrow their
+    /// bounds all of them are applied to the nodes as one batch.
     pub fn apply_exact(self, changes: &[Change]) -> Tree {
         if changes.is_empty() {
             return self;
@@ -187,20 +326,19 @@ impl Tree {
             pending,
             ..
         } = self;
-        let merged = match &pending {
-            None => changes.to_vec(),
-            Some(p) => merge_changes(order, p, changes, true),
+        let merged = pending.unwrap_or_default().with(order, changes);
+        let all = match merged {
+            Ok(pending) => {
+                return Tree {
+                    order,
+                    root,
+                    len,
+                    pending,
+                }
+            }
+            Err(all) => all,
         };
-        if merged.len() <= PENDING_MAX {
-            return Tree {
-                order,
-                root,
-                len,
-                pending: (!merged.is_empty()).then(|| Arc::new(merged)),
-            };
-        }
-        drop(pending);
-        let tree = Tree::from_root(order, root, 0).apply_to_nodes(&merged);
+        let tree = Tree::from_root(order, root, 0).apply_to_nodes(&all);
         debug_assert_eq!(tree.len, len);
         tree
     }
@@ -258,10 +396,8 @@ impl Tree {
         let Some(p) = &self.pending else {
             return in_nodes;
         };
-        let n = p.partition_point(|c| below(&c.datom));
-        let inserts = p[..n].iter().filter(|c| c.insert).count();
         // Every pending removal below is one of the nodes' datoms counted above.
-        in_nodes + inserts - (n - inserts)
+        (in_nodes as isize + p.net_below(&below)) as usize
     }
 
     fn rank_nodes(&self, below: &impl Fn(&Datom) -> bool) -> usize {
@@ -293,10 +429,10 @@ impl Tree {
             stack: Vec::new(),
             leaf: None,
             pos: 0,
-            pending: self.pending.as_ref().map(|p| {
-                let at = p.partition_point(|c| below(&c.datom));
-                (p.clone(), at, self.order)
-            }),
+            pending: self
+                .pending
+                .as_ref()
+                .map(|p| (p.clone(), p.seek(&below), self.order)),
         };
         let mut node = match &self.root {
             None => return it,
@@ -334,21 +470,21 @@ impl Tree {
         };
         // The nodes' datoms, with the pending changes merged in.
         let order = self.order;
-        let mut i = p.partition_point(|c| below(&c.datom));
+        let mut changes = p.iter_at(order, p.seek(&below)).peekable();
         let mut more = true;
         if let Some(root) = &self.root {
             visit_node(root, Some(&below), &mut |d| {
-                while let Some(c) = p.get(i) {
+                while let Some(c) = changes.peek() {
                     match order.cmp(&c.datom, d) {
                         Ordering::Less => {
-                            i += 1;
+                            let c = changes.next().expect("peeked");
                             if c.insert && !visit(&c.datom) {
                                 more = false;
                                 return false;
                             }
                         }
                         Ordering::Equal => {
-                            i += 1;
+                            let c = changes.next().expect("peeked");
                             if !c.insert {
                                 return true;
                             }
@@ -362,7 +498,7 @@ impl Tree {
             });
         }
         if more {
-            for c in &p[i..] {
+            for c in changes {
                 if c.insert && !visit(&c.datom) {
                     return;
                 }
@@ -395,7 +531,8 @@ impl Tree {
         // The pending changes inside some range, with that range, in order.
         let mut inside: Vec<(usize, &Change)> = Vec::new();
         let mut k = 0;
-        for c in p.iter() {
+        let order = self.order;
+        for c in p.iter_at(order, p.seek(|d| below(0, d))) {
             while k < n && after(k, &c.datom) {
                 k += 1;
             }
@@ -406,7 +543,6 @@ impl Tree {
                 inside.push((k, c));
             }
         }
-        let order = self.order;
         let mut j = 0;
         let mut more = true;
         if let Some(root) = &self.root {
@@ -452,8 +588,8 @@ impl Tree {
     pub fn contains(&self, datom: &Datom) -> bool {
         let order = self.order;
         if let Some(p) = &self.pending {
-            if let Ok(i) = p.binary_search_by(|c| order.cmp(&c.datom, datom)) {
-                return p[i].insert;
+            if let Some(c) = p.find(order, datom) {
+                return c.insert;
             }
         }
         let below = |d: &Datom| order.cmp(d, datom) == Ordering::Less;
@@ -908,7 +1044,7 @@ pub struct Iter {
     leaf: Option<Arc<Vec<Datom>>>,
     pos: usize,
     /// The tree's pending changes, the next one to merge, and the order to merge by.
-    pending: Option<(Arc<Vec<Change>>, usize, IndexOrder)>,
+    pending: Option<(Pending, PendingPos, IndexOrder)>,
 }
 
 /// What an `Iter` yields next.
@@ -916,7 +1052,7 @@ enum Next {
     /// The datom at `leaf[pos]`.
     Node,
     /// The pending insert at this position.
-    Pending(usize),
+    Pending(PendingPos),
     Done,
 }
 
@@ -931,9 +1067,9 @@ impl Iter {
                         self.pos += 1;
                         go_on
                     }
-                    Next::Pending(i) => {
-                        let (p, _, _) = self.pending.as_ref().expect("pending changes");
-                        f(&p[i].datom)
+                    Next::Pending(mut at) => {
+                        let (p, _, order) = self.pending.as_ref().expect("pending changes");
+                        f(&p.at(*order, &mut at).expect("a pending change").0.datom)
                     }
                     Next::Done => return,
                 };
@@ -978,10 +1114,10 @@ impl Iter {
     fn step(&mut self) -> Next {
         loop {
             let at_datom = self.at_datom();
-            let Some((p, i, order)) = &mut self.pending else {
+            let Some((p, at, order)) = &mut self.pending else {
                 return if at_datom { Next::Node } else { Next::Done };
             };
-            let Some(c) = p.get(*i) else {
+            let Some((c, after)) = p.at(*order, at) else {
                 return if at_datom { Next::Node } else { Next::Done };
             };
             let ord = if at_datom {
@@ -989,17 +1125,19 @@ impl Iter {
             } else {
                 Ordering::Less
             };
+            let insert = c.insert;
             match ord {
                 Ordering::Greater => return Next::Node,
                 Ordering::Less => {
-                    *i += 1;
-                    if c.insert {
-                        return Next::Pending(*i - 1);
+                    let found = *at;
+                    *at = after;
+                    if insert {
+                        return Next::Pending(found);
                     }
                 }
                 Ordering::Equal => {
-                    *i += 1;
-                    if c.insert {
+                    *at = after;
+                    if insert {
                         return Next::Node;
                     }
                     self.pos += 1;
@@ -1044,9 +1182,15 @@ impl Iterator for Iter {
                     self.pos += 1;
                     Some(self.leaf.as_ref().expect("a leaf")[self.pos - 1].clone())
                 }
-                Next::Pending(i) => {
-                    let (p, _, _) = self.pending.as_ref().expect("pending changes");
-                    Some(p[i].datom.clone())
+                Next::Pending(mut at) => {
+                    let (p, _, order) = self.pending.as_ref().expect("pending changes");
+                    Some(
+                        p.at(*order, &mut at)
+                            .expect("a pending change")
+                            .0
+                            .datom
+                            .clone(),
+                    )
                 }
                 Next::Done => None,
             };
@@ -1395,7 +1539,8 @@ mod tests {
             if round % 11 == 0 {
                 kept.push((t.clone(), model.iter().copied().collect()));
             }
-            let pending_len = |t: &Tree| t.pending.as_ref().map_or(0, |p| p.len());
+            let pending_len =
+                |t: &Tree| t.pending.as_ref().map_or(0, |p| p.flattened(t.order).len());
             let before = pending_len(&t);
             let general = round % 500 == 499;
             let size = batch.len();
