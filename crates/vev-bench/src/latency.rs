@@ -47,6 +47,16 @@ impl Latency {
     pub fn p95_us(&self) -> f64 {
         quantile(&self.samples_us, 0.95)
     }
+
+    /// The mean: most transactions only join the trees' pending changes, and now and then
+    /// one applies a full list to the nodes, which the median does not show.
+    pub fn mean_us(&self) -> f64 {
+        self.samples_us.iter().sum::<f64>() / self.samples_us.len().max(1) as f64
+    }
+
+    pub fn max_us(&self) -> f64 {
+        self.samples_us.iter().copied().fold(0.0, f64::max)
+    }
 }
 
 /// `txs` one-entity, three-attribute transactions, each on the latest database.

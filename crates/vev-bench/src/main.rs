@@ -39,30 +39,11 @@ use clap::{Args, Parser, Subcommand};
 use crate::error::BenchError;
 use crate::report::CoreResults;
 
-/// Vev's trees copy and free many small nodes per transaction; glibc's allocator spends more
-/// time on that churn than the transactor does once the heap holds millions of datoms
-/// (`bench/RESULTS.md`, core benchmark), so the binaries use mimalloc. The `system-alloc`
-/// feature keeps the system allocator, to measure what an application that does not switch
-/// gets.
+/// mimalloc, with freed memory kept for reuse (see `vev::alloc`). The `system-alloc` feature
+/// keeps the system allocator, to measure what an application that does not switch gets.
 #[cfg(not(feature = "system-alloc"))]
 #[global_allocator]
-static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
-
-/// mimalloc's number for its `purge_delay` option (`mi_option_purge_delay` in the `mimalloc.h`
-/// of the pinned libmimalloc-sys, whose Rust bindings name no constant for it).
-#[cfg(not(feature = "system-alloc"))]
-const MI_OPTION_PURGE_DELAY: libmimalloc_sys::mi_option_t = 15;
-
-/// Keep freed memory for reuse instead of returning it to the OS a second after it is freed.
-/// Transactions free and allocate index nodes all the time; with purging on, an in-memory bulk
-/// load of 1,000,000 datoms took 13,000 to 250,000 page faults (each a zeroed page) instead of
-/// about 600, and up to 1.5 s more CPU time (`bench/RESULTS.md`).
-#[cfg(not(feature = "system-alloc"))]
-fn keep_freed_memory() {
-    // SAFETY: `mi_option_set` stores one integer option of the allocator; any value is valid
-    // for `purge_delay` (-1 turns purging off) and the call has no other preconditions.
-    unsafe { libmimalloc_sys::mi_option_set(MI_OPTION_PURGE_DELAY, -1) }
-}
+static ALLOCATOR: vev::alloc::MiMalloc = vev::alloc::MiMalloc;
 
 #[derive(Parser)]
 #[command(name = "vev-bench", about = "Vev's comparative benchmarks")]
@@ -314,7 +295,7 @@ fn query(cfg: &QueryConfig) -> Result<query_report::QueryResults, BenchError> {
 
 fn main() -> ExitCode {
     #[cfg(not(feature = "system-alloc"))]
-    keep_freed_memory();
+    vev::alloc::keep_freed_memory();
     let cli = Cli::parse();
     match cli.command {
         Command::Core(cfg) => match core(&cfg) {

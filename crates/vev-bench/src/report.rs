@@ -194,6 +194,7 @@ fn latency_rows(out: &mut String, r: &CoreResults) {
     let txs = r.small.samples_us.len();
     let (sm, sp) = (r.small.median_us(), r.small.p95_us());
     let (bm, bp) = (r.big.median_us(), r.big.p95_us());
+    let tail = |l: &Latency| format!("mean {:.1} µs, max {:.0} µs", l.mean_us(), l.max_us());
     let label = |datoms: usize, l: &Latency| {
         format!(
             "1-entity 3-attribute transaction on a {}-datom db ({} at the end), {txs} transactions, {} preemptions",
@@ -204,15 +205,17 @@ fn latency_rows(out: &mut String, r: &CoreResults) {
     };
     let _ = writeln!(
         out,
-        "| b1 | {} | median {sm:.1} µs, p95 {sp:.1} µs | — | — | median < 20 µs | {} |",
+        "| b1 | {} | median {sm:.1} µs, p95 {sp:.1} µs ({}) | — | — | median < 20 µs | {} |",
         label(r.small_datoms, &r.small),
+        tail(&r.small),
         met(sm < TARGET_MEDIAN_US),
     );
     let ratio = bm / sm;
     let _ = writeln!(
         out,
-        "| b2 | {} | median {bm:.1} µs, p95 {bp:.1} µs | — | {ratio:.2} (median big/small); p95 {:.2} | median < 20 µs, ratio ≤ 1.5 | {} |",
+        "| b2 | {} | median {bm:.1} µs, p95 {bp:.1} µs ({}) | — | {ratio:.2} (median big/small); p95 {:.2} | median < 20 µs, ratio ≤ 1.5 | {} |",
         label(r.big_datoms, &r.big),
+        tail(&r.big),
         bp / sp,
         met(bm < TARGET_MEDIAN_US && ratio <= TARGET_BIG_SMALL_RATIO),
     );

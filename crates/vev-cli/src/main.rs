@@ -17,25 +17,9 @@ mod typed;
 
 use output::Format;
 
-/// Vev's trees copy and free many small nodes per transaction; glibc's allocator spends more
-/// time on that churn than the transactor does once the heap holds millions of datoms
-/// (`bench/RESULTS.md`, core benchmark), so the binaries use mimalloc.
+/// mimalloc, with freed memory kept for reuse (see `vev::alloc`).
 #[global_allocator]
-static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
-
-/// mimalloc's number for its `purge_delay` option (`mi_option_purge_delay` in the `mimalloc.h`
-/// of the pinned libmimalloc-sys, whose Rust bindings name no constant for it).
-const MI_OPTION_PURGE_DELAY: libmimalloc_sys::mi_option_t = 15;
-
-/// Keep freed memory for reuse instead of returning it to the OS a second after it is freed.
-/// Transactions free and allocate index nodes all the time; with purging on, an in-memory bulk
-/// load of 1,000,000 datoms took 13,000 to 250,000 page faults (each a zeroed page) instead of
-/// about 600, and up to 1.5 s more CPU time (`bench/RESULTS.md`).
-fn keep_freed_memory() {
-    // SAFETY: `mi_option_set` stores one integer option of the allocator; any value is valid
-    // for `purge_delay` (-1 turns purging off) and the call has no other preconditions.
-    unsafe { libmimalloc_sys::mi_option_set(MI_OPTION_PURGE_DELAY, -1) }
-}
+static ALLOCATOR: vev::alloc::MiMalloc = vev::alloc::MiMalloc;
 
 /// Vev: an embedded database of immutable facts with Datomic's data model.
 ///
@@ -276,7 +260,7 @@ fn run(cli: Cli) -> error::CliResult<()> {
 }
 
 fn main() -> ExitCode {
-    keep_freed_memory();
+    vev::alloc::keep_freed_memory();
     let cli = Cli::parse();
     match run(cli) {
         Ok(()) => ExitCode::SUCCESS,
@@ -285,36 +269,5 @@ fn main() -> ExitCode {
             eprint!("{}", e.render());
             ExitCode::FAILURE
         }
-    }
-}
-
-#[cfg(test)]
-mod allocator_tests {
-    use std::ffi::{c_char, c_void, CStr};
-
-    extern "C" {
-        /// mimalloc's `mi_options_print_out` (v3), which libmimalloc-sys does not bind.
-        fn mi_options_print_out(out: libmimalloc_sys::mi_output_fun, arg: *mut c_void);
-    }
-
-    unsafe extern "C" fn collect(msg: *const c_char, arg: *mut c_void) {
-        // SAFETY: `arg` is the `String` passed below, alive for the whole call; mimalloc
-        // hands over a NUL-terminated message.
-        let out = unsafe { &mut *(arg as *mut String) };
-        out.push_str(&unsafe { CStr::from_ptr(msg) }.to_string_lossy());
-    }
-
-    /// The option number `keep_freed_memory` sets is the purge delay: mimalloc's own listing
-    /// of its options names it (a libmimalloc-sys upgrade that renumbers options fails here).
-    #[test]
-    fn keep_freed_memory_sets_the_purge_delay() {
-        super::keep_freed_memory();
-        let mut listing = String::new();
-        // SAFETY: `collect` matches `mi_output_fun` and only writes to `listing`.
-        unsafe { mi_options_print_out(Some(collect), &mut listing as *mut String as *mut c_void) };
-        assert!(
-            listing.contains("option 'purge_delay': -1"),
-            "mimalloc's options: {listing}"
-        );
     }
 }

@@ -326,6 +326,18 @@ impl Tree {
             pending,
             ..
         } = self;
+        if changes.len() > PENDING_MAX {
+            // A large batch goes straight to the nodes, with what is pending.
+            let tree = Tree::from_root(order, root, 0);
+            let tree = match pending {
+                None => tree.apply_to_nodes(changes),
+                Some(p) => {
+                    tree.apply_to_nodes(&merge_changes(order, &p.flattened(order), changes, true))
+                }
+            };
+            debug_assert_eq!(tree.len, len);
+            return tree;
+        }
         let merged = pending.unwrap_or_default().with(order, changes);
         let all = match merged {
             Ok(pending) => {

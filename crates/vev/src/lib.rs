@@ -24,6 +24,8 @@
 #[doc = include_str!("../../../README.md")]
 struct ReadmeDoctest;
 
+#[cfg(feature = "mimalloc")]
+pub mod alloc;
 mod connection;
 mod error;
 
