@@ -967,10 +967,10 @@ pub(crate) fn branch_entry(entries: Vec<Entry>) -> Entry {
 }
 
 /// Visits `node` from the first datom not `below` (all of it when `below` is `None`); returns
-/// whether the visitor wants more.
-fn visit_node(
+/// whether the visitor wants more. Generic over `below`, so its comparisons inline.
+fn visit_node<B: Fn(&Datom) -> bool>(
     node: &Node,
-    below: Option<&dyn Fn(&Datom) -> bool>,
+    below: Option<&B>,
     visit: &mut dyn FnMut(&Datom) -> bool,
 ) -> bool {
     match node {

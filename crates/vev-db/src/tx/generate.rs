@@ -29,6 +29,7 @@ struct Gen<'a> {
     /// Ids at or above this user counter were allocated by this transaction.
     fresh_from: u64,
     asserts: Vec<(EntityId, Arc<Attribute>, Value)>,
+    /// The cardinality-many facts asserted (cardinality-one ones are in `card_one`).
     assert_set: HashSet<Fact>,
     /// Facts to retract, with the tx that asserted them, in order.
     retracts: Vec<(Fact, EntityId)>,
@@ -50,10 +51,10 @@ pub(crate) fn generate(
         tx,
         fresh_from: db.state.next_user,
         asserts: Vec::with_capacity(terms.len()),
-        assert_set: HashSet::with_capacity(terms.len()),
+        assert_set: HashSet::new(),
         retracts: Vec::new(),
         retract_set: HashSet::new(),
-        card_one: HashMap::new(),
+        card_one: HashMap::with_capacity(terms.len()),
         retract_requests: HashSet::new(),
         asserted_keys: Vec::new(),
     };
@@ -146,7 +147,10 @@ impl Gen<'_> {
                 }
                 Some(_) => return Ok(()),
                 None => {
+                    // The first assertion of (e, a): no other can be in `assert_set`.
                     self.card_one.insert((e, a.id), v.clone());
+                    self.asserts.push((e, a.clone(), v));
+                    return Ok(());
                 }
             }
         }
