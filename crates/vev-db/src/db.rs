@@ -106,6 +106,12 @@ impl Indexes {
 const PARALLEL_SORT_MIN: usize = 65_536;
 
 pub(crate) fn sort_avet(changes: &mut Vec<Change>) {
+    sort_avet_on(changes, true)
+}
+
+/// `sort_avet`, on this thread alone unless `parallel` (for a caller that is itself off the
+/// critical path).
+pub(crate) fn sort_avet_on(changes: &mut Vec<Change>, parallel: bool) {
     struct Key {
         a: EntityId,
         v: vev_core::value::SortKey,
@@ -137,7 +143,7 @@ pub(crate) fn sort_avet(changes: &mut Vec<Change>) {
             .then(x.added.cmp(&y.added))
             .then(x.at.cmp(&y.at))
     };
-    if keyed.len() < PARALLEL_SORT_MIN {
+    if keyed.len() < PARALLEL_SORT_MIN || !parallel {
         keyed.sort_unstable_by(cmp);
     } else {
         // A bulk import's set-aside entries: each half sorted on its own thread, then merged.

@@ -197,10 +197,15 @@ fn schema_db() -> Db {
         .db_after
 }
 
-/// Run `txs` both ways, with merges once `merge_at` changes are set aside.
-fn check(txs: &[Vec<Op>], merge_at: usize) -> Result<(), TestCaseError> {
+/// Run `txs` both ways, with merges once `merge_at` changes are set aside, sorted on other
+/// threads in chunks of `sort_chunk`.
+fn check(txs: &[Vec<Op>], merge_at: usize, sort_chunk: usize) -> Result<(), TestCaseError> {
     let mut db = schema_db();
-    let mut bulk = Some(Bulk::new(schema_db()).merge_at(merge_at));
+    let mut bulk = Some(
+        Bulk::new(schema_db())
+            .merge_at(merge_at)
+            .sort_chunks_of(sort_chunk),
+    );
     for (i, tx) in txs.iter().enumerate() {
         let text = tx_text(&db, tx);
         let tx_ops = ops(&text);
@@ -241,8 +246,9 @@ proptest! {
     fn a_bulk_import_matches_one_transaction_at_a_time(
         txs in prop::collection::vec(prop::collection::vec(op(), 1..6), 1..40),
         merge_at in prop_oneof![Just(1usize), Just(7), Just(MERGE_AT_END)],
+        sort_chunk in prop_oneof![Just(1usize), Just(3), Just(MERGE_AT_END)],
     ) {
-        check(&txs, merge_at)?;
+        check(&txs, merge_at, sort_chunk)?;
     }
 }
 
@@ -263,16 +269,20 @@ fn named(key: u8, name: u8) -> Vec<Op> {
 #[test]
 fn a_transaction_function_sees_set_aside_entries() {
     let txs = vec![named(1, 3), named(2, 3), vec![Op::CountName { name: 3 }]];
-    check(&txs, MERGE_AT_END).unwrap();
+    for chunk in [1, MERGE_AT_END] {
+        check(&txs, MERGE_AT_END, chunk).unwrap();
+    }
 }
 
 /// Making an attribute unique checks its values in AVET: the import merges first.
 #[test]
 fn an_alteration_to_unique_sees_set_aside_entries() {
     let duplicate = vec![named(1, 3), named(2, 3), vec![Op::NameUnique]];
-    check(&duplicate, MERGE_AT_END).unwrap();
     let distinct = vec![named(1, 3), named(2, 4), vec![Op::NameUnique], named(3, 4)];
-    check(&distinct, MERGE_AT_END).unwrap();
+    for chunk in [1, MERGE_AT_END] {
+        check(&duplicate, MERGE_AT_END, chunk).unwrap();
+        check(&distinct, MERGE_AT_END, chunk).unwrap();
+    }
 }
 
 /// A value asserted and retracted again before any merge leaves no AVET entry.
@@ -289,7 +299,11 @@ fn an_entry_added_and_retracted_between_merges_is_gone() {
         vec![Op::Untag { key: 1, tag: 1 }],
         vec![Op::RetractEntity { key: 1 }],
     ];
-    check(&txs, MERGE_AT_END).unwrap();
+    // Also with each transaction's set-aside changes sorted on a thread of their own, so
+    // that the insert and the removals are in different runs.
+    for chunk in [1, MERGE_AT_END] {
+        check(&txs, MERGE_AT_END, chunk).unwrap();
+    }
 }
 
 /// `Value::sort_key` never contradicts `Value::cmp`, and settles exactly what it claims to.

@@ -169,9 +169,11 @@ pub fn transact_owned(db: Db, ops: &[TxOp], ctx: &TxContext<'_>) -> Result<TxOut
 pub struct Bulk {
     db: Db,
     /// AVET changes of non-unique attributes, in the order the transactions made them.
-    avet: Vec<Change>,
+    avet: SetAside,
     /// Merge once `avet` holds this many changes (or a quarter of AVET's size, if more).
     merge_min: usize,
+    /// Hand set-aside changes to a sorting thread in chunks of this many.
+    sort_chunk: usize,
 }
 
 /// What `Bulk::transact` returns: the report without any database value.
@@ -189,9 +191,17 @@ impl Bulk {
     pub fn new(db: Db) -> Bulk {
         Bulk {
             db: db.into_current(),
-            avet: Vec::new(),
+            avet: SetAside::default(),
             merge_min: BULK_MERGE_MIN,
+            sort_chunk: SORT_CHUNK,
         }
+    }
+
+    /// Sort set-aside AVET changes on threads of their own in chunks of `changes` (the
+    /// default is 262,144), while the import goes on.
+    pub fn sort_chunks_of(mut self, changes: usize) -> Bulk {
+        self.sort_chunk = changes.max(1);
+        self
     }
 
     /// Merge set-aside AVET changes once there are `changes` of them (or a quarter of AVET's
@@ -230,6 +240,7 @@ impl Bulk {
         let before = std::mem::replace(&mut self.db, Db::empty());
         let (_, after) = run(before, ops, ctx, false, Some(&mut self.avet))?;
         self.db = after.db;
+        self.avet.sort_behind(self.sort_chunk);
         let merge_at = (self.db.state.current.avet.len() / 4).max(self.merge_min);
         if self.avet.len() >= merge_at {
             self.merge();
@@ -256,12 +267,77 @@ impl Bulk {
     }
 }
 
-/// Merge set-aside AVET changes into `db`'s current AVET. A datom may have been inserted by
-/// one transaction and removed by a later one: the last change to each datom is the one that
-/// counts.
-fn merge_avet(db: Db, changes: &mut Vec<Change>) -> Db {
+/// AVET changes a bulk import sets aside (see `Bulk`), in the order its transactions made
+/// them: chunks that threads of their own are sorting (oldest first), then the latest.
+/// Sorting is most of a merge's cost, and this way it runs beside the import.
+#[derive(Default)]
+pub(crate) struct SetAside {
+    sorting: Vec<std::thread::JoinHandle<Vec<Change>>>,
+    sorting_len: usize,
+    latest: Vec<Change>,
+}
+
+/// Set-aside changes go to a sorting thread in chunks of this many (`Bulk::sort_chunks_of`).
+const SORT_CHUNK: usize = 1 << 18;
+
+impl SetAside {
+    fn len(&self) -> usize {
+        self.sorting_len + self.latest.len()
+    }
+
+    fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// Hand the latest changes to a sorting thread once there are `chunk` of them.
+    fn sort_behind(&mut self, chunk: usize) {
+        if self.latest.len() < chunk {
+            return;
+        }
+        let mut chunk = std::mem::take(&mut self.latest);
+        self.sorting_len += chunk.len();
+        self.sorting.push(std::thread::spawn(move || {
+            sort_last_wins(&mut chunk, false);
+            chunk
+        }));
+    }
+
+    /// Every set-aside change in AVET order, only the last change to each datom; none are
+    /// left.
+    fn take_sorted(&mut self) -> Vec<Change> {
+        let mut runs: Vec<Vec<Change>> = self
+            .sorting
+            .drain(..)
+            .map(|h| h.join().unwrap_or_else(|p| std::panic::resume_unwind(p)))
+            .collect();
+        self.sorting_len = 0;
+        let mut latest = std::mem::take(&mut self.latest);
+        if !latest.is_empty() {
+            sort_last_wins(&mut latest, true);
+            runs.push(latest);
+        }
+        // Neighbours merge pairwise, level by level, so every run stays between the runs
+        // before and after it: a later run's change to a datom replaces an earlier one's.
+        while runs.len() > 1 {
+            let mut next = Vec::with_capacity(runs.len().div_ceil(2));
+            let mut runs_in_order = runs.into_iter();
+            while let Some(earlier) = runs_in_order.next() {
+                next.push(match runs_in_order.next() {
+                    Some(later) => merge_later_wins(earlier, later),
+                    None => earlier,
+                });
+            }
+            runs = next;
+        }
+        runs.pop().unwrap_or_default()
+    }
+}
+
+/// Sort changes into AVET order and keep only the last change to each datom (a datom may be
+/// inserted by one transaction and removed by a later one).
+fn sort_last_wins(changes: &mut Vec<Change>, parallel: bool) {
     let order = IndexOrder::Avet;
-    crate::db::sort_avet(changes);
+    crate::db::sort_avet_on(changes, parallel);
     // Keep the last change to each datom, in place.
     let mut kept = 0;
     for i in 0..changes.len() {
@@ -274,10 +350,38 @@ fn merge_avet(db: Db, changes: &mut Vec<Change>) -> Db {
         }
     }
     changes.truncate(kept);
+}
+
+/// Merge two runs sorted by `sort_last_wins`; on the same datom the later run's change counts.
+fn merge_later_wins(earlier: Vec<Change>, later: Vec<Change>) -> Vec<Change> {
+    let order = IndexOrder::Avet;
+    let mut out = Vec::with_capacity(earlier.len() + later.len());
+    let mut earlier = earlier.into_iter().peekable();
+    let mut later = later.into_iter().peekable();
+    loop {
+        let ord = match (earlier.peek(), later.peek()) {
+            (Some(a), Some(b)) => order.cmp(&a.datom, &b.datom),
+            (Some(_), None) => Ordering::Less,
+            (None, Some(_)) => Ordering::Greater,
+            (None, None) => return out,
+        };
+        match ord {
+            Ordering::Less => out.extend(earlier.next()),
+            Ordering::Greater => out.extend(later.next()),
+            Ordering::Equal => {
+                earlier.next();
+                out.extend(later.next());
+            }
+        }
+    }
+}
+
+/// Merge set-aside AVET changes into `db`'s current AVET.
+fn merge_avet(db: Db, set_aside: &mut SetAside) -> Db {
+    let changes = set_aside.take_sorted();
     let mut state = Arc::unwrap_or_clone(db.state);
-    let avet = std::mem::replace(&mut state.current.avet, Tree::new(order));
-    state.current.avet = avet.apply_owned(changes);
-    changes.clear();
+    let avet = std::mem::replace(&mut state.current.avet, Tree::new(IndexOrder::Avet));
+    state.current.avet = avet.apply_owned(&changes);
     Db::from_state(state)
 }
 
@@ -286,7 +390,7 @@ fn run(
     ops: &[TxOp],
     ctx: &TxContext<'_>,
     keep_before: bool,
-    mut defer_avet: Option<&mut Vec<Change>>,
+    mut defer_avet: Option<&mut SetAside>,
 ) -> Result<(Option<Db>, TxOutcome), TxError> {
     let t = before.basis_t() + 1;
     let tx = tx_id(t);
@@ -325,7 +429,7 @@ fn run(
         &schema_before,
         &tx_data,
         &generated.retracted_tx,
-        defer_avet,
+        defer_avet.map(|s| &mut s.latest),
     );
     state.basis_t = t;
     state.last_instant = instant;
