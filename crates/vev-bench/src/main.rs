@@ -254,6 +254,7 @@ fn query(cfg: &QueryConfig) -> Result<query_report::QueryResults, BenchError> {
         .map_err(BenchError::io("write", &path))?;
 
     let vev = vev_query::run_vev(&fixture, &specs, &runner)?;
+    let pair = vev_query::run_vev_pair(&fixture, &specs, ["q2", "q2-switch"], 200, &runner)?;
     let mut engines = vec![query_report::EngineColumn {
         short: "Vev",
         label: format!("Vev {}", env!("CARGO_PKG_VERSION")),
@@ -290,6 +291,7 @@ fn query(cfg: &QueryConfig) -> Result<query_report::QueryResults, BenchError> {
         budget_ms: cfg.budget_ms,
         queries,
         engines,
+        pair,
     })
 }
 

@@ -42,6 +42,8 @@ pub struct QueryResults {
     pub budget_ms: u64,
     pub queries: Vec<QueryRow>,
     pub engines: Vec<EngineColumn>,
+    /// q2 and q2-switch timed in alternation in Vev (see `vev_query::PairTiming`).
+    pub pair: Option<crate::vev_query::PairTiming>,
 }
 
 fn fmt_ms(x: f64) -> String {
@@ -163,6 +165,24 @@ fn legend(out: &mut String, r: &QueryResults, base: usize) {
          count over the fixture's datoms; ✗ marks an engine that disagrees.\n",
         r.reps, r.warmup, r.warmup_ms, r.budget_ms, r.engines[base].short, r.engines[base].short
     );
+    if let Some(p) = &r.pair {
+        let (a, b) = (median(&p.first.samples_ms), median(&p.second.samples_ms));
+        let ratio = a.max(b) / a.min(b);
+        let _ = writeln!(
+            out,
+            "{} and {} in Vev, timed in {} alternating pairs (each pair alternates which runs \
+             first): medians {} and {} ms, {} and {} rows; the slower is {ratio:.2}× the faster \
+             (issue 3: within 1.2×, {}).\n",
+            p.first.query,
+            p.second.query,
+            p.first.samples_ms.len(),
+            fmt_ms(a),
+            fmt_ms(b),
+            p.first.rows,
+            p.second.rows,
+            if ratio <= 1.2 { "met" } else { "not met" },
+        );
+    }
     for e in &r.engines {
         let status = match &e.timings {
             None => "not run".to_string(),

@@ -79,6 +79,82 @@ pub fn run_vev(
     Ok(out)
 }
 
+/// Two of Vev's queries timed in alternation, for issue 3's "q2 and q2-switch must cost
+/// the same within 1.2x": timed in blocks one after the other (the table), their ratio also
+/// measures how the machine's load changed between the blocks. Here each pair of runs
+/// alternates which query goes first.
+pub struct PairTiming {
+    pub first: QueryTiming,
+    pub second: QueryTiming,
+}
+
+/// `names`' two queries (on the same database) in `pairs` alternating pairs of timed runs,
+/// after each has warmed up as in `measure`. `None` when either was not selected.
+pub fn run_vev_pair(
+    fixture: &QueryFixture,
+    queries: &[QuerySpec],
+    names: [&str; 2],
+    pairs: usize,
+    cfg: &RunnerConfig,
+) -> Result<Option<PairTiming>, BenchError> {
+    let find = |name: &str| queries.iter().find(|q| q.name == name);
+    let (Some(a), Some(b)) = (find(names[0]), find(names[1])) else {
+        return Ok(None);
+    };
+    let (
+        QueryForm::Query {
+            text: ta,
+            inputs: ia,
+        },
+        QueryForm::Query {
+            text: tb,
+            inputs: ib,
+        },
+    ) = (&a.form, &b.form)
+    else {
+        return Ok(None);
+    };
+    if a.db != b.db || !ia.is_empty() || !ib.is_empty() {
+        return Ok(None);
+    }
+    let (db, _) = load(fixture.db(a.db))?;
+    let parse = |t: &str| vev::Query::parse(t).map_err(vev::Error::from);
+    let queries = [parse(ta)?, parse(tb)?];
+    let opts = vev::QueryOptions::default();
+    let run = |i: usize| -> Result<usize, BenchError> {
+        Ok(db
+            .q_prepared(&queries[i], &[], &opts)
+            .map_err(vev::Error::from)?
+            .len())
+    };
+    for i in 0..2 {
+        measure(cfg, names[i], || run(i), |n| *n)?;
+    }
+    let mut samples: [Vec<f64>; 2] = [Vec::with_capacity(pairs), Vec::with_capacity(pairs)];
+    let mut rows = [0; 2];
+    for p in 0..pairs {
+        for k in 0..2 {
+            let i = (p + k) % 2;
+            let start = Instant::now();
+            rows[i] = run(i)?;
+            samples[i].push(ms(start.elapsed()));
+        }
+    }
+    let [sa, sb] = samples;
+    Ok(Some(PairTiming {
+        first: QueryTiming {
+            query: names[0].to_string(),
+            rows: rows[0],
+            samples_ms: sa,
+        },
+        second: QueryTiming {
+            query: names[1].to_string(),
+            rows: rows[1],
+            samples_ms: sb,
+        },
+    }))
+}
+
 /// Load one fixture database: its schema, then every datom in one transaction.
 fn load(db: &FixtureDb) -> Result<(vev::Db, BTreeMap<u64, u64>), BenchError> {
     let conn = vev::Connection::open_in_memory();
