@@ -26,22 +26,30 @@ use libmimalloc_sys as mi;
 /// (which over-allocates for them).
 const MIN_ALIGN: usize = std::mem::size_of::<usize>();
 
+/// mimalloc's `MI_MAX_ALIGN_SIZE`: blocks whose size is a multiple of it are aligned to it
+/// (their size classes are too, and a page's blocks start at an address aligned to it).
+const MAX_ALIGN: usize = 16;
+
 /// mimalloc behind Rust's `GlobalAlloc`.
 pub struct MiMalloc;
 
-fn plain(align: usize) -> bool {
-    align <= MIN_ALIGN
+/// Whether `mi_malloc` gives a block of `size` bytes the alignment `align`. Types of
+/// alignment 16 (`u128`, and enums and collections holding them) have sizes that are
+/// multiples of 16, so their allocations take this path too.
+fn plain(align: usize, size: usize) -> bool {
+    align <= MIN_ALIGN || (align == MAX_ALIGN && size % MAX_ALIGN == 0)
 }
 
 // SAFETY: every block comes from mimalloc with at least the layout's size and alignment
-// (`mi_malloc` gives every block `MIN_ALIGN`), and goes back to `mi_free`, which takes any
+// (`mi_malloc` gives every block `MIN_ALIGN`, and `MAX_ALIGN` to blocks of a multiple of
+// it; `plain` sends nothing else its way), and goes back to `mi_free`, which takes any
 // mimalloc block.
 unsafe impl GlobalAlloc for MiMalloc {
     #[inline]
     unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
         // SAFETY: mimalloc's allocation functions have no preconditions.
         unsafe {
-            if plain(layout.align()) {
+            if plain(layout.align(), layout.size()) {
                 mi::mi_malloc(layout.size()) as *mut u8
             } else {
                 mi::mi_malloc_aligned(layout.size(), layout.align()) as *mut u8
@@ -53,7 +61,7 @@ unsafe impl GlobalAlloc for MiMalloc {
     unsafe fn alloc_zeroed(&self, layout: Layout) -> *mut u8 {
         // SAFETY: as in `alloc`.
         unsafe {
-            if plain(layout.align()) {
+            if plain(layout.align(), layout.size()) {
                 mi::mi_zalloc(layout.size()) as *mut u8
             } else {
                 mi::mi_zalloc_aligned(layout.size(), layout.align()) as *mut u8
@@ -71,7 +79,7 @@ unsafe impl GlobalAlloc for MiMalloc {
     unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
         // SAFETY: `ptr` came from this allocator with `layout` (the caller's contract).
         unsafe {
-            if plain(layout.align()) {
+            if plain(layout.align(), layout.size()) && plain(layout.align(), new_size) {
                 mi::mi_realloc(ptr as *mut c_void, new_size) as *mut u8
             } else {
                 mi::mi_realloc_aligned(ptr as *mut c_void, new_size, layout.align()) as *mut u8
@@ -122,6 +130,32 @@ mod tests {
             listing.contains("option 'purge_delay': -1"),
             "mimalloc's options: {listing}"
         );
+    }
+
+    /// Blocks of 16-byte alignment through `mi_malloc`: many of every size class up to
+    /// 2 KiB and of sizes up to 1 MiB, live at once so that they spread over whole pages,
+    /// are all aligned.
+    #[test]
+    fn sixteen_byte_multiples_are_sixteen_byte_aligned() {
+        use std::alloc::{GlobalAlloc, Layout};
+        let a = super::MiMalloc;
+        let sizes = (16..=2048)
+            .step_by(16)
+            .chain((2064..=1 << 20).step_by(16 * 331));
+        for size in sizes {
+            let layout = Layout::from_size_align(size, 16).unwrap();
+            assert!(super::plain(16, size));
+            // SAFETY: a non-zero size; every block is freed with its layout.
+            unsafe {
+                let blocks: Vec<*mut u8> = (0..300).map(|_| a.alloc(layout)).collect();
+                for &p in &blocks {
+                    assert!(!p.is_null() && p as usize % 16 == 0, "size {size}: {p:?}");
+                }
+                for p in blocks {
+                    a.dealloc(p, layout);
+                }
+            }
+        }
     }
 
     /// Blocks of every size and alignment come back aligned, keep their bytes through
