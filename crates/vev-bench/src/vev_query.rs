@@ -127,8 +127,8 @@ pub fn run_vev_pair(
             .map_err(vev::Error::from)?
             .len())
     };
-    for i in 0..2 {
-        measure(cfg, names[i], || run(i), |n| *n)?;
+    for (i, name) in names.iter().enumerate() {
+        measure(cfg, name, || run(i), |n| *n)?;
     }
     let mut samples: [Vec<f64>; 2] = [Vec::with_capacity(pairs), Vec::with_capacity(pairs)];
     let mut rows = [0; 2];
