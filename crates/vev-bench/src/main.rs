@@ -253,8 +253,7 @@ fn query(cfg: &QueryConfig) -> Result<query_report::QueryResults, BenchError> {
     query_fixture::write_json(&fixture, &specs, &runner, &path)
         .map_err(BenchError::io("write", &path))?;
 
-    let vev = vev_query::run_vev(&fixture, &specs, &runner)?;
-    let pair = vev_query::run_vev_pair(&fixture, &specs, ["q2", "q2-switch"], 200, &runner)?;
+    let (vev, pair) = vev_query::run_vev(&fixture, &specs, &runner, ["q2", "q2-switch"], 200)?;
     let mut engines = vec![query_report::EngineColumn {
         short: "Vev",
         label: format!("Vev {}", env!("CARGO_PKG_VERSION")),

@@ -20,11 +20,16 @@ use crate::stats::ms;
 /// fixture's entity numbers as tempids). Each query is parsed and compiled once outside the
 /// clock, as DataScript's and Datalevin's query caches do; the timed call runs it on the
 /// database with its inputs and returns the result rows (as `Edn` cells, Vev's Rust API).
+///
+/// Then, on the databases already loaded, `pair`'s two queries in `pairs` alternating pairs
+/// (see `PairTiming`).
 pub fn run_vev(
     fixture: &QueryFixture,
     queries: &[QuerySpec],
     cfg: &RunnerConfig,
-) -> Result<Vec<QueryTiming>, BenchError> {
+    pair: [&str; 2],
+    pairs: usize,
+) -> Result<(Vec<QueryTiming>, Option<PairTiming>), BenchError> {
     let mut loaded: Vec<(DbShape, vev::Db, BTreeMap<u64, u64>)> = Vec::new();
     let mut out = Vec::with_capacity(queries.len());
     for spec in queries {
@@ -76,7 +81,8 @@ pub fn run_vev(
         };
         out.push(timing);
     }
-    Ok(out)
+    let pair = run_vev_pair(&loaded, queries, pair, pairs, cfg)?;
+    Ok((out, pair))
 }
 
 /// Two of Vev's queries timed in alternation, for issue 3's "q2 and q2-switch must cost
@@ -88,10 +94,11 @@ pub struct PairTiming {
     pub second: QueryTiming,
 }
 
-/// `names`' two queries (on the same database) in `pairs` alternating pairs of timed runs,
-/// after each has warmed up as in `measure`. `None` when either was not selected.
-pub fn run_vev_pair(
-    fixture: &QueryFixture,
+/// `names`' two queries (on the same database, which `run_vev` has loaded) in `pairs`
+/// alternating pairs of timed runs, after each has warmed up as in `measure`. `None` when
+/// either was not selected.
+fn run_vev_pair(
+    loaded: &[(DbShape, vev::Db, BTreeMap<u64, u64>)],
     queries: &[QuerySpec],
     names: [&str; 2],
     pairs: usize,
@@ -114,10 +121,12 @@ pub fn run_vev_pair(
     else {
         return Ok(None);
     };
+    let Some((_, db, _)) = loaded.iter().find(|(s, _, _)| *s == a.db) else {
+        return Ok(None);
+    };
     if a.db != b.db || !ia.is_empty() || !ib.is_empty() {
         return Ok(None);
     }
-    let (db, _) = load(fixture.db(a.db))?;
     let parse = |t: &str| vev::Query::parse(t).map_err(vev::Error::from);
     let queries = [parse(ta)?, parse(tb)?];
     let opts = vev::QueryOptions::default();
@@ -127,8 +136,8 @@ pub fn run_vev_pair(
             .map_err(vev::Error::from)?
             .len())
     };
-    for (i, name) in names.iter().enumerate() {
-        measure(cfg, name, || run(i), |n| *n)?;
+    for i in 0..2 {
+        warm_up(cfg, &mut || run(i))?;
     }
     let mut samples: [Vec<f64>; 2] = [Vec::with_capacity(pairs), Vec::with_capacity(pairs)];
     let mut rows = [0; 2];
@@ -197,6 +206,20 @@ fn pulled_entities(tree: &vev::Edn) -> usize {
     n
 }
 
+/// Untimed calls of `run`: at least `cfg.warmup` of them, for at least `cfg.warmup_ms`.
+fn warm_up<T>(
+    cfg: &RunnerConfig,
+    run: &mut impl FnMut() -> Result<T, BenchError>,
+) -> Result<(), BenchError> {
+    let warm_start = Instant::now();
+    let mut warm_runs = 0;
+    while warm_runs < cfg.warmup || warm_start.elapsed().as_millis() < u128::from(cfg.warmup_ms) {
+        run()?;
+        warm_runs += 1;
+    }
+    Ok(())
+}
+
 /// Time `run` the way the peers do; `rows` counts the last result (outside the clock).
 pub fn measure<T>(
     cfg: &RunnerConfig,
@@ -204,12 +227,7 @@ pub fn measure<T>(
     mut run: impl FnMut() -> Result<T, BenchError>,
     rows: impl Fn(&T) -> usize,
 ) -> Result<QueryTiming, BenchError> {
-    let warm_start = Instant::now();
-    let mut warm_runs = 0;
-    while warm_runs < cfg.warmup || warm_start.elapsed().as_millis() < u128::from(cfg.warmup_ms) {
-        run()?;
-        warm_runs += 1;
-    }
+    warm_up(cfg, &mut run)?;
     let mut samples_ms = Vec::with_capacity(cfg.reps);
     let mut spent_ms = 0.0;
     let mut last = None;

@@ -99,12 +99,12 @@ impl Indexes {
     }
 }
 
-/// Sort changes into AVET order; changes to the same datom keep their relative order. The
-/// sort compares attributes and `Value::sort_key`s first, which settles most comparisons
-/// without following a value's pointer (a cache miss apiece on a large batch of strings).
 /// At least this many changes are sorted on two threads.
 const PARALLEL_SORT_MIN: usize = 65_536;
 
+/// Sort changes into AVET order; changes to the same datom keep their relative order. The
+/// sort compares attributes and `Value::sort_key`s first, which settles most comparisons
+/// without following a value's pointer (a cache miss apiece on a large batch of strings).
 pub(crate) fn sort_avet(changes: &mut Vec<Change>) {
     sort_avet_on(changes, true)
 }
@@ -156,27 +156,19 @@ pub(crate) fn sort_avet_on(changes: &mut Vec<Change>, parallel: bool) {
                 .unwrap_or_else(|p| std::panic::resume_unwind(p));
         });
         let mut merged = Vec::with_capacity(keyed.len() + second.len());
-        let (mut i, mut j) = (0, 0);
-        while i < keyed.len() && j < second.len() {
-            if cmp(&second[j], &keyed[i]) == Ordering::Less {
-                merged.push(j + keyed.len());
-                j += 1;
+        let mut first = keyed.into_iter().peekable();
+        let mut second = second.into_iter().peekable();
+        while let (Some(x), Some(y)) = (first.peek(), second.peek()) {
+            let from_second = cmp(y, x) == Ordering::Less;
+            merged.extend(if from_second {
+                second.next()
             } else {
-                merged.push(i);
-                i += 1;
-            }
+                first.next()
+            });
         }
-        merged.extend(i..keyed.len());
-        merged.extend((j..second.len()).map(|j| j + keyed.len()));
-        keyed.append(&mut second);
-        let slots_at: Vec<usize> = merged.iter().map(|&k| keyed[k].at).collect();
-        let mut slots: Vec<Option<Change>> =
-            std::mem::take(changes).into_iter().map(Some).collect();
-        *changes = slots_at
-            .iter()
-            .map(|&at| slots[at].take().expect("each change is placed once"))
-            .collect();
-        return;
+        merged.extend(first);
+        merged.extend(second);
+        keyed = merged;
     }
     let mut slots: Vec<Option<Change>> = std::mem::take(changes).into_iter().map(Some).collect();
     *changes = keyed

@@ -21,6 +21,7 @@
 //! Leaves may underflow after removals; small neighbours are merged when a branch is rebuilt.
 //! All leaves are always at the same depth.
 
+use std::borrow::Cow;
 use std::cmp::Ordering;
 use std::sync::Arc;
 
@@ -245,6 +246,70 @@ impl<'a> Iterator for InEffect<'a> {
     }
 }
 
+/// A walk over the nodes' datoms (each with the number of its key range) with pending
+/// changes in effect merged in, in order: a pending insert is visited in its place, a node's
+/// datom a pending removal removes is skipped. The walk hands each node datom to `node`,
+/// then `finish` visits the inserts after the last one.
+struct PendingMerge<'a, I: Iterator<Item = (usize, &'a Change)>> {
+    order: IndexOrder,
+    changes: std::iter::Peekable<I>,
+    /// False once the visitor has asked to stop.
+    more: bool,
+}
+
+impl<'a, I: Iterator<Item = (usize, &'a Change)>> PendingMerge<'a, I> {
+    fn new(order: IndexOrder, changes: I) -> Self {
+        PendingMerge {
+            order,
+            changes: changes.peekable(),
+            more: true,
+        }
+    }
+
+    /// The walk's next datom `d`, in range `k`; whether the walk should go on.
+    fn node<V>(&mut self, k: usize, d: &Datom, visit: &mut V) -> bool
+    where
+        V: FnMut(usize, &Datom) -> bool + ?Sized,
+    {
+        while let Some(&(r, c)) = self.changes.peek() {
+            match r.cmp(&k).then_with(|| self.order.cmp(&c.datom, d)) {
+                Ordering::Less => {
+                    self.changes.next();
+                    if c.insert && !visit(r, &c.datom) {
+                        self.more = false;
+                        return false;
+                    }
+                }
+                Ordering::Equal => {
+                    self.changes.next();
+                    if !c.insert {
+                        return true;
+                    }
+                    break;
+                }
+                Ordering::Greater => break,
+            }
+        }
+        self.more = visit(k, d);
+        self.more
+    }
+
+    /// Visit the inserts after the walk's last datom, unless the visitor stopped.
+    fn finish<V>(mut self, visit: &mut V)
+    where
+        V: FnMut(usize, &Datom) -> bool + ?Sized,
+    {
+        if !self.more {
+            return;
+        }
+        for (r, c) in self.changes.by_ref() {
+            if c.insert && !visit(r, &c.datom) {
+                return;
+            }
+        }
+    }
+}
+
 impl Tree {
     pub fn new(order: IndexOrder) -> Tree {
         Tree {
@@ -326,29 +391,24 @@ impl Tree {
             pending,
             ..
         } = self;
-        if changes.len() > PENDING_MAX {
+        let all: Cow<[Change]> = if changes.len() > PENDING_MAX {
             // A large batch goes straight to the nodes, with what is pending.
-            let tree = Tree::from_root(order, root, 0);
-            let tree = match pending {
-                None => tree.apply_to_nodes(changes),
-                Some(p) => {
-                    tree.apply_to_nodes(&merge_changes(order, &p.flattened(order), changes, true))
-                }
-            };
-            debug_assert_eq!(tree.len, len);
-            return tree;
-        }
-        let merged = pending.unwrap_or_default().with(order, changes);
-        let all = match merged {
-            Ok(pending) => {
-                return Tree {
-                    order,
-                    root,
-                    len,
-                    pending,
-                }
+            match &pending {
+                None => Cow::Borrowed(changes),
+                Some(p) => Cow::Owned(merge_changes(order, &p.flattened(order), changes, true)),
             }
-            Err(all) => all,
+        } else {
+            match pending.unwrap_or_default().with(order, changes) {
+                Ok(pending) => {
+                    return Tree {
+                        order,
+                        root,
+                        len,
+                        pending,
+                    }
+                }
+                Err(all) => Cow::Owned(all),
+            }
         };
         let tree = Tree::from_root(order, root, 0).apply_to_nodes(&all);
         debug_assert_eq!(tree.len, len);
@@ -482,40 +542,13 @@ impl Tree {
         };
         // The nodes' datoms, with the pending changes merged in.
         let order = self.order;
-        let mut changes = p.iter_at(order, p.seek(&below)).peekable();
-        let mut more = true;
+        let mut merge = PendingMerge::new(order, p.iter_at(order, p.seek(&below)).map(|c| (0, c)));
         if let Some(root) = &self.root {
             visit_node(root, Some(&below), &mut |d| {
-                while let Some(c) = changes.peek() {
-                    match order.cmp(&c.datom, d) {
-                        Ordering::Less => {
-                            let c = changes.next().expect("peeked");
-                            if c.insert && !visit(&c.datom) {
-                                more = false;
-                                return false;
-                            }
-                        }
-                        Ordering::Equal => {
-                            let c = changes.next().expect("peeked");
-                            if !c.insert {
-                                return true;
-                            }
-                            break;
-                        }
-                        Ordering::Greater => break,
-                    }
-                }
-                more = visit(d);
-                more
+                merge.node(0, d, &mut |_, x| visit(x))
             });
         }
-        if more {
-            for c in changes {
-                if c.insert && !visit(&c.datom) {
-                    return;
-                }
-            }
-        }
+        merge.finish(&mut |_, x| visit(x));
     }
 
     /// Visit, for each of `n` sorted, non-overlapping key ranges, the datoms inside it, in
@@ -541,55 +574,24 @@ impl Tree {
             return;
         };
         // The pending changes inside some range, with that range, in order.
-        let mut inside: Vec<(usize, &Change)> = Vec::new();
-        let mut k = 0;
         let order = self.order;
-        for c in p.iter_at(order, p.seek(|d| below(0, d))) {
-            while k < n && after(k, &c.datom) {
-                k += 1;
-            }
-            if k == n {
-                break;
-            }
-            if !below(k, &c.datom) {
-                inside.push((k, c));
-            }
-        }
-        let mut j = 0;
-        let mut more = true;
+        let mut k = 0;
+        let inside = p
+            .iter_at(order, p.seek(|d| below(0, d)))
+            .map_while(move |c| {
+                while k < n && after(k, &c.datom) {
+                    k += 1;
+                }
+                (k < n).then_some((k, c))
+            })
+            .filter(|&(k, c)| !below(k, &c.datom));
+        let mut merge = PendingMerge::new(order, inside);
         if let Some(root) = &self.root {
             batch_node(root, 0, n, below, after, &mut |k, d| {
-                while let Some(&(r, c)) = inside.get(j) {
-                    let ord = r.cmp(&k).then_with(|| order.cmp(&c.datom, d));
-                    match ord {
-                        Ordering::Less => {
-                            j += 1;
-                            if c.insert && !visit(r, &c.datom) {
-                                more = false;
-                                return false;
-                            }
-                        }
-                        Ordering::Equal => {
-                            j += 1;
-                            if !c.insert {
-                                return true;
-                            }
-                            break;
-                        }
-                        Ordering::Greater => break,
-                    }
-                }
-                more = visit(k, d);
-                more
+                merge.node(k, d, visit)
             });
         }
-        if more {
-            for &(r, c) in &inside[j..] {
-                if c.insert && !visit(r, &c.datom) {
-                    return;
-                }
-            }
-        }
+        merge.finish(visit);
     }
 
     pub fn iter(&self) -> Iter {
