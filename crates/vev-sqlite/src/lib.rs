@@ -193,6 +193,64 @@ fn open_sqlite(path: &Path, read_only: bool) -> Result<rusqlite::Connection, Sto
     Ok(conn)
 }
 
+/// Make the write-ahead log file as long as SQLite fills it before it starts over (at the
+/// automatic checkpoint), by writing zeros past its end and syncing them once.
+///
+/// A commit that extends a file makes its sync also commit the file system's metadata (the
+/// new size and blocks), which on ext4 costs about as much again as the commit itself: until
+/// the log wraps for the first time (1,000 pages after it was created, and SQLite deletes it
+/// when the last connection closes), every small transaction paid that. Zeros past the last
+/// frame are what SQLite leaves there itself once the log has wrapped: recovery stops at the
+/// first frame whose salt does not match the header. They are written under SQLite's write
+/// lock, so no other connection is appending frames meanwhile. Best effort: a failure leaves
+/// the file as SQLite made it, which is only slower.
+fn preallocate_wal(conn: &mut rusqlite::Connection, path: &Path) {
+    let pragma = |conn: &rusqlite::Connection, name: &str| -> Option<u64> {
+        conn.query_row(&format!("PRAGMA {name}"), [], |r| r.get::<_, i64>(0))
+            .ok()
+            .and_then(|n| u64::try_from(n).ok())
+    };
+    let (Some(page), Some(frames)) = (
+        pragma(conn, "page_size"),
+        pragma(conn, "wal_autocheckpoint"),
+    ) else {
+        return;
+    };
+    // The header, then each frame's header and page.
+    let want = WAL_HEADER + frames.min(WAL_PREALLOCATE_FRAMES_MAX) * (WAL_FRAME_HEADER + page);
+    let Ok(tx) = conn.transaction_with_behavior(TransactionBehavior::Immediate) else {
+        return;
+    };
+    let mut wal = path.as_os_str().to_owned();
+    wal.push("-wal");
+    let extend = || -> std::io::Result<()> {
+        use std::os::unix::fs::FileExt;
+        let file = std::fs::OpenOptions::new().write(true).open(&wal)?;
+        let len = file.metadata()?.len();
+        if len >= want {
+            return Ok(());
+        }
+        let zeros = vec![0u8; 1 << 20];
+        let mut at = len;
+        while at < want {
+            let n = (want - at).min(zeros.len() as u64) as usize;
+            file.write_all_at(&zeros[..n], at)?;
+            at += n as u64;
+        }
+        file.sync_all()
+    };
+    let _ = extend();
+    // Nothing was written through SQLite: ending the transaction only releases its lock.
+    let _ = tx.rollback();
+}
+
+/// Bytes of a write-ahead log's header and of each frame's header (SQLite's WAL format).
+const WAL_HEADER: u64 = 32;
+const WAL_FRAME_HEADER: u64 = 24;
+/// At most this many frames are preallocated (16 MiB of 4 KiB pages), whatever
+/// `wal_autocheckpoint` says.
+const WAL_PREALLOCATE_FRAMES_MAX: u64 = 4096;
+
 /// Reads segments for the cache through its own SQLite connection.
 struct SegmentReader {
     conn: Mutex<rusqlite::Connection>,
@@ -280,9 +338,11 @@ impl Store {
                 .map_err(io("set synchronous"))?;
         }
         check_or_init_format(&conn, &display, opts.read_only)?;
+        let mut conn = conn;
         if !opts.read_only {
             // Files of this format written before garbage was tracked lack the table.
             conn.execute_batch(GARBAGE_TABLE).map_err(io("create"))?;
+            preallocate_wal(&mut conn, path);
         }
         let seg_conn = open_sqlite(path, true)?;
         let cache = SegmentCache::new(

@@ -1242,3 +1242,55 @@ fn a_checkpoint_that_landed_but_reported_a_failure_loses_nothing_to_collection()
     assert_same(&conn.db(), &memory_oracle(120), "reopened");
     conn.verify().unwrap();
 }
+
+/// The valid length of a write-ahead log: its header and the frames before the first whose
+/// page number is zero (what the zeros a writer's open appends look like).
+fn wal_frames_end(wal: &[u8], page_size: usize) -> usize {
+    let frame = 24 + page_size;
+    let mut end = 32;
+    while end + frame <= wal.len() && wal[end..end + 4] != [0, 0, 0, 0] {
+        end += frame;
+    }
+    end
+}
+
+#[test]
+fn a_writer_preallocates_the_write_ahead_log_and_keeps_the_frames_in_it() {
+    let dir = TempDir::new("wal");
+    let path = dir.file("a.vev");
+    let wal_of = |p: &Path| {
+        let mut w = p.as_os_str().to_owned();
+        w.push("-wal");
+        PathBuf::from(w)
+    };
+    let conn = Connection::open(&path).unwrap();
+    // As long as SQLite fills it before it wraps: 1,000 frames of 4 KiB pages.
+    let preallocated = std::fs::metadata(wal_of(&path)).unwrap().len();
+    assert!(preallocated >= 32 + 1000 * (24 + 4096), "{preallocated}");
+    for n in 0..25 {
+        conn.transact(&tx_ops(n)).unwrap();
+    }
+    // What a writer that crashed before this change left: the committed frames and nothing
+    // after them (a copy taken while the writer holds the file, so nothing is checkpointed).
+    let copy = dir.file("b.vev");
+    std::fs::copy(&path, &copy).unwrap();
+    let wal = std::fs::read(wal_of(&path)).unwrap();
+    let end = wal_frames_end(&wal, 4096);
+    assert!(end > 32 + 3 * (24 + 4096), "the log holds frames: {end}");
+    std::fs::write(wal_of(&copy), &wal[..end]).unwrap();
+    drop(conn);
+    let reopened = reopen(&copy);
+    assert!(std::fs::metadata(wal_of(&copy)).unwrap().len() >= preallocated);
+    assert_same(
+        &reopened.db(),
+        &memory_oracle(25),
+        "after extending a short log",
+    );
+    reopened.transact(&tx_ops(25)).unwrap();
+    drop(reopened);
+    assert_same(
+        &reopen(&copy).db(),
+        &memory_oracle(26),
+        "and writing after it",
+    );
+}
