@@ -32,18 +32,31 @@ fn hasher() -> foldhash::fast::RandomState {
     foldhash::fast::RandomState::default()
 }
 
+/// One value into a row's hash: entity ids and longs (most of what joins and rule tables
+/// hash) directly, the other types through `Hash`. Equal values hash equally: values of
+/// different types are never equal.
+#[inline]
+fn hash_value(h: &mut foldhash::fast::FoldHasher, v: &Value) {
+    match v {
+        Value::Ref(e) => h.write_u64(*e),
+        Value::Long(n) => h.write_u64((*n as u64) ^ 0x9e37_79b9_7f4a_7c15),
+        _ => v.hash(h),
+    }
+}
+
 fn hash_cols(state: &foldhash::fast::RandomState, row: &[Value], cols: &[usize]) -> u64 {
     let mut h = state.build_hasher();
     for c in cols {
-        row[*c].hash(&mut h);
+        hash_value(&mut h, &row[*c]);
     }
     h.finish()
 }
 
-/// Groups rows by the values of some columns without building a key per row.
+/// Groups rows by the values of some columns without building a key per row. Each entry
+/// keeps its row's hash, so growing the table does not hash the rows again.
 pub(crate) struct RowIndex {
     state: foldhash::fast::RandomState,
-    table: HashTable<usize>,
+    table: HashTable<(u64, usize)>,
 }
 
 impl RowIndex {
@@ -59,16 +72,16 @@ impl RowIndex {
     pub fn insert(&mut self, rel: &Rel, cols: &[usize], i: usize) -> (usize, bool) {
         let row = rel.row(i);
         let hash = hash_cols(&self.state, row, cols);
-        let eq = |j: &usize| {
-            let other = rel.row(*j);
-            cols.iter().all(|c| row[*c] == other[*c])
+        let eq = |&(h, j): &(u64, usize)| {
+            h == hash && {
+                let other = rel.row(j);
+                cols.iter().all(|c| row[*c] == other[*c])
+            }
         };
-        if let Some(j) = self.table.find(hash, eq) {
-            return (*j, false);
+        if let Some(&(_, j)) = self.table.find(hash, eq) {
+            return (j, false);
         }
-        let state = &self.state;
-        self.table
-            .insert_unique(hash, i, |j| hash_cols(state, rel.row(*j), cols));
+        self.table.insert_unique(hash, (hash, i), |&(h, _)| h);
         (i, true)
     }
 
@@ -80,19 +93,17 @@ impl RowIndex {
         probe: &[Value],
         probe_cols: &[usize],
     ) -> Option<usize> {
-        let mut h = self.state.build_hasher();
-        for c in probe_cols {
-            probe[*c].hash(&mut h);
-        }
-        let hash = h.finish();
+        let hash = hash_cols(&self.state, probe, probe_cols);
         self.table
-            .find(hash, |j| {
-                let row = rel.row(*j);
-                cols.iter()
-                    .zip(probe_cols)
-                    .all(|(a, b)| row[*a] == probe[*b])
+            .find(hash, |&(h, j)| {
+                h == hash && {
+                    let row = rel.row(j);
+                    cols.iter()
+                        .zip(probe_cols)
+                        .all(|(a, b)| row[*a] == probe[*b])
+                }
             })
-            .copied()
+            .map(|&(_, j)| j)
     }
 }
 

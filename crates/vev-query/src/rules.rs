@@ -39,7 +39,7 @@ pub(crate) struct CRule {
 
 #[derive(Default)]
 pub(crate) struct RuleSet {
-    rules: HashMap<Symbol, Vec<CRule>>,
+    rules: FastMap<Symbol, Vec<CRule>>,
 }
 
 impl RuleSet {
@@ -164,6 +164,10 @@ enum Mode {
 }
 
 type Key = (Symbol, Vec<bool>, Option<usize>);
+
+/// The maps of rule tables, looked up several times per round: foldhash, not SipHash.
+type FastMap<K, V> = HashMap<K, V, foldhash::fast::RandomState>;
+type FastSet<K> = HashSet<K, foldhash::fast::RandomState>;
 
 /// Rows of one width, deduplicated, kept in insertion order and split by two marks into
 /// old (before the last round), delta (found in the last round) and new (this round).
@@ -316,7 +320,7 @@ impl Table {
 /// The rule tables of one top-level rule call.
 #[derive(Default)]
 pub(crate) struct Tables {
-    tables: HashMap<Key, Table>,
+    tables: FastMap<Key, Table>,
     /// The top-level call bound nothing: every call computes its whole relation (no seeds),
     /// and calls join with answers by hashing, not per bound key.
     unseeded: bool,
@@ -455,6 +459,11 @@ pub(crate) fn call(
         rel.distinct && eq_pos.is_empty() && !args.iter().any(|a| matches!(a, CArg::Blank));
     let t = tables.borrow();
     let table = &t.tables[&key];
+    if rel.len == 1 {
+        // The top-level call of a query: every answer of its part, at most.
+        out.data
+            .reserve(table.answers.ids(mode).len() * out.width());
+    }
     let mut buf = Vec::with_capacity(out.width());
     let mut probe = Vec::with_capacity(bound_pos.len());
     for row in rel.rows() {
@@ -554,11 +563,11 @@ fn fixpoint(ctx: &Ctx<'_>, tables: &RefCell<Tables>) -> Result<(), QueryError> {
     });
     // Prefixes of (table, branch, rule-call site) evaluations, for tables whose seeds stay
     // the same from round to round.
-    let mut prefixes: HashMap<(Key, usize, usize), PrefixSlot> = HashMap::new();
+    let mut prefixes: FastMap<(Key, usize, usize), PrefixSlot> = FastMap::default();
     loop {
         ctx.check(0)?;
         let keys: Vec<Key> = tables.borrow().tables.keys().cloned().collect();
-        let delta_rules: HashSet<Symbol> = tables
+        let delta_rules: FastSet<Symbol> = tables
             .borrow()
             .tables
             .iter()
@@ -620,6 +629,14 @@ fn fixpoint(ctx: &Ctx<'_>, tables: &RefCell<Tables>) -> Result<(), QueryError> {
                                     .entry((key.clone(), b, d))
                                     .or_insert_with(|| RefCell::new(None))
                             });
+                            if let Some(rel) = slot
+                                .map(|slot| delta_step(ctx, tables, key, branch, d, slot))
+                                .transpose()?
+                                .flatten()
+                            {
+                                found.push(rel);
+                                continue;
+                            }
                             found.push(run_body(
                                 ctx,
                                 tables,
@@ -649,6 +666,128 @@ fn fixpoint(ctx: &Ctx<'_>, tables: &RefCell<Tables>) -> Result<(), QueryError> {
             return Ok(());
         }
     }
+}
+
+/// Where a head value of a fused delta step comes from: a column of the prefix, or an
+/// argument position of the rule call's answers.
+#[derive(Clone, Copy)]
+enum HeadFrom {
+    Prefix(usize),
+    Answer(usize),
+}
+
+/// `Pass::Site(d)` of a body that is a cached prefix and then the rule call at site `d`
+/// alone (linear recursion, `[?x :follows ?t] (follows ?t ?y)`), computed directly: each of
+/// the callee's new answers probes the prefix's index and the matches become head tuples,
+/// without the relations that `run_body` builds on the way (the call's answers, the joined
+/// rows, their projection onto the head). The rows are `run_body`'s, in another order.
+/// `None` when the body is not of that form or its prefix is not cached yet (the first
+/// evaluation caches it), and in the naive plan, which the differential tests compare with.
+fn delta_step(
+    ctx: &Ctx<'_>,
+    tables: &RefCell<Tables>,
+    key: &Key,
+    branch: &CRule,
+    d: usize,
+    slot: &PrefixSlot,
+) -> Result<Option<Rel>, QueryError> {
+    if ctx.limits.naive {
+        return Ok(None);
+    }
+    let cached = slot.borrow();
+    let Some(prefix) = cached.as_ref() else {
+        return Ok(None);
+    };
+    let mut rest = (0..branch.clauses.len()).filter(|i| !prefix.consumed.contains(i));
+    let (Some(only), None) = (rest.next(), rest.next()) else {
+        return Ok(None);
+    };
+    let CClause::Rule {
+        src, name, args, ..
+    } = &branch.clauses[only]
+    else {
+        return Ok(None);
+    };
+    let site = branch.clauses[..only]
+        .iter()
+        .filter(|c| matches!(c, CClause::Rule { .. }))
+        .count();
+    if site != d
+        || args
+            .iter()
+            .any(|a| matches!(a, CArg::Const(_) | CArg::Src(_)))
+    {
+        return Ok(None);
+    }
+    let t = tables.borrow();
+    let bound_any = args
+        .iter()
+        .any(|a| matches!(a, CArg::Var(v) if prefix.rel.has(*v)));
+    if bound_any && !t.unseeded {
+        // The call would seed a table of its own for the values it binds.
+        return Ok(None);
+    }
+    let callee_key: Key = (name.clone(), vec![false; args.len()], src.or(key.2));
+    let Some(callee) = t.tables.get(&callee_key) else {
+        return Ok(None);
+    };
+    // The call's variables: shared with the prefix (the join), new, or repeated.
+    let mut left_cols: Vec<usize> = Vec::new();
+    let mut right_cols: Vec<usize> = Vec::new();
+    let mut firsts: Vec<(VarId, usize)> = Vec::new();
+    let mut repeats: Vec<(usize, usize)> = Vec::new();
+    for (p, a) in args.iter().enumerate() {
+        let CArg::Var(v) = a else { continue };
+        if let Some(&(_, q)) = firsts.iter().find(|(w, _)| w == v) {
+            repeats.push((p, q));
+            continue;
+        }
+        firsts.push((*v, p));
+        if let Some(c) = prefix.rel.col(*v) {
+            left_cols.push(c);
+            right_cols.push(p);
+        }
+    }
+    let mut head: Vec<HeadFrom> = Vec::with_capacity(branch.head.len());
+    for v in &branch.head {
+        match prefix.rel.col(*v) {
+            Some(c) => head.push(HeadFrom::Prefix(c)),
+            None => match firsts.iter().find(|(w, _)| w == v) {
+                Some(&(_, p)) => head.push(HeadFrom::Answer(p)),
+                // An unbound head variable: `run_body` reports it.
+                None => return Ok(None),
+            },
+        }
+    }
+    let mut index = prefix.index.borrow_mut();
+    if index.as_ref().is_none_or(|(cols, _)| *cols != left_cols) {
+        *index = Some((
+            left_cols.clone(),
+            ChainIndex::build(&prefix.rel, &left_cols),
+        ));
+    }
+    let (_, index) = index.as_ref().expect("just built");
+    let mut out = Rel::empty((0..head.len()).collect());
+    let answers = &callee.answers;
+    // At least one row per new answer when the prefix's keys are distinct (a tree, a chain).
+    out.data
+        .reserve(answers.ids(Mode::Delta).len() * head.len());
+    for i in answers.ids(Mode::Delta) {
+        let a = answers.rel.row(i);
+        if repeats.iter().any(|(p, q)| a[*p] != a[*q]) {
+            continue;
+        }
+        for j in index.matches(&prefix.rel, &left_cols, a, &right_cols) {
+            let row = prefix.rel.row(j);
+            out.data.extend(head.iter().map(|h| match h {
+                HeadFrom::Prefix(c) => row[*c].clone(),
+                HeadFrom::Answer(p) => a[*p].clone(),
+            }));
+            out.len += 1;
+        }
+        ctx.check(out.len)?;
+    }
+    Ok(Some(out))
 }
 
 /// Evaluate one rule branch for the given seeds (rows of the bound argument values); its
