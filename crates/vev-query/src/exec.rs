@@ -210,7 +210,12 @@ impl<'a> Ctx<'a> {
             }
             let clause = remaining.remove(idx);
             order.push(positions.remove(idx));
-            if self.implied.borrow().contains(&(clause as *const CClause)) {
+            let implied = self.implied.borrow().contains(&(clause as *const CClause));
+            if env.record && !implied {
+                self.step_started.set(Instant::now());
+            }
+            if implied {
+                // Nothing to run, but the variables only it needed can go now.
                 self.record(
                     env,
                     clause,
@@ -218,12 +223,7 @@ impl<'a> Ctx<'a> {
                     None,
                     rel.len,
                 );
-                continue;
-            }
-            if env.record {
-                self.step_started.set(Instant::now());
-            }
-            if let Some((star, members)) = self.star(env, &rel, clause, &remaining)? {
+            } else if let Some((star, members)) = self.star(env, &rel, clause, &remaining)? {
                 let out = star.join(&rel)?;
                 for m in std::iter::once(clause).chain(members.iter().map(|i| remaining[*i])) {
                     self.record(
@@ -243,7 +243,11 @@ impl<'a> Ctx<'a> {
                 rel = self.apply(env, rel, clause, &remaining)?;
             }
             // Only the clause right after a restored prefix may use the prefix's index.
-            if let Some(p) = env.prefix.and_then(|slot| slot.try_borrow().ok()) {
+            if let Some(p) = env
+                .prefix
+                .filter(|_| !implied)
+                .and_then(|slot| slot.try_borrow().ok())
+            {
                 if let Some(p) = p.as_ref() {
                     p.restored.set(false);
                 }
@@ -261,6 +265,14 @@ impl<'a> Ctx<'a> {
                 // A rule body's last step: its rows become answers, which the rule's table
                 // deduplicates, so duplicates need not be removed here too.
                 rel.retain_vars_bag(|v| needed.contains(&v))
+            } else if rel
+                .vars
+                .iter()
+                .all(|v| needed.contains(v) || env.consts.contains_key(v))
+            {
+                // Only scalar inputs go: every row holds the same value in their columns, so
+                // the rows stay as distinct as they were.
+                rel.retain_vars_constant(|v| needed.contains(&v))
             } else {
                 rel.retain_vars(|v| needed.contains(&v))
             };

@@ -58,6 +58,10 @@ pub(crate) struct Prepared<'s> {
     pub naive: bool,
 }
 
+/// At most this many values are reserved ahead of a scan from its estimate (more grow as
+/// usual), so a wrong estimate cannot claim much memory.
+const SCAN_RESERVE_MAX: usize = 1 << 20;
+
 impl<'s> Prepared<'s> {
     pub fn new(
         src: &'s dyn Source,
@@ -326,7 +330,8 @@ impl<'s> Prepared<'s> {
         let mut err = None;
         if !self.depends_on_rows() {
             // One scan, crossed with every row.
-            let mut matched: Vec<Value> = Vec::new();
+            let mut matched: Vec<Value> =
+                Vec::with_capacity(self.scan_estimate(order, &prefix)?.min(SCAN_RESERVE_MAX));
             let mut n = 0usize;
             let mut visit = |d: &Datom| {
                 let result = self.emit(d, &checks, &[], &free_pos, &mut matched);
@@ -344,6 +349,20 @@ impl<'s> Prepared<'s> {
                 check(out.len)?;
                 return Ok(out);
             }
+            if rel.len == 1 {
+                // One row (scalar inputs): each match moves in after a copy of it.
+                let row = rel.row(0);
+                out.data.reserve(n * (row.len() + w));
+                let mut values = matched.into_iter();
+                for _ in 0..n {
+                    out.data.extend_from_slice(row);
+                    out.data.extend(values.by_ref().take(w));
+                }
+                out.len = n;
+                check(out.len)?;
+                return Ok(out);
+            }
+            out.data.reserve(rel.len * n * (rel.width() + w));
             for row in rel.rows() {
                 for i in 0..n {
                     out.data.extend_from_slice(row);
@@ -491,6 +510,20 @@ impl<'s> Prepared<'s> {
             Some(e) => Err(e),
             None => Ok(out),
         }
+    }
+
+    /// The values `run_scan` with no row will emit, from index counts (cheap: logarithmic).
+    fn scan_estimate(&self, order: IndexOrder, prefix: &[usize]) -> Result<usize, QueryError> {
+        let datoms = match (&self.range, self.const_at(A)) {
+            (Some((lo, hi)), Some(Value::Ref(a))) if prefix == [A] => {
+                self.src.count_range_estimate(a, as_ref(lo), as_ref(hi))
+            }
+            _ => match self.prefix_for(prefix, &[])? {
+                Some(p) => self.src.count_estimate(order, &p),
+                None => 0,
+            },
+        };
+        Ok(datoms.saturating_mul(self.new_vars.len()))
     }
 
     fn run_scan(

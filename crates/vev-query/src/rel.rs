@@ -366,15 +366,26 @@ impl Rel {
     }
 
     /// `retain_vars` without removing the duplicate rows that dropping columns may leave.
-    pub fn retain_vars_bag(self, keep: impl Fn(VarId) -> bool) -> Rel {
+    /// The kept values move down in place (no clones); the dropped ones are dropped.
+    pub fn retain_vars_bag(mut self, keep: impl Fn(VarId) -> bool) -> Rel {
         if self.vars.iter().all(|v| keep(*v)) {
             return self;
         }
-        let cols: Vec<usize> = (0..self.width()).filter(|c| keep(self.vars[*c])).collect();
-        let mut out = Rel::empty(cols.iter().map(|c| self.vars[*c]).collect());
-        out.distinct = false;
-        self.copy_columns(&cols, &mut out);
-        out
+        let w = self.width();
+        let cols: Vec<usize> = (0..w).filter(|c| keep(self.vars[*c])).collect();
+        // Row r's k-th kept value goes to r * cols.len() + k, never after where it is (r * w
+        // + cols[k]): every slot before the one read has been read already.
+        let mut write = 0;
+        for r in 0..self.len {
+            for &c in &cols {
+                self.data.swap(write, r * w + c);
+                write += 1;
+            }
+        }
+        self.data.truncate(write);
+        self.vars = cols.iter().map(|c| self.vars[*c]).collect();
+        self.distinct = false;
+        self
     }
 
     /// Every row's `cols`, in order, into the empty `out`.
@@ -384,6 +395,15 @@ impl Rel {
             out.data.extend(cols.iter().map(|c| row[*c].clone()));
         }
         out.len = self.len;
+    }
+
+    /// `retain_vars` when every dropped variable holds one value in all rows (a scalar
+    /// input): no two rows differ only there, so nothing needs deduplicating.
+    pub fn retain_vars_constant(self, keep: impl Fn(VarId) -> bool) -> Rel {
+        let distinct = self.distinct;
+        let mut out = self.retain_vars_bag(keep);
+        out.distinct = distinct;
+        out
     }
 
     /// Remove duplicate rows, keeping the first of each.
@@ -438,5 +458,43 @@ impl Rel {
             self.len += 1;
         }
         self.distinct = false;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    proptest! {
+        /// The in-place compaction keeps, in order, exactly the kept columns of every row.
+        #[test]
+        fn retain_vars_bag_keeps_the_kept_columns(
+            width in 1usize..6,
+            rows in 0usize..20,
+            keep_mask in 0u32..64,
+        ) {
+            let mut rel = Rel::empty((0..width).collect());
+            for r in 0..rows {
+                let row: Vec<Value> = (0..width)
+                    .map(|c| if c % 2 == 0 { Value::Long((r * 10 + c) as i64) } else { Value::string(&format!("{r}-{c}")) })
+                    .collect();
+                rel.push_row(&row);
+            }
+            rel.distinct = true;
+            let keep = |v: VarId| keep_mask & (1 << v) != 0;
+            let kept: Vec<usize> = (0..width).filter(|c| keep(*c)).collect();
+            let expected: Vec<Vec<Value>> = rel
+                .rows()
+                .map(|row| kept.iter().map(|c| row[*c].clone()).collect())
+                .collect();
+            let out = rel.retain_vars_constant(keep);
+            prop_assert_eq!(&out.vars, &kept);
+            prop_assert_eq!(out.len, rows);
+            prop_assert_eq!(out.data.len(), rows * kept.len());
+            prop_assert!(out.distinct);
+            let got: Vec<Vec<Value>> = (0..out.len).map(|i| out.row(i).to_vec()).collect();
+            prop_assert_eq!(got, expected);
+        }
     }
 }
