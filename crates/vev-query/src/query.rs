@@ -672,7 +672,11 @@ impl Query {
             }
             let mut cells = Vec::with_capacity(self.find.len());
             for (f, col) in self.find.iter().zip(&cols) {
-                cells.push(self.cell(ctx, f, &rel, row, *col)?);
+                cells.push(match f {
+                    // The common case without `cell`'s `Result` (its error type is large).
+                    Find::Var(_) => row[*col].to_edn(),
+                    _ => self.cell(ctx, f, &rel, row, *col)?,
+                });
             }
             sink(cells)?;
             n += 1;
