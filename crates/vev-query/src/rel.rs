@@ -67,6 +67,11 @@ impl RowIndex {
         }
     }
 
+    /// Room for `n` more entries without growing.
+    pub fn reserve(&mut self, n: usize) {
+        self.table.reserve(n, |&(h, _)| h);
+    }
+
     /// Insert row `i` of `rel` keyed by `cols` unless an equal key is present; returns the
     /// row index holding the key.
     pub fn insert(&mut self, rel: &Rel, cols: &[usize], i: usize) -> (usize, bool) {

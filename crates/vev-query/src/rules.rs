@@ -192,10 +192,29 @@ impl Rows {
         }
     }
 
+    /// Room for `n` more rows without growing.
+    fn reserve(&mut self, n: usize) {
+        self.rel.data.reserve(n * self.cols.len());
+        self.index.reserve(n);
+    }
+
+    /// `insert` of the next row's values from `values` (moved, not cloned).
+    fn insert_from(&mut self, values: &mut impl Iterator<Item = Value>) -> bool {
+        let i = self.rel.len;
+        self.rel.data.extend(values.take(self.cols.len()));
+        self.rel.len += 1;
+        self.keep_if_new(i)
+    }
+
     /// Add a row unless present; whether it was added (its id is then `len - 1`).
     fn insert(&mut self, row: &[Value]) -> bool {
         let i = self.rel.len;
         self.rel.push_row(row);
+        self.keep_if_new(i)
+    }
+
+    /// Keep row `i`, the last, if no other row equals it; whether it was kept.
+    fn keep_if_new(&mut self, i: usize) -> bool {
         if self.index.insert(&self.rel, &self.cols, i).1 {
             return true;
         }
@@ -263,10 +282,22 @@ impl Table {
         self.seeds.insert(s);
     }
 
-    fn add_answer(&mut self, a: &[Value]) {
-        if !self.answers.insert(a) {
-            return;
+    /// Add each row of `rel` (full argument tuples) not yet among the answers, moving the
+    /// values.
+    fn add_answers(&mut self, rel: Rel) {
+        let w = self.answers.cols.len();
+        debug_assert_eq!(rel.width(), w);
+        self.answers.reserve(rel.len);
+        let mut values = rel.data.into_iter();
+        for _ in 0..rel.len {
+            if self.answers.insert_from(&mut values) {
+                self.chain_last();
+            }
         }
+    }
+
+    /// Chain the answer just added after the others with its bound values.
+    fn chain_last(&mut self) {
         if self.bound.is_empty() {
             // One key for every answer: `answers` walks the part's ids instead of a chain.
             return;
@@ -677,10 +708,8 @@ fn fixpoint(ctx: &Ctx<'_>, tables: &RefCell<Tables>) -> Result<(), QueryError> {
                 }
                 let mut t = tables.borrow_mut();
                 let table = t.tables.get_mut(key).expect("table exists");
-                for rel in &found {
-                    for row in rel.rows() {
-                        table.add_answer(row);
-                    }
+                for rel in found {
+                    table.add_answers(rel);
                 }
             }
         }
