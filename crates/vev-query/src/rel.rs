@@ -5,7 +5,7 @@
 //! later clause needs is projected away (and the rows deduplicated, since query results are
 //! sets over the find and `:with` variables).
 
-use std::hash::{BuildHasher, Hash, Hasher};
+use std::hash::BuildHasher;
 
 use hashbrown::HashTable;
 use vev_core::Value;
@@ -32,37 +32,56 @@ fn hasher() -> foldhash::fast::RandomState {
     foldhash::fast::RandomState::default()
 }
 
-/// One value into a row's hash: entity ids and longs (most of what joins and rule tables
-/// hash) directly, the other types through `Hash`. Equal values hash equally: values of
-/// different types are never equal.
+/// A row's hash over some columns. Entity ids and longs (most of what joins and rule tables
+/// hash) are mixed in as words; other values are hashed through `Hash` first. A final
+/// avalanche (MurmurHash3's) spreads every input bit over the high bits the table's tags
+/// use and the low bits its buckets use. Equal values hash equally: values of different
+/// types are never equal.
 #[inline]
-fn hash_value(h: &mut foldhash::fast::FoldHasher, v: &Value) {
-    match v {
-        Value::Ref(e) => h.write_u64(*e),
-        Value::Long(n) => h.write_u64((*n as u64) ^ 0x9e37_79b9_7f4a_7c15),
-        _ => v.hash(h),
+fn hash_cols(index: &RowIndex, row: &[Value], cols: &[usize]) -> u64 {
+    let mut h = index.seed;
+    for c in cols {
+        let word = match &row[*c] {
+            Value::Ref(e) => *e,
+            Value::Long(n) => (*n as u64) ^ 0x9e37_79b9_7f4a_7c15,
+            v => index.state.hash_one(v),
+        };
+        h = (h ^ word)
+            .wrapping_mul(0x9e37_79b9_7f4a_7c15)
+            .rotate_left(31);
     }
+    h ^= h >> 33;
+    h = h.wrapping_mul(0xff51_afd7_ed55_8ccd);
+    h ^= h >> 33;
+    h = h.wrapping_mul(0xc4ce_b9fe_1a85_ec53);
+    h ^ (h >> 33)
 }
 
-fn hash_cols(state: &foldhash::fast::RandomState, row: &[Value], cols: &[usize]) -> u64 {
-    let mut h = state.build_hasher();
-    for c in cols {
-        hash_value(&mut h, &row[*c]);
+/// Value equality with entity ids compared first (the common case in joins and rule tables).
+#[inline]
+fn values_equal(a: &Value, b: &Value) -> bool {
+    match (a, b) {
+        (Value::Ref(x), Value::Ref(y)) => x == y,
+        _ => a == b,
     }
-    h.finish()
 }
 
 /// Groups rows by the values of some columns without building a key per row. Each entry
 /// keeps its row's hash, so growing the table does not hash the rows again.
 pub(crate) struct RowIndex {
     state: foldhash::fast::RandomState,
+    /// Where every row's hash starts: random per index, so rows that collide in one index
+    /// do not collide in the next.
+    seed: u64,
     table: HashTable<(u64, usize)>,
 }
 
 impl RowIndex {
     pub fn with_capacity(n: usize) -> RowIndex {
+        let state = hasher();
         RowIndex {
-            state: hasher(),
+            seed: state.hash_one(0x5eed_u64),
+            state,
             table: HashTable::with_capacity(n),
         }
     }
@@ -76,11 +95,11 @@ impl RowIndex {
     /// row index holding the key.
     pub fn insert(&mut self, rel: &Rel, cols: &[usize], i: usize) -> (usize, bool) {
         let row = rel.row(i);
-        let hash = hash_cols(&self.state, row, cols);
+        let hash = hash_cols(self, row, cols);
         let eq = |&(h, j): &(u64, usize)| {
             h == hash && {
                 let other = rel.row(j);
-                cols.iter().all(|c| row[*c] == other[*c])
+                cols.iter().all(|c| values_equal(&row[*c], &other[*c]))
             }
         };
         if let Some(&(_, j)) = self.table.find(hash, eq) {
@@ -98,14 +117,14 @@ impl RowIndex {
         probe: &[Value],
         probe_cols: &[usize],
     ) -> Option<usize> {
-        let hash = hash_cols(&self.state, probe, probe_cols);
+        let hash = hash_cols(self, probe, probe_cols);
         self.table
             .find(hash, |&(h, j)| {
                 h == hash && {
                     let row = rel.row(j);
                     cols.iter()
                         .zip(probe_cols)
-                        .all(|(a, b)| row[*a] == probe[*b])
+                        .all(|(a, b)| values_equal(&row[*a], &probe[*b]))
                 }
             })
             .map(|&(_, j)| j)
