@@ -659,6 +659,18 @@ fn fixpoint(ctx: &Ctx<'_>, tables: &RefCell<Tables>) -> Result<(), QueryError> {
                     }
                 } else {
                     if seeds_delta.len > 0 {
+                        // A table that binds nothing has the same seed, the empty row, in
+                        // every round: the prefix this evaluation reaches is the one the
+                        // first rule call's later rounds start from, so it is kept for them.
+                        let has_call = branch
+                            .clauses
+                            .iter()
+                            .any(|c| matches!(c, CClause::Rule { .. }));
+                        let slot = (has_call && key.1.iter().all(|b| !b)).then(|| {
+                            &*prefixes
+                                .entry((key.clone(), b, 0))
+                                .or_insert_with(|| RefCell::new(None))
+                        });
                         found.push(run_body(
                             ctx,
                             tables,
@@ -666,7 +678,7 @@ fn fixpoint(ctx: &Ctx<'_>, tables: &RefCell<Tables>) -> Result<(), QueryError> {
                             branch,
                             &seeds_delta,
                             Pass::Seeds,
-                            None,
+                            slot,
                         )?);
                     }
                     let sites: Vec<&Symbol> = branch
