@@ -349,21 +349,9 @@ impl<'s> Prepared<'s> {
                 check(out.len)?;
                 return Ok(out);
             }
-            if rel.len == 1 {
-                // One row (scalar inputs): each match moves in after a copy of it.
-                let row = rel.row(0);
-                out.data.reserve(n * (row.len() + w));
-                let mut values = matched.into_iter();
-                for _ in 0..n {
-                    out.data.extend_from_slice(row);
-                    out.data.extend(values.by_ref().take(w));
-                }
-                out.len = n;
-                check(out.len)?;
-                return Ok(out);
-            }
             out.data.reserve(rel.len * n * (rel.width() + w));
-            for row in rel.rows() {
+            let last = rel.len - 1;
+            for row in rel.rows().take(last) {
                 for i in 0..n {
                     out.data.extend_from_slice(row);
                     out.data.extend_from_slice(&matched[i * w..(i + 1) * w]);
@@ -371,6 +359,15 @@ impl<'s> Prepared<'s> {
                 out.len += n;
                 check(out.len)?;
             }
+            // The last row (often the only one: scalar inputs) takes the matches themselves.
+            let row = rel.row(last);
+            let mut values = matched.into_iter();
+            for _ in 0..n {
+                out.data.extend_from_slice(row);
+                out.data.extend(values.by_ref().take(w));
+            }
+            out.len += n;
+            check(out.len)?;
             return Ok(out);
         }
         if self.naive {

@@ -462,7 +462,7 @@ pub(crate) fn call(
             .collect();
         let distinct_vars =
             vars.len() == arity && (1..arity).all(|i| !vars[..i].contains(&vars[i]));
-        if rel.width() == 0 && rel.len == 1 && distinct_vars && !bound.iter().any(|b| *b) {
+        if rel.width() == 0 && rel.len == 1 && distinct_vars {
             if let Some(table) = tables.borrow_mut().tables.remove(&key) {
                 let Rows {
                     rel: mut answers,
@@ -666,11 +666,9 @@ fn fixpoint(ctx: &Ctx<'_>, tables: &RefCell<Tables>) -> Result<(), QueryError> {
                             .clauses
                             .iter()
                             .any(|c| matches!(c, CClause::Rule { .. }));
-                        let slot = (has_call && key.1.iter().all(|b| !b)).then(|| {
-                            &*prefixes
-                                .entry((key.clone(), b, 0))
-                                .or_insert_with(|| RefCell::new(None))
-                        });
+                        let slot = has_call
+                            .then(|| prefix_slot(&mut prefixes, key, b, 0))
+                            .flatten();
                         found.push(run_body(
                             ctx,
                             tables,
@@ -691,13 +689,7 @@ fn fixpoint(ctx: &Ctx<'_>, tables: &RefCell<Tables>) -> Result<(), QueryError> {
                         .collect();
                     for (d, callee) in sites.iter().enumerate() {
                         if delta_rules.contains(*callee) && seeds_old.len > 0 {
-                            // A table that binds nothing has one seed, the empty row: its old
-                            // seeds are that row in every round.
-                            let slot = key.1.iter().all(|b| !b).then(|| {
-                                &*prefixes
-                                    .entry((key.clone(), b, d))
-                                    .or_insert_with(|| RefCell::new(None))
-                            });
+                            let slot = prefix_slot(&mut prefixes, key, b, d);
                             if let Some(rel) = slot
                                 .map(|slot| delta_step(ctx, tables, key, branch, d, slot))
                                 .transpose()?
@@ -733,6 +725,22 @@ fn fixpoint(ctx: &Ctx<'_>, tables: &RefCell<Tables>) -> Result<(), QueryError> {
             return Ok(());
         }
     }
+}
+
+/// The kept prefix of branch `b`'s evaluations up to rule call `d`, for a table that binds
+/// nothing (its one seed, the empty row, is the same in every round, and so is the prefix);
+/// `None` for other tables.
+fn prefix_slot<'p>(
+    prefixes: &'p mut FastMap<(Key, usize, usize), PrefixSlot>,
+    key: &Key,
+    b: usize,
+    d: usize,
+) -> Option<&'p PrefixSlot> {
+    key.1.iter().all(|bound| !bound).then(|| {
+        &*prefixes
+            .entry((key.clone(), b, d))
+            .or_insert_with(|| RefCell::new(None))
+    })
 }
 
 /// Where a head value of a fused delta step comes from: a column of the prefix, or an

@@ -330,7 +330,7 @@ impl Store {
         } else {
             Some(take_lock(path, &display, opts.lock)?)
         };
-        let conn = open_sqlite(path, opts.read_only)?;
+        let mut conn = open_sqlite(path, opts.read_only)?;
         if !opts.read_only {
             conn.pragma_update(None, "journal_mode", "WAL")
                 .map_err(io("set journal mode"))?;
@@ -338,7 +338,6 @@ impl Store {
                 .map_err(io("set synchronous"))?;
         }
         check_or_init_format(&conn, &display, opts.read_only)?;
-        let mut conn = conn;
         if !opts.read_only {
             // Files of this format written before garbage was tracked lack the table.
             conn.execute_batch(GARBAGE_TABLE).map_err(io("create"))?;
