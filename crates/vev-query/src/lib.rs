@@ -12,6 +12,7 @@
 //! - `query`: the API: [`Query`] (prepare once, run many times), [`q`], `explain`.
 
 mod agg;
+mod closure;
 mod compile;
 mod error;
 mod exec;

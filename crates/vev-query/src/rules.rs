@@ -84,6 +84,11 @@ impl RuleSet {
             .map(|r| r.head.len())
     }
 
+    /// The branches of a rule, in the order written.
+    pub fn branches(&self, name: &Symbol) -> Option<&[CRule]> {
+        self.rules.get(name).map(Vec::as_slice)
+    }
+
     pub fn iter(&self) -> impl Iterator<Item = (&Symbol, &Vec<CRule>)> {
         self.rules.iter()
     }
@@ -401,6 +406,16 @@ pub(crate) fn call(
         }
         None => !bound.iter().any(|b| *b),
     };
+    if env.tables.is_none() && unseeded {
+        // The whole relation of linear rules, on interned values (see `closure`).
+        if let Some(answers) = crate::closure::whole_relation(ctx, src, name, args)? {
+            ctx.check(answers.len)?;
+            if rel.width() == 0 && rel.len == 1 {
+                return Ok(answers);
+            }
+            return Ok(rel.join(&answers));
+        }
+    }
     let join_by_hash = unseeded && bound.iter().any(|b| *b);
     if unseeded {
         bound.iter_mut().for_each(|b| *b = false);

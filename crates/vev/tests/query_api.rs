@@ -110,6 +110,47 @@ fn row_limit_stops_with_a_typed_error() {
 }
 
 #[test]
+fn row_limit_stops_a_whole_relation_rule() {
+    // A chain of 100: its closure has 4,950 rows, past the limit of 1,000.
+    let conn = Connection::open_in_memory();
+    conn.transact_edn(
+        "[{:db/ident :name :db/valueType :db.type/string :db/cardinality :db.cardinality/one}
+          {:db/ident :next :db/valueType :db.type/ref :db/cardinality :db.cardinality/many}]",
+    )
+    .unwrap();
+    let mut tx = String::from("[");
+    for i in 0..100 {
+        tx.push_str(&format!("[:db/add \"n{i}\" :name \"n{i}\"]"));
+    }
+    for i in 0..99 {
+        tx.push_str(&format!("[:db/add \"n{i}\" :next \"n{}\"]", i + 1));
+    }
+    tx.push(']');
+    conn.transact_edn(&tx).unwrap();
+    let db = conn.db();
+    let q = Query::parse("[:find ?x ?y :in $ % :where (reach ?x ?y)]").unwrap();
+    let rules = vev::edn::parse(
+        "[[(reach ?x ?y) [?x :next ?y]] [(reach ?x ?y) [?x :next ?z] (reach ?z ?y)]]",
+    )
+    .unwrap();
+    let opts = |max_rows| QueryOptions {
+        limits: Limits {
+            max_rows,
+            ..Limits::default()
+        },
+        ..QueryOptions::default()
+    };
+    let all = db
+        .q_prepared(&q, std::slice::from_ref(&rules), &opts(None))
+        .unwrap();
+    assert_eq!(all.len(), 4950);
+    let err = db
+        .q_prepared(&q, std::slice::from_ref(&rules), &opts(Some(1000)))
+        .unwrap_err();
+    assert_eq!(err.code(), "query/too-many-rows");
+}
+
+#[test]
 fn time_limit_stops_with_a_typed_error() {
     let conn = people(2000);
     let db = conn.db();
