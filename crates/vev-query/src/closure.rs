@@ -50,7 +50,30 @@ pub(crate) fn whole_relation(
     {
         return Ok(None);
     }
-    let Some(program) = Program::compile(ctx, src, name)? else {
+    let Some(keys) = reached(ctx, src, name) else {
+        return Ok(None);
+    };
+    // Rows of at most two words fit a `u64`: half the memory of a `u128` for every table.
+    let widest = keys
+        .iter()
+        .filter_map(|(rule, _)| ctx.rules.arity(rule))
+        .max()
+        .unwrap_or(0);
+    if widest <= 2 {
+        evaluate::<u64>(ctx, &keys, args)
+    } else if widest <= 4 {
+        evaluate::<u128>(ctx, &keys, args)
+    } else {
+        Ok(None)
+    }
+}
+
+fn evaluate<K: Packed>(
+    ctx: &Ctx<'_>,
+    keys: &[(&Symbol, Option<usize>)],
+    args: &[CArg],
+) -> Result<Option<Rel>, QueryError> {
+    let Some(program) = Program::<K>::compile(ctx, keys)? else {
         return Ok(None);
     };
     let Program {
@@ -62,32 +85,65 @@ pub(crate) fn whole_relation(
     Ok(Some(answers(&tables[0], &interner.values, args)))
 }
 
-/// A row of at most `MAX_ARITY` words, packed: word `p` in bits `32 p..32 (p + 1)`.
-type Packed = u128;
-
-/// The widest row a table or a join key may have here (wider rules go to `rules`).
-const MAX_ARITY: usize = 4;
-
-#[inline]
-fn word(row: Packed, p: usize) -> Word {
-    (row >> (32 * p)) as Word
-}
-
-#[inline]
-fn pack(words: impl Iterator<Item = Word>) -> Packed {
-    let mut row = 0;
-    for (p, w) in words.enumerate() {
-        row |= Packed::from(w) << (32 * p);
+/// The (rule, source) pairs a call of `name` reaches, the called one first; `None` if any
+/// rule is unknown or not linear (see the module doc).
+fn reached<'r>(
+    ctx: &Ctx<'r>,
+    src: Option<usize>,
+    name: &'r Symbol,
+) -> Option<Vec<(&'r Symbol, Option<usize>)>> {
+    let mut keys: Vec<(&Symbol, Option<usize>)> = vec![(name, src)];
+    let mut at = 0;
+    while at < keys.len() {
+        let (rule, rule_src) = keys[at];
+        at += 1;
+        for b in ctx.rules.branches(rule)? {
+            if b.nested_calls || b.required > 0 {
+                return None;
+            }
+            let mut calls = b.clauses.iter().filter_map(|c| match c {
+                CClause::Rule {
+                    src, name, args, ..
+                } => Some((src, name, args)),
+                _ => None,
+            });
+            let Some((call_src, callee, call_args)) = calls.next() else {
+                continue;
+            };
+            if calls.next().is_some()
+                || call_args
+                    .iter()
+                    .any(|a| matches!(a, CArg::Const(_) | CArg::Src(_)))
+            {
+                return None;
+            }
+            let key = (callee, call_src.or(rule_src));
+            if !keys.contains(&key) {
+                keys.push(key);
+            }
+        }
     }
-    row
+    Some(keys)
 }
 
-/// A packed row's hash: its two halves folded, then MurmurHash3's final avalanche, which
-/// spreads every input bit over the high bits the table's tags use and the low bits its
-/// buckets use.
+/// A row of words packed into one integer, word `p` in bits `32 p..32 (p + 1)`: `u64` for
+/// rules of at most two arguments, `u128` for at most four.
+trait Packed: Copy + Eq + std::fmt::Debug + std::ops::BitOr<Output = Self> {
+    const ZERO: Self;
+    fn pack(words: impl Iterator<Item = Word>) -> Self;
+    /// Words at the given positions, the other positions zero.
+    fn place(words: impl Iterator<Item = (Word, usize)>) -> Self;
+    fn word(self, p: usize) -> Word;
+    /// The row plus one (no row is the maximum: see `PackedMap`).
+    fn succ(self) -> Self;
+    fn pred(self) -> Self;
+    /// The row's hash: its bits through MurmurHash3's final avalanche, which spreads every
+    /// input bit over the low bits the table's slots are chosen by.
+    fn hash(self) -> u64;
+}
+
 #[inline]
-fn hash(row: Packed) -> u64 {
-    let mut h = (row as u64) ^ ((row >> 64) as u64).wrapping_mul(0x9e37_79b9_7f4a_7c15);
+fn fmix64(mut h: u64) -> u64 {
     h ^= h >> 33;
     h = h.wrapping_mul(0xff51_afd7_ed55_8ccd);
     h ^= h >> 33;
@@ -95,24 +151,96 @@ fn hash(row: Packed) -> u64 {
     h ^ (h >> 33)
 }
 
+impl Packed for u64 {
+    const ZERO: u64 = 0;
+    #[inline]
+    fn pack(words: impl Iterator<Item = Word>) -> u64 {
+        let mut row = 0;
+        for (p, w) in words.enumerate() {
+            row |= u64::from(w) << (32 * p);
+        }
+        row
+    }
+    #[inline]
+    fn place(words: impl Iterator<Item = (Word, usize)>) -> u64 {
+        let mut row = 0;
+        for (w, p) in words {
+            row |= u64::from(w) << (32 * p);
+        }
+        row
+    }
+    #[inline]
+    fn word(self, p: usize) -> Word {
+        (self >> (32 * p)) as Word
+    }
+    #[inline]
+    fn succ(self) -> u64 {
+        self + 1
+    }
+    #[inline]
+    fn pred(self) -> u64 {
+        self - 1
+    }
+    #[inline]
+    fn hash(self) -> u64 {
+        fmix64(self)
+    }
+}
+
+impl Packed for u128 {
+    const ZERO: u128 = 0;
+    #[inline]
+    fn pack(words: impl Iterator<Item = Word>) -> u128 {
+        let mut row = 0;
+        for (p, w) in words.enumerate() {
+            row |= u128::from(w) << (32 * p);
+        }
+        row
+    }
+    #[inline]
+    fn place(words: impl Iterator<Item = (Word, usize)>) -> u128 {
+        let mut row = 0;
+        for (w, p) in words {
+            row |= u128::from(w) << (32 * p);
+        }
+        row
+    }
+    #[inline]
+    fn word(self, p: usize) -> Word {
+        (self >> (32 * p)) as Word
+    }
+    #[inline]
+    fn succ(self) -> u128 {
+        self + 1
+    }
+    #[inline]
+    fn pred(self) -> u128 {
+        self - 1
+    }
+    #[inline]
+    fn hash(self) -> u64 {
+        fmix64((self as u64) ^ ((self >> 64) as u64).wrapping_mul(0x9e37_79b9_7f4a_7c15))
+    }
+}
+
 /// A hash map from packed rows to `V`, open addressing with linear probing. Rows are what
 /// every round of the fixpoint looks up and adds, so the probe is a few instructions: hash,
 /// mask, compare, no indirection. A slot holds its row plus one, so that zero (what a fresh
-/// zeroed table holds) means empty: no row is `Packed::MAX`, since its words would all be
-/// `Word::MAX`, which `Interner` never hands out.
-struct PackedMap<V> {
-    slots: Vec<Packed>,
+/// zeroed table holds) means empty: no row is the integer's maximum, since its words would
+/// all be `Word::MAX`, which `Interner` never hands out.
+struct PackedMap<K, V> {
+    slots: Vec<K>,
     values: Vec<V>,
     len: usize,
     mask: usize,
 }
 
-impl<V: Copy + Default> PackedMap<V> {
-    fn with_capacity(n: usize) -> PackedMap<V> {
+impl<K: Packed, V: Copy + Default> PackedMap<K, V> {
+    fn with_capacity(n: usize) -> PackedMap<K, V> {
         // At most half full.
         let slots = (n.max(8) * 2).next_power_of_two();
         PackedMap {
-            slots: vec![0; slots],
+            slots: vec![K::ZERO; slots],
             values: vec![V::default(); slots],
             len: 0,
             mask: slots - 1,
@@ -121,15 +249,15 @@ impl<V: Copy + Default> PackedMap<V> {
 
     /// The value of `key`, if present.
     #[inline]
-    fn get(&self, key: Packed) -> Option<V> {
-        let stored = key + 1;
-        let mut i = hash(key) as usize & self.mask;
+    fn get(&self, key: K) -> Option<V> {
+        let stored = key.succ();
+        let mut i = key.hash() as usize & self.mask;
         loop {
             let s = self.slots[i];
             if s == stored {
                 return Some(self.values[i]);
             }
-            if s == 0 {
+            if s == K::ZERO {
                 return None;
             }
             i = (i + 1) & self.mask;
@@ -138,18 +266,18 @@ impl<V: Copy + Default> PackedMap<V> {
 
     /// Add `key` with `value` unless present; the value it has then, and whether it is new.
     #[inline]
-    fn insert(&mut self, key: Packed, value: V) -> (V, bool) {
+    fn insert(&mut self, key: K, value: V) -> (V, bool) {
         if (self.len + 1) * 2 > self.slots.len() {
             self.grow();
         }
-        let stored = key + 1;
-        let mut i = hash(key) as usize & self.mask;
+        let stored = key.succ();
+        let mut i = key.hash() as usize & self.mask;
         loop {
             let s = self.slots[i];
             if s == stored {
                 return (self.values[i], false);
             }
-            if s == 0 {
+            if s == K::ZERO {
                 self.slots[i] = stored;
                 self.values[i] = value;
                 self.len += 1;
@@ -159,16 +287,35 @@ impl<V: Copy + Default> PackedMap<V> {
         }
     }
 
+    /// Change the value of `key`, which is present.
+    fn set(&mut self, key: K, value: V) {
+        let stored = key.succ();
+        let mut i = key.hash() as usize & self.mask;
+        while self.slots[i] != stored {
+            i = (i + 1) & self.mask;
+        }
+        self.values[i] = value;
+    }
+
+    /// Visit every present key's value, in slot order.
+    fn for_each_value(&mut self, mut f: impl FnMut(&mut V)) {
+        for (s, v) in self.slots.iter().zip(self.values.iter_mut()) {
+            if *s != K::ZERO {
+                f(v);
+            }
+        }
+    }
+
     #[cold]
     fn grow(&mut self) {
         let n = self.slots.len() * 2;
-        let slots = std::mem::replace(&mut self.slots, vec![0; n]);
+        let slots = std::mem::replace(&mut self.slots, vec![K::ZERO; n]);
         let values = std::mem::replace(&mut self.values, vec![V::default(); n]);
         self.mask = n - 1;
         for (s, v) in slots.into_iter().zip(values) {
-            if s != 0 {
-                let mut i = hash(s - 1) as usize & self.mask;
-                while self.slots[i] != 0 {
+            if s != K::ZERO {
+                let mut i = s.pred().hash() as usize & self.mask;
+                while self.slots[i] != K::ZERO {
                     i = (i + 1) & self.mask;
                 }
                 self.slots[i] = s;
@@ -180,15 +327,15 @@ impl<V: Copy + Default> PackedMap<V> {
 
 /// One rule (of one source) as a table of answers: packed rows, deduplicated, in the order
 /// found; `old_end..delta_end` are the rows the last round found.
-struct Table {
-    rows: Vec<Packed>,
-    set: PackedMap<()>,
+struct Table<K> {
+    rows: Vec<K>,
+    set: PackedMap<K, ()>,
     old_end: usize,
     delta_end: usize,
 }
 
-impl Table {
-    fn with_capacity(n: usize) -> Table {
+impl<K: Packed> Table<K> {
+    fn with_capacity(n: usize) -> Table<K> {
         Table {
             rows: Vec::with_capacity(n),
             set: PackedMap::with_capacity(n),
@@ -199,7 +346,7 @@ impl Table {
 
     /// Add `row` unless present.
     #[inline]
-    fn insert(&mut self, row: Packed) {
+    fn insert(&mut self, row: K) {
         if self.set.insert(row, ()).1 {
             self.rows.push(row);
         }
@@ -213,63 +360,42 @@ impl Table {
     }
 }
 
-/// Where a head value of a branch comes from.
-#[derive(Clone, Copy)]
-enum From {
-    /// A column of the branch's base.
-    Base(usize),
-    /// An argument position of the call's answers.
-    Answer(usize),
-}
-
-/// One rule branch: its base (rows of words) and, when it calls a rule, how the call's
-/// answers join it.
-struct Branch {
+/// One rule branch, laid out for the rounds: each base row's contribution to the head (the
+/// head positions the base fills, packed, the others zero) and, when the branch calls a
+/// rule, the base rows grouped by the values they join the call's answers on.
+struct Branch<K> {
     /// The table its answers go to.
     table: usize,
-    /// The base's rows, `width` words each.
-    base: Vec<Word>,
-    width: usize,
-    rows: usize,
-    head: Vec<From>,
-    call: Option<Call>,
+    /// The base rows' head parts; with a call, in key order (each key's rows together).
+    parts: Vec<K>,
+    call: Option<Call<K>>,
 }
 
-struct Call {
+struct Call<K> {
     /// The called rule's table.
     table: usize,
-    /// The join: these base columns equal these answer positions.
-    base_cols: Vec<usize>,
-    answer_cols: Vec<usize>,
+    /// The answer positions the base's rows are keyed by (in key order).
+    key: Vec<usize>,
     /// Answer positions that must be equal (a variable repeated in the call).
     repeats: Vec<(usize, usize)>,
-    /// The base rows by their `base_cols` (packed): each key's first row, then `next`.
-    heads: PackedMap<usize>,
-    next: Vec<usize>,
+    /// Head positions the answers fill: (answer position, head position).
+    fill: Vec<(usize, usize)>,
+    /// Each key's rows: `parts[start..end]`.
+    groups: PackedMap<K, (usize, usize)>,
 }
 
-impl Call {
-    fn index(&mut self, base: &[Word], width: usize, rows: usize) {
-        self.next = vec![usize::MAX; rows];
-        let mut last = vec![usize::MAX; rows];
-        for i in 0..rows {
-            let row = &base[i * width..(i + 1) * width];
-            let key = pack(self.base_cols.iter().map(|c| row[*c]));
-            match self.heads.insert(key, i) {
-                (head, false) => {
-                    self.next[last[head]] = i;
-                    last[head] = i;
-                }
-                (_, true) => last[i] = i,
-            }
-        }
+impl<K: Packed> Call<K> {
+    /// The answer's part of a head (the positions it fills).
+    #[inline]
+    fn part(&self, answer: K) -> K {
+        K::place(self.fill.iter().map(|&(p, h)| (answer.word(p), h)))
     }
 
-    /// The first base row whose key equals `answer`'s join positions (`usize::MAX` if none).
+    /// The base rows (head parts) whose key equals the answer's.
     #[inline]
-    fn first(&self, answer: Packed) -> usize {
-        let key = pack(self.answer_cols.iter().map(|p| word(answer, *p)));
-        self.heads.get(key).unwrap_or(usize::MAX)
+    fn matches(&self, answer: K) -> std::ops::Range<usize> {
+        let key = K::pack(self.key.iter().map(|p| answer.word(*p)));
+        self.groups.get(key).map_or(0..0, |(start, end)| start..end)
     }
 }
 
@@ -304,66 +430,25 @@ impl Interner {
     }
 }
 
-struct Program {
+struct Program<K> {
     /// One per (rule, source) reached; the called one first.
-    tables: Vec<Table>,
-    branches: Vec<Branch>,
+    tables: Vec<Table<K>>,
+    branches: Vec<Branch<K>>,
     interner: Interner,
 }
 
-impl Program {
-    /// The rules reached from `name`, their bases evaluated; `None` if any is not linear.
+impl<K: Packed> Program<K> {
+    /// The bases of the rules reached (`keys`, from `reached`), evaluated and laid out as
+    /// words; `None` if one cannot be.
     fn compile(
         ctx: &Ctx<'_>,
-        src: Option<usize>,
-        name: &Symbol,
-    ) -> Result<Option<Program>, QueryError> {
-        // The (rule, source) pairs reached, breadth first, checking each rule's shape.
-        let mut keys: Vec<(&Symbol, Option<usize>)> = vec![(name, src)];
-        let mut at = 0;
-        while at < keys.len() {
-            let (rule, rule_src) = keys[at];
-            at += 1;
-            let Some(branches) = ctx.rules.branches(rule) else {
-                return Ok(None);
-            };
-            for b in branches {
-                if b.nested_calls || b.required > 0 {
-                    return Ok(None);
-                }
-                let mut calls = b.clauses.iter().filter_map(|c| match c {
-                    CClause::Rule {
-                        src, name, args, ..
-                    } => Some((src, name, args)),
-                    _ => None,
-                });
-                let Some((call_src, callee, call_args)) = calls.next() else {
-                    continue;
-                };
-                if calls.next().is_some()
-                    || call_args
-                        .iter()
-                        .any(|a| matches!(a, CArg::Const(_) | CArg::Src(_)))
-                {
-                    return Ok(None);
-                }
-                let key = (callee, call_src.or(rule_src));
-                if !keys.contains(&key) {
-                    keys.push(key);
-                }
-            }
-        }
-        if keys
-            .iter()
-            .any(|(rule, _)| ctx.rules.arity(rule).is_none_or(|a| a > MAX_ARITY))
-        {
-            return Ok(None);
-        }
+        keys: &[(&Symbol, Option<usize>)],
+    ) -> Result<Option<Program<K>>, QueryError> {
         let mut interner = Interner::default();
         let mut out = Vec::new();
         for (t, (rule, rule_src)) in keys.iter().enumerate() {
             for b in ctx.rules.branches(rule).expect("checked above") {
-                match Self::branch(ctx, t, *rule_src, b, &keys, &mut interner)? {
+                match Self::branch(ctx, t, *rule_src, b, keys, &mut interner)? {
                     Some(branch) => out.push(branch),
                     None => return Ok(None),
                 }
@@ -373,7 +458,11 @@ impl Program {
         // grows from there rather than from nothing).
         let tables = (0..keys.len())
             .map(|t| {
-                let base: usize = out.iter().filter(|b| b.table == t).map(|b| b.rows).sum();
+                let base: usize = out
+                    .iter()
+                    .filter(|b| b.table == t)
+                    .map(|b| b.parts.len())
+                    .sum();
                 Table::with_capacity(4 * base)
             })
             .collect();
@@ -392,7 +481,7 @@ impl Program {
         rule: &CRule,
         keys: &[(&Symbol, Option<usize>)],
         interner: &mut Interner,
-    ) -> Result<Option<Branch>, QueryError> {
+    ) -> Result<Option<Branch<K>>, QueryError> {
         let call_at = rule
             .clauses
             .iter()
@@ -462,7 +551,7 @@ impl Program {
             .filter_map(|v| base.col(*v).map(|c| (*v, c)))
             .collect();
         let width = cols.len();
-        let mut words = Vec::with_capacity(base.len * width);
+        let mut words: Vec<Word> = Vec::with_capacity(base.len * width);
         for row in base.rows() {
             for (_, c) in &cols {
                 let Some(w) = interner.intern(&row[*c]) else {
@@ -472,15 +561,11 @@ impl Program {
             }
         }
         let base_col = |v: VarId| cols.iter().position(|(w, _)| *w == v);
-        let mut call_plan = None;
+        // The head positions the base fills, and where the call's answers go.
         let mut answer_pos: Vec<(VarId, usize)> = Vec::new();
-        if let Some((call_src, callee, args)) = call {
-            let callee_table = keys
-                .iter()
-                .position(|k| *k == (callee, call_src))
-                .expect("every call's table was collected");
-            let (mut base_cols, mut answer_cols, mut repeats) =
-                (Vec::new(), Vec::new(), Vec::new());
+        let mut repeats = Vec::new();
+        let mut key_cols: Vec<(usize, usize)> = Vec::new(); // (base column, answer position)
+        if let Some((_, _, args)) = call {
             for (p, a) in args.iter().enumerate() {
                 let CArg::Var(v) = a else { continue };
                 if let Some(&(_, q)) = answer_pos.iter().find(|(w, _)| w == v) {
@@ -489,53 +574,85 @@ impl Program {
                 }
                 answer_pos.push((*v, p));
                 if let Some(c) = base_col(*v) {
-                    base_cols.push(c);
-                    answer_cols.push(p);
+                    key_cols.push((c, p));
                 }
             }
-            let mut plan = Call {
-                table: callee_table,
-                base_cols,
-                answer_cols,
-                repeats,
-                heads: PackedMap::with_capacity(base.len),
-                next: Vec::new(),
-            };
-            plan.index(&words, width, base.len);
-            call_plan = Some(plan);
         }
-        let mut head = Vec::with_capacity(rule.head.len());
-        for v in &rule.head {
+        let mut from_base: Vec<(usize, usize)> = Vec::new(); // (base column, head position)
+        let mut fill: Vec<(usize, usize)> = Vec::new(); // (answer position, head position)
+        for (h, v) in rule.head.iter().enumerate() {
             match base_col(*v) {
-                Some(c) => head.push(From::Base(c)),
+                Some(c) => from_base.push((c, h)),
                 None => match answer_pos.iter().find(|(w, _)| w == v) {
-                    Some(&(_, p)) => head.push(From::Answer(p)),
+                    Some(&(_, p)) => fill.push((p, h)),
                     // A head variable nothing binds: the general evaluation reports it.
                     None => return Ok(None),
                 },
             }
         }
+        let row = |i: usize| &words[i * width..(i + 1) * width];
+        let part = |i: usize| K::place(from_base.iter().map(|&(c, h)| (row(i)[c], h)));
+        let Some((call_src, callee, _)) = call else {
+            return Ok(Some(Branch {
+                table,
+                parts: (0..base.len).map(part).collect(),
+                call: None,
+            }));
+        };
+        // Group the base rows by key: count each key's rows, then place them.
+        let mut groups: PackedMap<K, (usize, usize)> = PackedMap::with_capacity(base.len);
+        let keys_of: Vec<K> = (0..base.len)
+            .map(|i| K::pack(key_cols.iter().map(|&(c, _)| row(i)[c])))
+            .collect();
+        for k in &keys_of {
+            let (at, fresh) = groups.insert(*k, (0, 0));
+            if !fresh {
+                groups.set(*k, (at.0, at.1 + 1));
+            } else {
+                groups.set(*k, (0, 1));
+            }
+        }
+        // Starts from counts; `end` then counts up as rows are placed.
+        let mut next = 0;
+        groups.for_each_value(|(start, end)| {
+            let n = *end;
+            *start = next;
+            *end = next;
+            next += n;
+        });
+        let mut parts = vec![K::ZERO; base.len];
+        for (i, k) in keys_of.iter().enumerate() {
+            let (start, end) = groups.get(*k).expect("counted above");
+            parts[end] = part(i);
+            groups.set(*k, (start, end + 1));
+        }
+        let callee_table = keys
+            .iter()
+            .position(|k| *k == (callee, call_src))
+            .expect("every call's table was collected");
         Ok(Some(Branch {
             table,
-            base: words,
-            width,
-            rows: base.len,
-            head,
-            call: call_plan,
+            parts,
+            call: Some(Call {
+                table: callee_table,
+                key: key_cols.iter().map(|&(_, p)| p).collect(),
+                repeats,
+                fill,
+                groups,
+            }),
         }))
     }
 }
 
 /// Fill the tables to a fixpoint.
-fn run(ctx: &Ctx<'_>, tables: &mut [Table], branches: &[Branch]) -> Result<(), QueryError> {
-    // The branches without a call: their bases' head tuples.
+fn run<K: Packed>(
+    ctx: &Ctx<'_>,
+    tables: &mut [Table<K>],
+    branches: &[Branch<K>],
+) -> Result<(), QueryError> {
+    // The branches without a call: their bases are their answers.
     for b in branches.iter().filter(|b| b.call.is_none()) {
-        for i in 0..b.rows {
-            let row = &b.base[i * b.width..(i + 1) * b.width];
-            let head = pack(b.head.iter().map(|f| match f {
-                From::Base(c) => row[*c],
-                From::Answer(_) => unreachable!("a branch without a call"),
-            }));
+        for &head in &b.parts {
             tables[b.table].insert(head);
         }
         ctx.check(tables[b.table].rows.len())?;
@@ -556,21 +673,16 @@ fn run(ctx: &Ctx<'_>, tables: &mut [Table], branches: &[Branch]) -> Result<(), Q
                 if call
                     .repeats
                     .iter()
-                    .any(|(p, q)| word(answer, *p) != word(answer, *q))
+                    .any(|(p, q)| answer.word(*p) != answer.word(*q))
                 {
                     continue;
                 }
-                let mut j = call.first(answer);
-                while j != usize::MAX {
-                    let row = &b.base[j * b.width..(j + 1) * b.width];
-                    let head = pack(b.head.iter().map(|f| match f {
-                        From::Base(c) => row[*c],
-                        From::Answer(p) => word(answer, *p),
-                    }));
-                    tables[b.table].insert(head);
-                    j = call.next[j];
+                let part = call.part(answer);
+                let target = &mut tables[b.table];
+                for &base in &b.parts[call.matches(answer)] {
+                    target.insert(base | part);
                 }
-                ctx.check(tables[b.table].rows.len())?;
+                ctx.check(target.rows.len())?;
             }
         }
     }
@@ -578,7 +690,7 @@ fn run(ctx: &Ctx<'_>, tables: &mut [Table], branches: &[Branch]) -> Result<(), Q
 
 /// The called table's rows as a relation over the call's variables (first occurrences),
 /// values restored.
-fn answers(table: &Table, values: &[Value], args: &[CArg]) -> Rel {
+fn answers<K: Packed>(table: &Table<K>, values: &[Value], args: &[CArg]) -> Rel {
     let mut vars: Vec<VarId> = Vec::new();
     let mut cols: Vec<usize> = Vec::new();
     let mut repeats: Vec<(usize, usize)> = Vec::new();
@@ -598,11 +710,11 @@ fn answers(table: &Table, values: &[Value], args: &[CArg]) -> Rel {
     rel.distinct = !args.iter().any(|a| matches!(a, CArg::Blank));
     rel.data.reserve(table.rows.len() * cols.len());
     for &row in &table.rows {
-        if repeats.iter().any(|(p, q)| word(row, *p) != word(row, *q)) {
+        if repeats.iter().any(|(p, q)| row.word(*p) != row.word(*q)) {
             continue;
         }
         rel.data
-            .extend(cols.iter().map(|c| values[word(row, *c) as usize].clone()));
+            .extend(cols.iter().map(|c| values[row.word(*c) as usize].clone()));
         rel.len += 1;
     }
     rel
@@ -625,28 +737,29 @@ mod tests {
 
     #[test]
     fn packed_rows_keep_their_words() {
-        let row = pack([7, 0, Word::MAX - 1, 3].into_iter());
+        let row = u128::pack([7, 0, Word::MAX - 1, 3].into_iter());
         assert_eq!(
-            (0..4).map(|p| word(row, p)).collect::<Vec<_>>(),
+            (0..4).map(|p| row.word(p)).collect::<Vec<_>>(),
             vec![7, 0, Word::MAX - 1, 3]
         );
+        let row = u64::pack([Word::MAX - 1, 9].into_iter());
+        assert_eq!((row.word(0), row.word(1)), (Word::MAX - 1, 9));
         // The all-zero row is a row, not an empty slot.
-        let mut m: PackedMap<usize> = PackedMap::with_capacity(0);
+        let mut m: PackedMap<u64, usize> = PackedMap::with_capacity(0);
         assert_eq!(m.insert(0, 9), (9, true));
         assert_eq!(m.get(0), Some(9));
     }
 
-    #[test]
-    fn the_packed_map_agrees_with_a_hash_map_through_its_growth() {
-        let mut m: PackedMap<usize> = PackedMap::with_capacity(0);
-        let mut reference: std::collections::HashMap<Packed, usize> = Default::default();
+    fn agrees_with_a_hash_map<K: Packed + std::hash::Hash>() {
+        let mut m: PackedMap<K, usize> = PackedMap::with_capacity(0);
+        let mut reference: std::collections::HashMap<K, usize> = Default::default();
         // A fixed pseudo-random walk over a small key space, so keys repeat.
         let mut x: u64 = 0x2545_f491_4f6c_dd1d;
         for i in 0..20_000 {
             x ^= x << 13;
             x ^= x >> 7;
             x ^= x << 17;
-            let key = pack([(x % 3000) as Word, (x >> 40) as Word % 5].into_iter());
+            let key = K::pack([(x % 3000) as Word, (x >> 40) as Word % 5].into_iter());
             let want = *reference.entry(key).or_insert(i);
             assert_eq!(m.insert(key, i), (want, want == i));
         }
@@ -654,6 +767,12 @@ mod tests {
         for (k, v) in &reference {
             assert_eq!(m.get(*k), Some(*v));
         }
-        assert_eq!(m.get(pack([3001, 0].into_iter())), None);
+        assert_eq!(m.get(K::pack([3001, 0].into_iter())), None);
+    }
+
+    #[test]
+    fn the_packed_map_agrees_with_a_hash_map_through_its_growth() {
+        agrees_with_a_hash_map::<u64>();
+        agrees_with_a_hash_map::<u128>();
     }
 }
