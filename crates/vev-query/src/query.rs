@@ -119,6 +119,16 @@ pub struct Query {
     /// The clause order of the last run and the statistics it was chosen on; reused while
     /// they hold (shared by clones of this query).
     plan: Arc<std::sync::Mutex<Option<crate::exec::PlanCache>>>,
+    /// The last run's rule set (`%`), compiled, with the EDN it came from: a run given an
+    /// equal one reuses it rather than parsing and compiling it again (shared by clones).
+    rules: Arc<std::sync::Mutex<Option<(Edn, Arc<CompiledRules>)>>>,
+}
+
+/// A rule set as a run uses it, and whether its bodies passed the binding checks.
+#[derive(Default)]
+struct CompiledRules {
+    set: RuleSet,
+    checked: std::sync::atomic::AtomicBool,
 }
 
 #[derive(Clone, Debug)]
@@ -235,6 +245,7 @@ impl Query {
             with,
             ast: Arc::new(ast),
             plan: Arc::default(),
+            rules: Arc::default(),
         })
     }
 
@@ -284,6 +295,23 @@ impl Query {
             q.emit(ctx, rel, sorted, &mut sink)
         })
         .map(|(n, _)| n)
+    }
+
+    /// The compiled rule set of a `%` input: the last run's when `edn` equals its input.
+    fn rules_of(&self, edn: &Edn) -> Result<Arc<CompiledRules>, QueryError> {
+        let mut cache = self.rules.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some((cached, compiled)) = cache.as_ref() {
+            if cached == edn {
+                return Ok(compiled.clone());
+            }
+        }
+        let parsed = vev_datalog::parse_rules_value(edn)?;
+        let compiled = Arc::new(CompiledRules {
+            set: RuleSet::compile(&parsed, &self.sources)?,
+            checked: Default::default(),
+        });
+        *cache = Some((edn.clone(), compiled.clone()));
+        Ok(compiled)
     }
 
     /// How this query's result is shaped, known before it runs.
@@ -371,7 +399,7 @@ impl Query {
         }
         let mut sources: Vec<Option<&dyn Source>> = vec![None; inputs.len()];
         let mut collections: Vec<Option<Vec<Vec<vev_core::Value>>>> = vec![None; inputs.len()];
-        let mut rules = RuleSet::default();
+        let mut compiled: Arc<CompiledRules> = Arc::default();
         let mut rel = Rel::unit();
         let mut consts: HashMap<VarId, vev_core::Value> = HashMap::new();
         for (i, (decl, given)) in self.ast.inputs.iter().zip(inputs).enumerate() {
@@ -380,10 +408,7 @@ impl Query {
                 (ast::Input::Src(..), Input::Edn(edn)) if collection_of_tuples(edn).is_some() => {
                     collections[i] = collection_of_tuples(edn);
                 }
-                (ast::Input::Rules(_), Input::Edn(edn)) => {
-                    let parsed = vev_datalog::parse_rules_value(edn)?;
-                    rules = RuleSet::compile(&parsed, &self.sources)?;
-                }
+                (ast::Input::Rules(_), Input::Edn(edn)) => compiled = self.rules_of(edn)?,
                 (ast::Input::Binding(..), Input::Edn(edn)) => {
                     let binding = &self
                         .bindings
@@ -410,18 +435,24 @@ impl Query {
                 }
             }
         }
-        self.check_static(&rules, opts, &sources)?;
+        let rules = &compiled.set;
+        self.check_static(rules, opts, &sources)?;
         let input_vars: HashSet<VarId> = self.bindings.iter().flat_map(|(_, b)| b.vars()).collect();
-        check_bindings(&self.scope, &self.clauses, &input_vars, &rules)?;
-        for (_, branches) in rules.iter() {
-            for r in branches {
-                check_bindings(
-                    &r.scope,
-                    &r.clauses,
-                    &r.head.iter().copied().collect(),
-                    &rules,
-                )?;
+        check_bindings(&self.scope, &self.clauses, &input_vars, rules)?;
+        if !compiled.checked.load(std::sync::atomic::Ordering::Relaxed) {
+            for (_, branches) in rules.iter() {
+                for r in branches {
+                    check_bindings(
+                        &r.scope,
+                        &r.clauses,
+                        &r.head.iter().copied().collect(),
+                        rules,
+                    )?;
+                }
             }
+            compiled
+                .checked
+                .store(true, std::sync::atomic::Ordering::Relaxed);
         }
         let bindable = bindable_vars(&self.clauses, &input_vars);
         for f in self.find.iter() {
@@ -439,7 +470,7 @@ impl Query {
         let ctx = Ctx {
             sources,
             collections,
-            rules: &rules,
+            rules,
             registry: &opts.registry,
             limits: opts.limits,
             started,

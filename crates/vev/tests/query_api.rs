@@ -94,6 +94,34 @@ fn predicate_on_a_scalar_input_becomes_a_range_scan() {
 }
 
 #[test]
+fn a_prepared_query_takes_a_new_rule_set_each_run() {
+    // The compiled rule set is kept between runs of a query; a different one replaces it.
+    let conn = people(100);
+    let db = conn.db();
+    let q = Query::parse("[:find (count ?e) . :in $ % :where (pick ?e)]").unwrap();
+    let opts = QueryOptions::default();
+    let young = edn("[[(pick ?e) [?e :age ?a] [(< ?a 10)]]]");
+    let old = edn("[[(pick ?e) [?e :age ?a] [(>= ?a 40)]]]");
+    let unbound = edn("[[(pick ?e) [(< ?a 10)]]]");
+    for (rules, want) in [(&young, 20), (&old, 20), (&young, 20)] {
+        let got = q.run(&[Input::Db(&db), Input::Edn(rules)], &opts).unwrap();
+        assert_eq!(got, QueryResult::Scalar(Some(Edn::Integer(want))));
+    }
+    let old_only = edn("[[(pick ?e) [?e :age ?a] [(>= ?a 45)]]]");
+    let got = q
+        .run(&[Input::Db(&db), Input::Edn(&old_only)], &opts)
+        .unwrap();
+    assert_eq!(got, QueryResult::Scalar(Some(Edn::Integer(10))));
+    // A rule set that fails its checks fails every run, not only the first.
+    for _ in 0..2 {
+        let err = q
+            .run(&[Input::Db(&db), Input::Edn(&unbound)], &opts)
+            .unwrap_err();
+        assert_eq!(err.code(), "query/unbound-variable", "{err}");
+    }
+}
+
+#[test]
 fn row_limit_stops_with_a_typed_error() {
     let conn = people(300);
     let db = conn.db();
