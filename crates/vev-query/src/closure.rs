@@ -82,7 +82,7 @@ fn evaluate<K: Packed>(
         interner,
     } = program;
     run(ctx, &mut tables, &branches)?;
-    Ok(Some(answers(&tables[0], &interner.values, args)))
+    Ok(Some(answers(&tables[0], &interner, args)))
 }
 
 /// The (rule, source) pairs a call of `name` reaches, the called one first; `None` if any
@@ -405,6 +405,8 @@ struct Interner {
     refs: FastMap<u64, Word>,
     others: FastMap<Value, Word>,
     values: Vec<Value>,
+    /// The entity id of each word that is one (0 for the others).
+    ids: Vec<u64>,
 }
 
 impl Interner {
@@ -425,6 +427,10 @@ impl Interner {
         };
         if w == next {
             self.values.push(v.clone());
+            self.ids.push(match v {
+                Value::Ref(e) => *e,
+                _ => 0,
+            });
         }
         Some(w)
     }
@@ -690,7 +696,7 @@ fn run<K: Packed>(
 
 /// The called table's rows as a relation over the call's variables (first occurrences),
 /// values restored.
-fn answers<K: Packed>(table: &Table<K>, values: &[Value], args: &[CArg]) -> Rel {
+fn answers<K: Packed>(table: &Table<K>, interner: &Interner, args: &[CArg]) -> Rel {
     let mut vars: Vec<VarId> = Vec::new();
     let mut cols: Vec<usize> = Vec::new();
     let mut repeats: Vec<(usize, usize)> = Vec::new();
@@ -709,13 +715,25 @@ fn answers<K: Packed>(table: &Table<K>, values: &[Value], args: &[CArg]) -> Rel 
     // Distinct rows stay distinct unless a position is dropped (`_`).
     rel.distinct = !args.iter().any(|a| matches!(a, CArg::Blank));
     rel.data.reserve(table.rows.len() * cols.len());
-    for &row in &table.rows {
-        if repeats.iter().any(|(p, q)| row.word(*p) != row.word(*q)) {
-            continue;
+    let rows = table
+        .rows
+        .iter()
+        .filter(|row| repeats.iter().all(|(p, q)| row.word(*p) == row.word(*q)));
+    if interner.others.is_empty() {
+        // Only entity ids (a closure over refs, the common case): made, not cloned.
+        let ids = &interner.ids;
+        for row in rows {
+            rel.data
+                .extend(cols.iter().map(|c| Value::Ref(ids[row.word(*c) as usize])));
+            rel.len += 1;
         }
-        rel.data
-            .extend(cols.iter().map(|c| values[row.word(*c) as usize].clone()));
-        rel.len += 1;
+    } else {
+        let values = &interner.values;
+        for row in rows {
+            rel.data
+                .extend(cols.iter().map(|c| values[row.word(*c) as usize].clone()));
+            rel.len += 1;
+        }
     }
     rel
 }
