@@ -469,7 +469,7 @@ impl<K: Packed> Program<K> {
                     .filter(|b| b.table == t)
                     .map(|b| b.parts.len())
                     .sum();
-                Table::with_capacity(4 * base)
+                Table::with_capacity(8 * base)
             })
             .collect();
         Ok(Some(Program {

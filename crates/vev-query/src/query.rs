@@ -677,6 +677,26 @@ impl Query {
             .iter()
             .map(|f| rel.col(find_var(f)).expect("bound"))
             .collect();
+        if !sorted
+            && !single
+            && kind != ResultKind::Coll
+            && cols.iter().copied().eq(0..rel.width())
+            && self.find.iter().all(|f| matches!(f, Find::Var(_)))
+        {
+            // Each row is its relation row, in order: the values move out of the relation
+            // as they become EDN, in one pass (no second pass to drop them).
+            let (w, len) = (rel.width(), rel.len);
+            let mut values = rel.data.into_iter();
+            for _ in 0..len {
+                let mut cells = Vec::with_capacity(w);
+                cells.extend(values.by_ref().take(w).map(|v| match v {
+                    vev_core::Value::Ref(e) => Edn::Integer(e as i64),
+                    v => v.to_edn(),
+                }));
+                sink(cells)?;
+            }
+            return Ok(len);
+        }
         let mut order: Vec<usize> = (0..rel.len).collect();
         if sorted && kind != ResultKind::Bag {
             order.sort_by(|a, b| {
