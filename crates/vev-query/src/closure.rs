@@ -23,7 +23,7 @@ use std::collections::HashMap;
 use vev_core::Value;
 use vev_edn::Symbol;
 
-use crate::compile::{CArg, CClause};
+use crate::compile::{CArg, CClause, CTerm};
 use crate::error::QueryError;
 use crate::exec::{Ctx, Env};
 use crate::rel::{Rel, VarId};
@@ -451,10 +451,11 @@ impl<K: Packed> Program<K> {
         keys: &[(&Symbol, Option<usize>)],
     ) -> Result<Option<Program<K>>, QueryError> {
         let mut interner = Interner::default();
+        let mut shared = Vec::new();
         let mut out = Vec::new();
         for (t, (rule, rule_src)) in keys.iter().enumerate() {
             for b in ctx.rules.branches(rule).expect("checked above") {
-                match Self::branch(ctx, t, *rule_src, b, keys, &mut interner)? {
+                match Self::branch(ctx, t, *rule_src, b, keys, &mut interner, &mut shared)? {
                     Some(branch) => out.push(branch),
                     None => return Ok(None),
                 }
@@ -479,6 +480,67 @@ impl<K: Packed> Program<K> {
         }))
     }
 
+    /// Evaluate a base and intern its values: the columns of `keep` it binds (in the
+    /// canonical order when it has a canonical form), `None` when the evaluation fails.
+    fn lay_out(
+        ctx: &Ctx<'_>,
+        src: Option<usize>,
+        rule: &CRule,
+        base_clauses: &[CClause],
+        keep: &[VarId],
+        canon: Option<&(CanonKey, Vec<VarId>)>,
+        interner: &mut Interner,
+    ) -> Result<Option<SharedBase>, QueryError> {
+        let consts = HashMap::new();
+        let env = Env {
+            scope: &rule.scope,
+            consts: &consts,
+            default_src: src,
+            tables: None,
+            pass: None,
+            // As a rule body: its last step keeps duplicate rows (the tables drop them).
+            body: Some(base_clauses),
+            record: false,
+            cache: None,
+            prefix: None,
+        };
+        let base = match ctx.eval(&env, Rel::unit(), base_clauses, keep) {
+            Ok(rel) => rel,
+            // The limits stop the query here as they would there; any other error (say, a
+            // predicate on a variable only the call binds) the general evaluation reports,
+            // or does not meet, with the call's answers bound first.
+            Err(e @ (QueryError::Timeout { .. } | QueryError::TooManyRows { .. })) => {
+                return Err(e);
+            }
+            Err(_) => return Ok(None),
+        };
+        // The word columns: canonical variables (in their order) or positions in `keep`.
+        let cols: Vec<(usize, usize)> = match canon {
+            Some((_, vars)) => (0..vars.len())
+                .filter(|c| keep.contains(&vars[*c]))
+                .filter_map(|c| base.col(vars[c]).map(|col| (c, col)))
+                .collect(),
+            None => (0..keep.len())
+                .filter_map(|k| base.col(keep[k]).map(|col| (k, col)))
+                .collect(),
+        };
+        let mut words: Vec<Word> = Vec::with_capacity(base.len * cols.len());
+        for row in base.rows() {
+            for (_, c) in &cols {
+                let Some(w) = interner.intern(&row[*c]) else {
+                    return Ok(None);
+                };
+                words.push(w);
+            }
+        }
+        Ok(Some(SharedBase {
+            key: canon.map(|(k, _)| k.clone()),
+            words,
+            rows: base.len,
+            cols: cols.into_iter().map(|(c, _)| c).collect(),
+        }))
+    }
+
     /// Evaluate one branch's base and lay it out as words.
     fn branch(
         ctx: &Ctx<'_>,
@@ -487,6 +549,7 @@ impl<K: Packed> Program<K> {
         rule: &CRule,
         keys: &[(&Symbol, Option<usize>)],
         interner: &mut Interner,
+        shared: &mut Vec<SharedBase>,
     ) -> Result<Option<Branch<K>>, QueryError> {
         let call_at = rule
             .clauses
@@ -528,45 +591,42 @@ impl<K: Packed> Program<K> {
                 keep.push(*v);
             }
         }
-        let consts = HashMap::new();
-        let env = Env {
-            scope: &rule.scope,
-            consts: &consts,
-            default_src: src,
-            tables: None,
-            pass: None,
-            // As a rule body: its last step keeps duplicate rows (the tables drop them).
-            body: Some(base_clauses),
-            record: false,
-            cache: None,
-            prefix: None,
-        };
-        let base = match ctx.eval(&env, Rel::unit(), base_clauses, &keep) {
-            Ok(rel) => rel,
-            // The limits stop the query here as they would there; any other error (say, a
-            // predicate on a variable only the call binds) the general evaluation reports,
-            // or does not meet, with the call's answers bound first.
-            Err(e @ (QueryError::Timeout { .. } | QueryError::TooManyRows { .. })) => {
-                return Err(e);
-            }
-            Err(_) => return Ok(None),
-        };
-        // The base's columns, as words.
-        let cols: Vec<(VarId, usize)> = keep
-            .iter()
-            .filter_map(|v| base.col(*v).map(|c| (*v, c)))
-            .collect();
-        let width = cols.len();
-        let mut words: Vec<Word> = Vec::with_capacity(base.len * width);
-        for row in base.rows() {
-            for (_, c) in &cols {
-                let Some(w) = interner.intern(&row[*c]) else {
+        // A base of patterns that another branch has already evaluated (the same patterns
+        // up to the names of their variables, as the two branches of a transitive closure
+        // have) is laid out once.
+        let canon = canonical(base_clauses, src, &keep);
+        let at = canon
+            .as_ref()
+            .and_then(|(key, _)| shared.iter().position(|b| b.key.as_ref() == Some(key)));
+        let at = match at {
+            Some(at) => at,
+            None => {
+                let Some(laid) = Self::lay_out(
+                    ctx,
+                    src,
+                    rule,
+                    base_clauses,
+                    &keep,
+                    canon.as_ref(),
+                    interner,
+                )?
+                else {
                     return Ok(None);
                 };
-                words.push(w);
+                shared.push(laid);
+                shared.len() - 1
             }
-        }
-        let base_col = |v: VarId| cols.iter().position(|(w, _)| *w == v);
+        };
+        let laid = &shared[at];
+        let words = &laid.words;
+        let rows = laid.rows;
+        let width = laid.cols.len();
+        // This branch's variable in each word column.
+        let cols: Vec<VarId> = match &canon {
+            Some((_, vars)) => laid.cols.iter().map(|c| vars[*c]).collect(),
+            None => laid.cols.iter().map(|c| keep[*c]).collect(),
+        };
+        let base_col = |v: VarId| cols.iter().position(|w| *w == v);
         // The head positions the base fills, and where the call's answers go.
         let mut answer_pos: Vec<(VarId, usize)> = Vec::new();
         let mut repeats = Vec::new();
@@ -601,13 +661,13 @@ impl<K: Packed> Program<K> {
         let Some((call_src, callee, _)) = call else {
             return Ok(Some(Branch {
                 table,
-                parts: (0..base.len).map(part).collect(),
+                parts: (0..rows).map(part).collect(),
                 call: None,
             }));
         };
         // Group the base rows by key: count each key's rows, then place them.
-        let mut groups: PackedMap<K, (usize, usize)> = PackedMap::with_capacity(base.len);
-        let keys_of: Vec<K> = (0..base.len)
+        let mut groups: PackedMap<K, (usize, usize)> = PackedMap::with_capacity(rows);
+        let keys_of: Vec<K> = (0..rows)
             .map(|i| K::pack(key_cols.iter().map(|&(c, _)| row(i)[c])))
             .collect();
         for k in &keys_of {
@@ -626,7 +686,7 @@ impl<K: Packed> Program<K> {
             *end = next;
             next += n;
         });
-        let mut parts = vec![K::ZERO; base.len];
+        let mut parts = vec![K::ZERO; rows];
         for (i, k) in keys_of.iter().enumerate() {
             let (start, end) = groups.get(*k).expect("counted above");
             parts[end] = part(i);
@@ -648,6 +708,69 @@ impl<K: Packed> Program<K> {
             }),
         }))
     }
+}
+
+/// A base laid out as words, kept for the other branches whose bases are the same.
+struct SharedBase {
+    key: Option<CanonKey>,
+    words: Vec<Word>,
+    rows: usize,
+    /// Each word column's variable: a canonical variable, or a position in the `keep` of
+    /// the branch that made it (no canonical form, not shared).
+    cols: Vec<usize>,
+}
+
+/// A pattern term with its variable numbered by first occurrence in the base.
+#[derive(Clone, PartialEq)]
+enum CanonTerm {
+    Var(usize),
+    Blank,
+    Const(vev_edn::Edn),
+}
+
+/// A base of patterns with its variables numbered by first occurrence: the default source,
+/// each pattern's source and terms, and which variables the branch keeps.
+type CanonKey = (
+    Option<usize>,
+    Vec<(Option<usize>, [CanonTerm; 5])>,
+    Vec<usize>,
+);
+
+/// The canonical form of a base made only of patterns, and the branch's variable for each
+/// canonical number; `None` for any other base.
+fn canonical(
+    clauses: &[CClause],
+    src: Option<usize>,
+    keep: &[VarId],
+) -> Option<(CanonKey, Vec<VarId>)> {
+    let mut vars: Vec<VarId> = Vec::new();
+    let mut patterns = Vec::with_capacity(clauses.len());
+    for c in clauses {
+        let CClause::Pattern {
+            src: pattern_src,
+            terms,
+            ..
+        } = c
+        else {
+            return None;
+        };
+        let canon = terms.clone().map(|t| match t {
+            CTerm::Var(v) => CanonTerm::Var(match vars.iter().position(|w| *w == v) {
+                Some(i) => i,
+                None => {
+                    vars.push(v);
+                    vars.len() - 1
+                }
+            }),
+            CTerm::Blank => CanonTerm::Blank,
+            CTerm::Const(e) => CanonTerm::Const(e),
+        });
+        patterns.push((*pattern_src, canon));
+    }
+    let kept = (0..vars.len())
+        .filter(|i| keep.contains(&vars[*i]))
+        .collect();
+    Some(((src, patterns, kept), vars))
 }
 
 /// Fill the tables to a fixpoint.
