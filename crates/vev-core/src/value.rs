@@ -188,10 +188,10 @@ impl Value {
             Value::String(s) => Edn::String(String::from(&**s)),
             Value::Boolean(b) => Edn::Bool(*b),
             Value::Long(n) => Edn::Integer(*n),
-            Value::BigInt(n) => Edn::BigInt((**n).clone()),
+            Value::BigInt(n) => Edn::BigInt(Box::new((**n).clone())),
             Value::Double(d) => Edn::Float(*d),
             Value::Float(f) => Edn::Float(*f as f64),
-            Value::BigDec(d) => Edn::BigDec((**d).clone()),
+            Value::BigDec(d) => Edn::BigDec(Box::new((**d).clone())),
             Value::Instant(ms) => Edn::Inst(*ms),
             Value::Uuid(u) => Edn::Uuid(u128::from_be_bytes(*u)),
             Value::Uri(s) => Edn::Tagged(

@@ -150,7 +150,7 @@ mod tests {
     use std::str::FromStr;
 
     fn dec(text: &str) -> Edn {
-        Edn::BigDec(BigDecimal::from_str(text).unwrap())
+        Edn::BigDec(Box::new(BigDecimal::from_str(text).unwrap()))
     }
 
     #[test]
@@ -158,7 +158,7 @@ mod tests {
         assert_eq!(Edn::Nil.to_string(), "nil");
         assert_eq!(Edn::Bool(true).to_string(), "true");
         assert_eq!(Edn::Integer(-42).to_string(), "-42");
-        assert_eq!(Edn::BigInt(BigInt::from(7)).to_string(), "7N");
+        assert_eq!(Edn::BigInt(Box::new(BigInt::from(7))).to_string(), "7N");
         assert_eq!(Edn::keyword("db/ident").to_string(), ":db/ident");
         assert_eq!(Edn::symbol("?e").to_string(), "?e");
         assert_eq!(

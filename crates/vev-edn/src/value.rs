@@ -31,12 +31,13 @@ pub enum Edn {
     Char(char),
     /// An integer literal that fits an `i64`.
     Integer(i64),
-    /// `123N`, or an integer literal too large for an `i64`.
-    BigInt(BigInt),
+    /// `123N`, or an integer literal too large for an `i64`. Boxed, as is `BigDec`, so that
+    /// every value is 32 bytes rather than 48 (the common ones are small).
+    BigInt(Box<BigInt>),
     /// `1.5`, `1e10`, `##Inf`, `##-Inf`, `##NaN`.
     Float(f64),
     /// `1.5M`, `1M`.
-    BigDec(BigDecimal),
+    BigDec(Box<BigDecimal>),
     Keyword(Keyword),
     Symbol(Symbol),
     List(Vec<Edn>),
@@ -308,6 +309,13 @@ mod tests {
     }
 
     #[test]
+    #[cfg(target_pointer_width = "64")]
+    fn a_value_is_32_bytes() {
+        // Results hold one per cell: the big numbers are boxed to keep the rest small.
+        assert_eq!(std::mem::size_of::<Edn>(), 32);
+    }
+
+    #[test]
     fn variants_order_by_rank_first() {
         let ordered = [
             Edn::Nil,
@@ -315,9 +323,9 @@ mod tests {
             Edn::string("a"),
             Edn::Char('a'),
             Edn::Integer(i64::MAX),
-            Edn::BigInt(BigInt::from(-5)),
+            Edn::BigInt(Box::new(BigInt::from(-5))),
             Edn::Float(f64::NEG_INFINITY),
-            Edn::BigDec(BigDecimal::from(0)),
+            Edn::BigDec(Box::new(BigDecimal::from(0))),
             Edn::keyword("a"),
             Edn::symbol("a"),
             Edn::List(vec![]),
@@ -335,7 +343,7 @@ mod tests {
 
     #[test]
     fn numbers_of_different_variants_differ() {
-        assert_ne!(Edn::Integer(1), Edn::BigInt(BigInt::from(1)));
+        assert_ne!(Edn::Integer(1), Edn::BigInt(Box::new(BigInt::from(1))));
         assert_ne!(Edn::Integer(1), Edn::Float(1.0));
     }
 
@@ -352,8 +360,8 @@ mod tests {
 
     #[test]
     fn bigdecs_compare_numerically() {
-        let a = Edn::BigDec(BigDecimal::from_str("1.0").unwrap());
-        let b = Edn::BigDec(BigDecimal::from_str("1.00").unwrap());
+        let a = Edn::BigDec(Box::new(BigDecimal::from_str("1.0").unwrap()));
+        let b = Edn::BigDec(Box::new(BigDecimal::from_str("1.00").unwrap()));
         assert_eq!(a, b);
         assert_eq!(hash_of(&a), hash_of(&b));
     }
@@ -376,13 +384,16 @@ mod tests {
         assert_eq!(items[1].as_symbol().unwrap().as_str(), "?x");
         assert_eq!(items[2].as_str(), Some("s"));
         assert_eq!(Edn::Integer(3).as_integer(), Some(3));
-        assert_eq!(Edn::BigInt(BigInt::from(3)).as_integer(), None);
+        assert_eq!(Edn::BigInt(Box::new(BigInt::from(3))).as_integer(), None);
         assert_eq!(Edn::Bool(false).as_bool(), Some(false));
         assert!(Edn::List(vec![]).as_seq().is_some());
         assert!(Edn::Map(BTreeMap::new()).as_map().is_some());
         assert!(Edn::Nil.as_map().is_none());
         assert_eq!(Edn::Inst(0).type_name(), "inst");
-        assert_eq!(Edn::BigDec(BigDecimal::from(1)).type_name(), "bigdec");
+        assert_eq!(
+            Edn::BigDec(Box::new(BigDecimal::from(1))).type_name(),
+            "bigdec"
+        );
         assert_eq!(Edn::from("x"), Edn::string("x"));
         assert_eq!(Edn::from(2i64), Edn::Integer(2));
     }

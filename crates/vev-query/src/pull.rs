@@ -635,7 +635,7 @@ impl Puller<'_> {
 
 /// An entity id as EDN: an integer, or a bigint past `i64::MAX` (ids a caller made up).
 fn id_edn(e: EntityId) -> Edn {
-    i64::try_from(e).map_or_else(|_| Edn::BigInt(BigInt::from(e)), Edn::Integer)
+    i64::try_from(e).map_or_else(|_| Edn::BigInt(Box::new(BigInt::from(e))), Edn::Integer)
 }
 
 fn id_map(e: EntityId) -> Edn {

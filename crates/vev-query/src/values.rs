@@ -18,9 +18,9 @@ pub(crate) fn edn_to_value(edn: &Edn) -> Value {
         Edn::String(s) => Value::String(Arc::from(s.as_str())),
         Edn::Char(c) => Value::String(Arc::from(c.to_string().as_str())),
         Edn::Integer(n) => Value::Long(*n),
-        Edn::BigInt(n) => Value::BigInt(Arc::new(n.clone())),
+        Edn::BigInt(n) => Value::BigInt(Arc::new((**n).clone())),
         Edn::Float(d) => Value::Double(*d),
-        Edn::BigDec(d) => Value::BigDec(Arc::new(d.clone())),
+        Edn::BigDec(d) => Value::BigDec(Arc::new((**d).clone())),
         Edn::Keyword(k) => Value::Keyword(k.clone()),
         Edn::Symbol(s) => Value::Symbol(s.clone()),
         Edn::List(items) | Edn::Vector(items) => {

@@ -122,7 +122,7 @@ fn bigdec(parts: &NumberParts<'_>) -> Result<Edn, &'static str> {
         return Err("the scale of the bigdec is out of range");
     }
     let unscaled = big_digits(&format!("{}{frac}", parts.int), parts.negative);
-    Ok(Edn::BigDec(BigDecimal::new(unscaled, scale)))
+    Ok(Edn::BigDec(Box::new(BigDecimal::new(unscaled, scale))))
 }
 
 /// Converts a number literal (the whole token) to its value.
@@ -131,7 +131,7 @@ pub(crate) fn parse_number(text: &str) -> Result<Edn, &'static str> {
     let is_decimal = parts.frac.is_some() || parts.exp.is_some();
     match parts.suffix {
         Some(b'N') if is_decimal => Err("'N' needs an integer"),
-        Some(b'N') => Ok(Edn::BigInt(big_digits(parts.int, parts.negative))),
+        Some(b'N') => Ok(Edn::BigInt(Box::new(big_digits(parts.int, parts.negative)))),
         Some(_) => bigdec(&parts),
         None if is_decimal => text
             .parse::<f64>()
@@ -139,7 +139,7 @@ pub(crate) fn parse_number(text: &str) -> Result<Edn, &'static str> {
             .map_err(|_| "invalid float"),
         None => Ok(match text.parse::<i64>() {
             Ok(i) => Edn::Integer(i),
-            Err(_) => Edn::BigInt(big_digits(parts.int, parts.negative)),
+            Err(_) => Edn::BigInt(Box::new(big_digits(parts.int, parts.negative))),
         }),
     }
 }
