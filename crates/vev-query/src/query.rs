@@ -121,8 +121,11 @@ pub struct Query {
     plan: Arc<std::sync::Mutex<Option<crate::exec::PlanCache>>>,
     /// The last run's rule set (`%`), compiled, with the EDN it came from: a run given an
     /// equal one reuses it rather than parsing and compiling it again (shared by clones).
-    rules: Arc<std::sync::Mutex<Option<(Edn, Arc<CompiledRules>)>>>,
+    rules: Arc<std::sync::Mutex<Option<KeptRules>>>,
 }
+
+/// A rule set's EDN and what it compiled to.
+type KeptRules = (Edn, Arc<CompiledRules>);
 
 /// A rule set as a run uses it, and whether its bodies passed the binding checks.
 #[derive(Default)]
