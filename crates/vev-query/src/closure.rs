@@ -110,7 +110,9 @@ fn reached<'r>(
             let Some((call_src, callee, call_args)) = calls.next() else {
                 continue;
             };
+            // (A call of the wrong arity is the general evaluation's error to report.)
             if calls.next().is_some()
+                || ctx.rules.arity(callee) != Some(call_args.len())
                 || call_args
                     .iter()
                     .any(|a| matches!(a, CArg::Const(_) | CArg::Src(_)))
@@ -462,7 +464,8 @@ impl<K: Packed> Program<K> {
             }
         }
         // Room from the start for a few times what the bases hold (a closure finds more, but
-        // grows from there rather than from nothing).
+        // grows from there rather than from nothing); for large bases, twice plus a margin,
+        // so that the head start stays in proportion to the memory the bases already take.
         let tables = (0..keys.len())
             .map(|t| {
                 let base: usize = out
@@ -470,7 +473,7 @@ impl<K: Packed> Program<K> {
                     .filter(|b| b.table == t)
                     .map(|b| b.parts.len())
                     .sum();
-                Table::with_capacity(8 * base)
+                Table::with_capacity((8 * base).min(2 * base + (1 << 19)))
             })
             .collect();
         Ok(Some(Program {
