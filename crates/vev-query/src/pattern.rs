@@ -384,6 +384,11 @@ impl<'s> Prepared<'s> {
             }
             return Ok(out);
         }
+        // Lookups by row usually find at most a datom or a few per row (an entity's value of
+        // an attribute): room for one output row per input row, so the output does not grow
+        // by copying itself over and over.
+        out.data
+            .reserve(rel.len.min(SCAN_RESERVE_MAX) * out.width());
         if let Some(mut keys) = self.id_keys(order, &prefix, rel) {
             // An entity's values of one constant attribute are the same datoms, in the same
             // order, in AEVT as in EAVT; AEVT holds the attribute's datoms together, so the
