@@ -132,7 +132,6 @@ fn reached<'r>(
 /// rules of at most two arguments, `u128` for at most four.
 trait Packed: Copy + Eq + std::fmt::Debug + std::ops::BitOr<Output = Self> {
     const ZERO: Self;
-    fn pack(words: impl Iterator<Item = Word>) -> Self;
     /// Words at the given positions, the other positions zero.
     fn place(words: impl Iterator<Item = (Word, usize)>) -> Self;
     fn word(self, p: usize) -> Word;
@@ -142,6 +141,8 @@ trait Packed: Copy + Eq + std::fmt::Debug + std::ops::BitOr<Output = Self> {
     /// The row's hash: its bits through MurmurHash3's final avalanche, which spreads every
     /// input bit over the low bits the table's slots are chosen by.
     fn hash(self) -> u64;
+    /// Words in positions 0, 1, ...
+    fn pack(words: impl Iterator<Item = Word>) -> Self;
 }
 
 #[inline]
@@ -153,77 +154,50 @@ fn fmix64(mut h: u64) -> u64 {
     h ^ (h >> 33)
 }
 
-impl Packed for u64 {
-    const ZERO: u64 = 0;
-    #[inline]
-    fn pack(words: impl Iterator<Item = Word>) -> u64 {
-        let mut row = 0;
-        for (p, w) in words.enumerate() {
-            row |= u64::from(w) << (32 * p);
+/// `Packed` for an unsigned integer type, whose bits `fold` brings down to 64 for the hash.
+macro_rules! packed {
+    ($t:ty, $fold:expr) => {
+        impl Packed for $t {
+            const ZERO: $t = 0;
+            #[inline]
+            fn pack(words: impl Iterator<Item = Word>) -> $t {
+                let mut row = 0;
+                for (p, w) in words.enumerate() {
+                    row |= <$t>::from(w) << (32 * p);
+                }
+                row
+            }
+            #[inline]
+            fn place(words: impl Iterator<Item = (Word, usize)>) -> $t {
+                let mut row = 0;
+                for (w, p) in words {
+                    row |= <$t>::from(w) << (32 * p);
+                }
+                row
+            }
+            #[inline]
+            fn word(self, p: usize) -> Word {
+                (self >> (32 * p)) as Word
+            }
+            #[inline]
+            fn succ(self) -> $t {
+                self + 1
+            }
+            #[inline]
+            fn pred(self) -> $t {
+                self - 1
+            }
+            #[inline]
+            fn hash(self) -> u64 {
+                fmix64($fold(self))
+            }
         }
-        row
-    }
-    #[inline]
-    fn place(words: impl Iterator<Item = (Word, usize)>) -> u64 {
-        let mut row = 0;
-        for (w, p) in words {
-            row |= u64::from(w) << (32 * p);
-        }
-        row
-    }
-    #[inline]
-    fn word(self, p: usize) -> Word {
-        (self >> (32 * p)) as Word
-    }
-    #[inline]
-    fn succ(self) -> u64 {
-        self + 1
-    }
-    #[inline]
-    fn pred(self) -> u64 {
-        self - 1
-    }
-    #[inline]
-    fn hash(self) -> u64 {
-        fmix64(self)
-    }
+    };
 }
 
-impl Packed for u128 {
-    const ZERO: u128 = 0;
-    #[inline]
-    fn pack(words: impl Iterator<Item = Word>) -> u128 {
-        let mut row = 0;
-        for (p, w) in words.enumerate() {
-            row |= u128::from(w) << (32 * p);
-        }
-        row
-    }
-    #[inline]
-    fn place(words: impl Iterator<Item = (Word, usize)>) -> u128 {
-        let mut row = 0;
-        for (w, p) in words {
-            row |= u128::from(w) << (32 * p);
-        }
-        row
-    }
-    #[inline]
-    fn word(self, p: usize) -> Word {
-        (self >> (32 * p)) as Word
-    }
-    #[inline]
-    fn succ(self) -> u128 {
-        self + 1
-    }
-    #[inline]
-    fn pred(self) -> u128 {
-        self - 1
-    }
-    #[inline]
-    fn hash(self) -> u64 {
-        fmix64((self as u64) ^ ((self >> 64) as u64).wrapping_mul(0x9e37_79b9_7f4a_7c15))
-    }
-}
+packed!(u64, |row: u64| row);
+packed!(u128, |row: u128| (row as u64)
+    ^ ((row >> 64) as u64).wrapping_mul(0x9e37_79b9_7f4a_7c15));
 
 /// A hash map from packed rows to `V`, open addressing with linear probing. Rows are what
 /// every round of the fixpoint looks up and adds, so the probe is a few instructions: hash,
@@ -823,20 +797,7 @@ fn run<K: Packed>(
 /// The called table's rows as a relation over the call's variables (first occurrences),
 /// values restored.
 fn answers<K: Packed>(table: &Table<K>, interner: &Interner, args: &[CArg]) -> Rel {
-    let mut vars: Vec<VarId> = Vec::new();
-    let mut cols: Vec<usize> = Vec::new();
-    let mut repeats: Vec<(usize, usize)> = Vec::new();
-    for (p, a) in args.iter().enumerate() {
-        if let CArg::Var(v) = a {
-            match vars.iter().position(|x| x == v) {
-                Some(i) => repeats.push((p, cols[i])),
-                None => {
-                    vars.push(*v);
-                    cols.push(p);
-                }
-            }
-        }
-    }
+    let (vars, cols, repeats) = crate::rules::call_columns(args);
     let mut rel = Rel::empty(vars);
     // Distinct rows stay distinct unless a position is dropped (`_`).
     rel.distinct = !args.iter().any(|a| matches!(a, CArg::Blank));

@@ -554,10 +554,10 @@ pub(crate) fn call(
     Ok(out)
 }
 
-/// A whole-relation table's answers (one part of them) as a relation over the call's
-/// variables, for a join that matches the bound arguments by hashing.
-fn answers_rel(table: &Table, args: &[CArg], mode: Mode) -> Rel {
-    // The answers as a relation over the call's variables (first occurrences only).
+/// How a rule call's answers become a relation over its variables: the variables (first
+/// occurrences, in argument order), the argument position of each, and the pairs of
+/// positions a repeated variable requires to be equal.
+pub(crate) fn call_columns(args: &[CArg]) -> (Vec<VarId>, Vec<usize>, Vec<(usize, usize)>) {
     let mut vars: Vec<VarId> = Vec::new();
     let mut cols: Vec<usize> = Vec::new();
     let mut repeats: Vec<(usize, usize)> = Vec::new();
@@ -572,6 +572,13 @@ fn answers_rel(table: &Table, args: &[CArg], mode: Mode) -> Rel {
             }
         }
     }
+    (vars, cols, repeats)
+}
+
+/// A whole-relation table's answers (one part of them) as a relation over the call's
+/// variables, for a join that matches the bound arguments by hashing.
+fn answers_rel(table: &Table, args: &[CArg], mode: Mode) -> Rel {
+    let (vars, cols, repeats) = call_columns(args);
     let mut answers = Rel::empty(vars);
     answers.distinct = repeats.is_empty() && !args.iter().any(|a| matches!(a, CArg::Blank));
     let w = table.answers.cols.len();

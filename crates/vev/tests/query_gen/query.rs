@@ -575,8 +575,8 @@ impl Gen<'_, '_> {
         };
         let name = self.tape.item(names);
         let ty = if name == "tagged" { Ty::Long } else { Ty::Ent };
-        // Sometimes a call that nothing binds: the whole relation, evaluated unseeded (the
-        // path where linear recursion joins new answers with the kept prefix directly).
+        // Sometimes a call that nothing binds: the whole relation, which linear rules get
+        // from `closure.rs` (and the others from unseeded tables with kept prefixes).
         if name != "older" && self.tape.chance(25) {
             let (x, y) = (self.fresh("w", Ty::Ent), self.fresh("w", ty));
             self.bind(&x);
