@@ -262,7 +262,7 @@ fn check_streamed(
     let mut want: Vec<Edn> = match got {
         _ if random => return Ok(()),
         vev::QueryResult::Rel(r) | vev::QueryResult::Bag(r) => {
-            r.iter().map(|r| Edn::Vector(r.clone())).collect()
+            r.iter().map(|r| Edn::Vector(r.to_vec())).collect()
         }
         vev::QueryResult::Coll(c) => c.iter().map(|v| Edn::Vector(vec![v.clone()])).collect(),
         vev::QueryResult::Maps(m) => {

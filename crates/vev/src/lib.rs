@@ -44,6 +44,6 @@ pub use vev_db::{
 pub use vev_edn as edn;
 pub use vev_query::{
     pull_many, q, Input, Limits, PlanStep, PullError, Query, QueryError, QueryOptions, QueryResult,
-    Registry, ResultKind, Source,
+    Registry, ResultKind, Rows, Source,
 };
 pub use vev_sqlite::{FaultPlan, LockMode, VerifyReport};

@@ -132,9 +132,12 @@ fn js_terms(result: QueryResult, columns: &[Ty], ds_id: &HashMap<u64, u64>) -> E
             .collect()
     };
     match result {
-        QueryResult::Rel(rows) | QueryResult::Bag(rows) => {
-            sorted(rows.into_iter().map(|r| Edn::Vector(row(r))).collect())
-        }
+        QueryResult::Rel(rows) | QueryResult::Bag(rows) => sorted(
+            rows.into_vecs()
+                .into_iter()
+                .map(|r| Edn::Vector(row(r)))
+                .collect(),
+        ),
         QueryResult::Coll(items) => {
             sorted(items.into_iter().map(|v| cell(columns[0], v)).collect())
         }

@@ -52,7 +52,8 @@ fn options(naive: bool) -> QueryOptions {
 /// The result with relation rows sorted (duplicates kept, for `:with`) and collections sorted.
 fn canonical(result: QueryResult) -> Edn {
     match result {
-        QueryResult::Rel(mut rows) | QueryResult::Bag(mut rows) => {
+        QueryResult::Rel(rows) | QueryResult::Bag(rows) => {
+            let mut rows = rows.into_vecs();
             rows.sort();
             Edn::Vector(rows.into_iter().map(Edn::Vector).collect())
         }
