@@ -601,13 +601,22 @@ impl<'s> Prepared<'s> {
             if let Some((c, p)) = sorted {
                 // Whether any row has this datom's key, before copying the datom's values:
                 // most datoms of a scan usually have none.
-                let key = datom_value(d, free_pos[p]);
-                let j = cursor.seek(rel, c, &key);
-                let found = j < rel.len
-                    && match (&rel.row(j)[c], &key) {
-                        (Value::Ref(x), Value::Ref(k)) => x == k,
-                        (x, k) => x == k,
-                    };
+                let found = match free_pos[p] {
+                    // An entity id (the usual key): compared as a word, no value made.
+                    E => {
+                        let j = cursor.seek_id(rel, c, d.e);
+                        j < rel.len && matches!(rel.row(j)[c], Value::Ref(x) if x == d.e)
+                    }
+                    pos => {
+                        let key = datom_value(d, pos);
+                        let j = cursor.seek(rel, c, &key);
+                        j < rel.len
+                            && match (&rel.row(j)[c], &key) {
+                                (Value::Ref(x), Value::Ref(k)) => x == k,
+                                (x, k) => x == k,
+                            }
+                    }
+                };
                 if !found {
                     return true;
                 }
@@ -779,21 +788,34 @@ impl SortedCursor {
     /// The first row whose column `c` is not below `key`.
     fn seek(&mut self, rel: &Rel, c: usize, key: &Value) -> usize {
         // Entity ids (the usual join key) compare as machine words.
-        let below = |i: usize| match (&rel.row(i)[c], key) {
+        self.seek_by(rel.len, |i: usize| match (&rel.row(i)[c], key) {
             (Value::Ref(x), Value::Ref(k)) => x < k,
             (x, k) => x < k,
-        };
+        })
+    }
+
+    /// `seek` for the key `Value::Ref(id)`.
+    fn seek_id(&mut self, rel: &Rel, c: usize, id: u64) -> usize {
+        self.seek_by(rel.len, |i: usize| match &rel.row(i)[c] {
+            Value::Ref(x) => *x < id,
+            x => *x < Value::Ref(id),
+        })
+    }
+
+    /// The first of `len` rows for which `below` is false (it holds for a prefix).
+    #[inline]
+    fn seek_by(&mut self, len: usize, below: impl Fn(usize) -> bool) -> usize {
         let mut lo = self.at;
-        if lo < rel.len && below(lo) {
+        if lo < len && below(lo) {
             // Gallop: find `hi` with row `hi` not below `key` (or the end), then search.
             let mut step = 1;
             let mut hi = lo + 1;
-            while hi < rel.len && below(hi) {
+            while hi < len && below(hi) {
                 lo = hi;
                 step *= 2;
                 hi = lo.saturating_add(step);
             }
-            lo = first_not_below(lo + 1, hi.min(rel.len), below);
+            lo = first_not_below(lo + 1, hi.min(len), below);
         } else if lo > 0 && !below(lo - 1) {
             lo = first_not_below(0, lo, below);
         }
