@@ -102,11 +102,31 @@ macro_rules! name_methods {
                 $ty::new(full)
             }
         }
+
+        /// By the full text's bytes. The first bytes decide most comparisons (the keys of
+        /// one map), so they are compared inline before the general slice comparison.
+        impl Ord for $ty {
+            #[inline]
+            fn cmp(&self, other: &$ty) -> std::cmp::Ordering {
+                let (a, b) = (self.0.as_bytes(), other.0.as_bytes());
+                match (a.first(), b.first()) {
+                    (Some(x), Some(y)) if x != y => x.cmp(y),
+                    _ => a.cmp(b),
+                }
+            }
+        }
+
+        impl PartialOrd for $ty {
+            #[inline]
+            fn partial_cmp(&self, other: &$ty) -> Option<std::cmp::Ordering> {
+                Some(self.cmp(other))
+            }
+        }
     };
 }
 
 /// An EDN keyword such as `:db/ident`, stored without its leading colon.
-#[derive(Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
+#[derive(Clone, PartialEq, Eq, Hash)]
 pub struct Keyword(Arc<str>);
 
 name_methods!(Keyword);
@@ -141,7 +161,7 @@ impl fmt::Debug for Keyword {
 }
 
 /// An EDN symbol such as `?e` or `my.ns/fn`.
-#[derive(Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
+#[derive(Clone, PartialEq, Eq, Hash)]
 pub struct Symbol(Arc<str>);
 
 name_methods!(Symbol);
@@ -161,6 +181,17 @@ impl fmt::Debug for Symbol {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use proptest::prelude::*;
+
+    proptest! {
+        /// Names order as their full texts do (the inline first-byte comparison agrees).
+        #[test]
+        fn names_order_as_their_text(a in "[a-c/é]{0,4}", b in "[a-c/é]{0,4}") {
+            let want = a.cmp(&b);
+            prop_assert_eq!(Keyword::new(&a).cmp(&Keyword::new(&b)), want);
+            prop_assert_eq!(Symbol::new(&a).partial_cmp(&Symbol::new(&b)), Some(want));
+        }
+    }
 
     #[test]
     fn keyword_parts() {
