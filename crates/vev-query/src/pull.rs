@@ -395,13 +395,18 @@ impl Puller<'_> {
                 Target::Forward(a) => {
                     let cap = if a.is_many() { spec.limit } else { Some(1) };
                     if gathered {
+                        // The attribute's run of the entity's datoms, read in place.
                         let start = datoms.partition_point(|d| d.a < a.id);
-                        datoms[start..]
+                        let run = &datoms[start..];
+                        let n = run
                             .iter()
                             .take_while(|d| d.a == a.id)
                             .take(cap.unwrap_or(usize::MAX))
-                            .map(|d| d.v.clone())
-                            .collect()
+                            .count();
+                        if let Some(slot) = self.slot(i, spec, run[..n].iter().map(|d| &d.v))? {
+                            entries.push((spec.key.clone(), slot));
+                        }
+                        continue;
                     } else {
                         self.values(IndexOrder::Eavt, [e, a.id], cap, |d| d.v.clone())
                     }
@@ -411,7 +416,7 @@ impl Puller<'_> {
                     self.values(IndexOrder::Vaet, [e, a.id], cap, |d| Value::Ref(d.e))
                 }
             };
-            if let Some(slot) = self.slot(i, spec, &values)? {
+            if let Some(slot) = self.slot(i, spec, values.iter())? {
                 entries.push((spec.key.clone(), slot));
             }
         }
@@ -472,7 +477,7 @@ impl Puller<'_> {
                 sub: default_sub(attr),
             };
             let values: SmallVec<[Value; 2]> = values.take(cap).collect();
-            if let Some(slot) = self.slot(i, &spec, &values)? {
+            if let Some(slot) = self.slot(i, &spec, values.iter())? {
                 entries.push((spec.key, slot));
             }
         }
@@ -502,8 +507,13 @@ impl Puller<'_> {
 
     /// The slot of `spec` with `values` (refs for ref and reverse attributes); `None` when
     /// there is nothing to show.
-    fn slot(&mut self, i: usize, spec: &Spec, values: &[Value]) -> Result<Option<Slot>, PullError> {
-        if values.is_empty() {
+    fn slot<'v>(
+        &mut self,
+        i: usize,
+        spec: &Spec,
+        mut values: impl ExactSizeIterator<Item = &'v Value>,
+    ) -> Result<Option<Slot>, PullError> {
+        if values.len() == 0 {
             return Ok(spec.default.clone().map(Slot::Done));
         }
         let (is_ref, single) = match &spec.target {
@@ -513,13 +523,16 @@ impl Puller<'_> {
         };
         if !is_ref {
             return Ok(Some(Slot::Done(if single {
-                values[0].to_edn()
+                values.next().map_or(Edn::Nil, Value::to_edn)
             } else {
-                Edn::Vector(values.iter().map(Value::to_edn).collect())
+                Edn::Vector(values.map(Value::to_edn).collect())
             })));
         }
         if single {
-            return Ok(Some(Slot::One(self.value_item(i, spec, &values[0])?)));
+            return match values.next() {
+                Some(first) => Ok(Some(Slot::One(self.value_item(i, spec, first)?))),
+                None => Ok(None),
+            };
         }
         let mut items = Vec::with_capacity(values.len());
         for v in values {
