@@ -893,30 +893,33 @@ impl<'s> Star<'s> {
             }
         }
         keyed.sort_unstable();
-        let mut prefixes: Vec<Vec<Component>> = Vec::new();
+        // One key per distinct entity (as machine words: the batch walk compares ids).
+        let mut keys: Vec<[EntityId; 2]> = Vec::new();
         let mut groups: Vec<(usize, usize)> = Vec::new();
         for (i, (e, _)) in keyed.iter().enumerate() {
             if i > 0 && keyed[i - 1].0 == *e {
                 groups.last_mut().expect("a group per entity").1 = i + 1;
             } else {
-                prefixes.push(vec![Component::Entity(*e)]);
+                keys.push([*e, 0]);
                 groups.push((i, i + 1));
             }
         }
         // Matches of the current group, per member.
         let mut found: Vec<Vec<Value>> = vec![Vec::new(); self.members.len()];
         let mut current: Option<usize> = None;
-        let flush = |g: usize, found: &mut Vec<Vec<Value>>, out: &mut Rel| {
+        // The odometer of `emit_product`, allocated once.
+        let mut idx = vec![0usize; free.len()];
+        let mut flush = |g: usize, found: &mut Vec<Vec<Value>>, out: &mut Rel| {
             if found.iter().all(|f| !f.is_empty()) {
                 let (from, to) = groups[g];
                 for (_, r) in &keyed[from..to] {
-                    emit_product(rel.row(*r), &free, found, out);
+                    emit_product(rel.row(*r), &free, found, &mut idx, out);
                 }
             }
             found.iter_mut().for_each(Vec::clear);
         };
         self.src
-            .scan_batch(IndexOrder::Eavt, &prefixes, &mut |g, d| {
+            .scan_id_batch(IndexOrder::Eavt, &keys, 1, &mut |g, d| {
                 if current != Some(g) {
                     if let Some(prev) = current {
                         flush(prev, &mut found, &mut out);
@@ -945,8 +948,15 @@ impl<'s> Star<'s> {
 }
 
 /// Append `row` extended by every combination of the free members' values.
-fn emit_product(row: &[Value], free: &[usize], found: &[Vec<Value>], out: &mut Rel) {
-    let mut idx = vec![0usize; free.len()];
+/// `idx` is scratch of `free.len()` counters.
+fn emit_product(
+    row: &[Value],
+    free: &[usize],
+    found: &[Vec<Value>],
+    idx: &mut [usize],
+    out: &mut Rel,
+) {
+    idx.fill(0);
     loop {
         out.data.extend_from_slice(row);
         for (i, m) in free.iter().enumerate() {
