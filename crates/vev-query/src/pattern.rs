@@ -597,17 +597,35 @@ impl<'s> Prepared<'s> {
         let mut vals: Vec<Value> = Vec::with_capacity(free_pos.len());
         let mut err = None;
         let mut cursor = SortedCursor::default();
+        // When the key is the datom's entity and the sorted column holds only entity ids
+        // (the usual merge join), the column as a dense array of words: most scanned datoms
+        // match no row, and each is turned away by a comparison or two in this array.
+        let ids: Option<Vec<EntityId>> =
+            sorted
+                .filter(|&(_, p)| free_pos[p] == E)
+                .and_then(|(c, _)| {
+                    rel.rows()
+                        .map(|r| match r[c] {
+                            Value::Ref(e) => Some(e),
+                            _ => None,
+                        })
+                        .collect()
+                });
         let mut visit = |d: &Datom| {
             if let Some((c, p)) = sorted {
                 // Whether any row has this datom's key, before copying the datom's values:
                 // most datoms of a scan usually have none.
-                let found = match free_pos[p] {
-                    // An entity id (the usual key): compared as a word, no value made.
-                    E => {
+                let found = match (&ids, free_pos[p]) {
+                    (Some(ids), _) => {
+                        let j = cursor.seek_by(ids.len(), |i| ids[i] < d.e);
+                        j < ids.len() && ids[j] == d.e
+                    }
+                    // An entity id in a column of other values too: compared as a word.
+                    (None, E) => {
                         let j = cursor.seek_id(rel, c, d.e);
                         j < rel.len && matches!(rel.row(j)[c], Value::Ref(x) if x == d.e)
                     }
-                    pos => {
+                    (None, pos) => {
                         let key = datom_value(d, pos);
                         let j = cursor.seek(rel, c, &key);
                         j < rel.len
@@ -648,6 +666,17 @@ impl<'s> Prepared<'s> {
                         if !add(j, &mut out) {
                             return false;
                         }
+                    }
+                }
+                (None, Some((_, _))) if ids.is_some() => {
+                    // The check above left the cursor at the entity's first row.
+                    let ids = ids.as_deref().unwrap_or_default();
+                    let mut j = cursor.at;
+                    while j < ids.len() && ids[j] == d.e {
+                        if !add(j, &mut out) {
+                            return false;
+                        }
+                        j += 1;
                     }
                 }
                 (None, Some((c, p))) => {
