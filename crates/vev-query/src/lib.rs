@@ -21,7 +21,7 @@ mod pattern;
 pub mod pull;
 mod query;
 mod rel;
-mod rows;
+pub mod rows;
 mod rules;
 pub mod source;
 pub mod testing;

@@ -83,9 +83,11 @@ impl Rows {
     }
 
     /// The rows in order.
-    pub fn iter(&self) -> impl ExactSizeIterator<Item = &[Edn]> + '_ {
-        let w = self.width;
-        (0..self.len).map(move |i| &self.cells[i * w..(i + 1) * w])
+    pub fn iter(&self) -> Iter<'_> {
+        Iter {
+            rows: self,
+            next: 0,
+        }
     }
 
     /// Every cell, row after row.
@@ -111,6 +113,39 @@ impl Rows {
     /// The rows as one vector per row, copied.
     pub fn to_vecs(&self) -> Vec<Vec<Edn>> {
         self.iter().map(<[Edn]>::to_vec).collect()
+    }
+}
+
+/// The rows of a [`Rows`], in order, as slices.
+#[derive(Clone, Debug)]
+pub struct Iter<'a> {
+    rows: &'a Rows,
+    next: usize,
+}
+
+impl<'a> Iterator for Iter<'a> {
+    type Item = &'a [Edn];
+
+    fn next(&mut self) -> Option<&'a [Edn]> {
+        let row = self.rows.get(self.next)?;
+        self.next += 1;
+        Some(row)
+    }
+
+    fn size_hint(&self) -> (usize, Option<usize>) {
+        let left = self.rows.len - self.next;
+        (left, Some(left))
+    }
+}
+
+impl ExactSizeIterator for Iter<'_> {}
+
+impl<'a> IntoIterator for &'a Rows {
+    type Item = &'a [Edn];
+    type IntoIter = Iter<'a>;
+
+    fn into_iter(self) -> Iter<'a> {
+        self.iter()
     }
 }
 
@@ -146,6 +181,12 @@ mod tests {
         assert_eq!(rows.get(2), Some(&[int(5), int(6)][..]));
         assert_eq!(rows.get(3), None);
         assert_eq!(rows.iter().len(), 3);
+        let mut seen = 0;
+        for (i, row) in (&rows).into_iter().enumerate() {
+            assert_eq!(row, &vecs[i][..]);
+            seen += 1;
+        }
+        assert_eq!(seen, 3);
         assert_eq!(rows.to_vecs(), vecs);
         assert_eq!(rows.into_vecs(), vecs);
     }
