@@ -358,6 +358,9 @@ struct Call<K> {
     fill: Vec<(usize, usize)>,
     /// Each key's rows: `parts[start..end]`.
     groups: PackedMap<K, (usize, usize)>,
+    /// For a key of one word: `groups` as an array indexed by the word (words past its end
+    /// key no rows).
+    direct: Option<Vec<(usize, usize)>>,
 }
 
 impl<K: Packed> Call<K> {
@@ -370,6 +373,10 @@ impl<K: Packed> Call<K> {
     /// The base rows (head parts) whose key equals the answer's.
     #[inline]
     fn matches(&self, answer: K) -> std::ops::Range<usize> {
+        if let Some(direct) = &self.direct {
+            let word = answer.word(self.key[0]) as usize;
+            return direct.get(word).map_or(0..0, |&(start, end)| start..end);
+        }
         let key = K::pack(self.key.iter().map(|p| answer.word(*p)));
         self.groups.get(key).map_or(0..0, |(start, end)| start..end)
     }
@@ -669,6 +676,22 @@ impl<K: Packed> Program<K> {
             parts[end] = part(i);
             groups.set(*k, (start, end + 1));
         }
+        // A key of one word (the usual closure, keyed by the entity it steps through): the
+        // groups also as an array indexed by the word, when that is not much larger than the
+        // base, so each answer finds its rows without hashing.
+        let direct = match key_cols.len() {
+            1 => {
+                let max = keys_of.iter().map(|k| k.word(0)).max().unwrap_or(0) as usize;
+                (max < rows.saturating_mul(4).saturating_add(1024)).then(|| {
+                    let mut direct = vec![(0, 0); max + 1];
+                    for k in &keys_of {
+                        direct[k.word(0) as usize] = groups.get(*k).expect("grouped above");
+                    }
+                    direct
+                })
+            }
+            _ => None,
+        };
         let callee_table = keys
             .iter()
             .position(|k| *k == (callee, call_src))
@@ -682,6 +705,7 @@ impl<K: Packed> Program<K> {
                 repeats,
                 fill,
                 groups,
+                direct,
             }),
         }))
     }
