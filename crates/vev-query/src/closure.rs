@@ -357,10 +357,7 @@ struct Call<K> {
     /// Head positions the answers fill: (answer position, head position).
     fill: Vec<(usize, usize)>,
     /// Each key's rows: `parts[start..end]`.
-    groups: PackedMap<K, (usize, usize)>,
-    /// For a key of one word: `groups` as an array indexed by the word (words past its end
-    /// key no rows).
-    direct: Option<Vec<(usize, usize)>>,
+    groups: Groups<K>,
 }
 
 impl<K: Packed> Call<K> {
@@ -373,12 +370,75 @@ impl<K: Packed> Call<K> {
     /// The base rows (head parts) whose key equals the answer's.
     #[inline]
     fn matches(&self, answer: K) -> std::ops::Range<usize> {
-        if let Some(direct) = &self.direct {
-            let word = answer.word(self.key[0]) as usize;
-            return direct.get(word).map_or(0..0, |&(start, end)| start..end);
+        let (start, end) = match &self.groups {
+            Groups::Words(words) => words
+                .get(answer.word(self.key[0]) as usize)
+                .copied()
+                .unwrap_or_default(),
+            Groups::Keys(map) => map
+                .get(K::pack(self.key.iter().map(|p| answer.word(*p))))
+                .unwrap_or_default(),
+        };
+        start..end
+    }
+}
+
+/// A branch's base rows grouped by their join key, each key's as `(start, end)` in the
+/// branch's parts.
+enum Groups<K> {
+    /// A key of one word (the usual closure, keyed by the entity it steps through), in an
+    /// array indexed by the word: words are dense, so each answer finds its rows without
+    /// hashing. A word past the end keys no rows.
+    Words(Vec<(usize, usize)>),
+    /// Any other key, or one word when the largest is far past the number of rows.
+    Keys(PackedMap<K, (usize, usize)>),
+}
+
+impl<K: Packed> Groups<K> {
+    /// Each key of `keys` (the rows' keys, `rows` of them) with its count, as `(0, count)`.
+    fn counted(keys: &[K], one_word: bool, rows: usize) -> Groups<K> {
+        if one_word {
+            let max = keys.iter().map(|k| k.word(0)).max().unwrap_or(0) as usize;
+            if max < rows.saturating_mul(4).saturating_add(1024) {
+                let mut words = vec![(0, 0); max + 1];
+                for k in keys {
+                    words[k.word(0) as usize].1 += 1;
+                }
+                return Groups::Words(words);
+            }
         }
-        let key = K::pack(self.key.iter().map(|p| answer.word(*p)));
-        self.groups.get(key).map_or(0..0, |(start, end)| start..end)
+        let mut map = PackedMap::with_capacity(rows);
+        for k in keys {
+            let ((_, n), fresh) = map.insert(*k, (0, 1));
+            if !fresh {
+                map.set(*k, (0, n + 1));
+            }
+        }
+        Groups::Keys(map)
+    }
+
+    /// The group of `key`, one of the keys it was counted from.
+    fn get(&self, key: K) -> (usize, usize) {
+        match self {
+            Groups::Words(words) => words[key.word(0) as usize],
+            Groups::Keys(map) => map.get(key).expect("counted"),
+        }
+    }
+
+    /// Change the group of `key`, one of the keys it was counted from.
+    fn set(&mut self, key: K, value: (usize, usize)) {
+        match self {
+            Groups::Words(words) => words[key.word(0) as usize] = value,
+            Groups::Keys(map) => map.set(key, value),
+        }
+    }
+
+    /// Visit every group (and, for words, the empty entries between them).
+    fn for_each_value(&mut self, mut f: impl FnMut(&mut (usize, usize))) {
+        match self {
+            Groups::Words(words) => words.iter_mut().for_each(f),
+            Groups::Keys(map) => map.for_each_value(&mut f),
+        }
     }
 }
 
@@ -650,18 +710,10 @@ impl<K: Packed> Program<K> {
             }));
         };
         // Group the base rows by key: count each key's rows, then place them.
-        let mut groups: PackedMap<K, (usize, usize)> = PackedMap::with_capacity(rows);
         let keys_of: Vec<K> = (0..rows)
             .map(|i| K::pack(key_cols.iter().map(|&(c, _)| row(i)[c])))
             .collect();
-        for k in &keys_of {
-            let (at, fresh) = groups.insert(*k, (0, 0));
-            if !fresh {
-                groups.set(*k, (at.0, at.1 + 1));
-            } else {
-                groups.set(*k, (0, 1));
-            }
-        }
+        let mut groups = Groups::counted(&keys_of, key_cols.len() == 1, rows);
         // Starts from counts; `end` then counts up as rows are placed.
         let mut next = 0;
         groups.for_each_value(|(start, end)| {
@@ -672,26 +724,10 @@ impl<K: Packed> Program<K> {
         });
         let mut parts = vec![K::ZERO; rows];
         for (i, k) in keys_of.iter().enumerate() {
-            let (start, end) = groups.get(*k).expect("counted above");
+            let (start, end) = groups.get(*k);
             parts[end] = part(i);
             groups.set(*k, (start, end + 1));
         }
-        // A key of one word (the usual closure, keyed by the entity it steps through): the
-        // groups also as an array indexed by the word, when that is not much larger than the
-        // base, so each answer finds its rows without hashing.
-        let direct = match key_cols.len() {
-            1 => {
-                let max = keys_of.iter().map(|k| k.word(0)).max().unwrap_or(0) as usize;
-                (max < rows.saturating_mul(4).saturating_add(1024)).then(|| {
-                    let mut direct = vec![(0, 0); max + 1];
-                    for k in &keys_of {
-                        direct[k.word(0) as usize] = groups.get(*k).expect("grouped above");
-                    }
-                    direct
-                })
-            }
-            _ => None,
-        };
         let callee_table = keys
             .iter()
             .position(|k| *k == (callee, call_src))
@@ -705,7 +741,6 @@ impl<K: Packed> Program<K> {
                 repeats,
                 fill,
                 groups,
-                direct,
             }),
         }))
     }
