@@ -615,18 +615,13 @@ impl<'s> Prepared<'s> {
             if let Some((c, p)) = sorted {
                 // Whether any row has this datom's key, before copying the datom's values:
                 // most datoms of a scan usually have none.
-                let found = match (&ids, free_pos[p]) {
-                    (Some(ids), _) => {
+                let found = match &ids {
+                    Some(ids) => {
                         let j = cursor.seek_by(ids.len(), |i| ids[i] < d.e);
                         j < ids.len() && ids[j] == d.e
                     }
-                    // An entity id in a column of other values too: compared as a word.
-                    (None, E) => {
-                        let j = cursor.seek_id(rel, c, d.e);
-                        j < rel.len && matches!(rel.row(j)[c], Value::Ref(x) if x == d.e)
-                    }
-                    (None, pos) => {
-                        let key = datom_value(d, pos);
+                    None => {
+                        let key = datom_value(d, free_pos[p]);
                         let j = cursor.seek(rel, c, &key);
                         j < rel.len
                             && match (&rel.row(j)[c], &key) {
@@ -668,21 +663,14 @@ impl<'s> Prepared<'s> {
                         }
                     }
                 }
-                (None, Some((_, _))) if ids.is_some() => {
-                    // The check above left the cursor at the entity's first row.
-                    let ids = ids.as_deref().unwrap_or_default();
-                    let mut j = cursor.at;
-                    while j < ids.len() && ids[j] == d.e {
-                        if !add(j, &mut out) {
-                            return false;
-                        }
-                        j += 1;
-                    }
-                }
                 (None, Some((c, p))) => {
-                    let key = &vals[p];
-                    let mut j = cursor.seek(rel, c, key);
-                    while j < rel.len && rel.row(j)[c] == *key {
+                    // The check above left the cursor at the key's first row.
+                    let same = |j: usize| match &ids {
+                        Some(ids) => ids[j] == d.e,
+                        None => rel.row(j)[c] == vals[p],
+                    };
+                    let mut j = cursor.at;
+                    while j < rel.len && same(j) {
                         if !add(j, &mut out) {
                             return false;
                         }
@@ -820,14 +808,6 @@ impl SortedCursor {
         self.seek_by(rel.len, |i: usize| match (&rel.row(i)[c], key) {
             (Value::Ref(x), Value::Ref(k)) => x < k,
             (x, k) => x < k,
-        })
-    }
-
-    /// `seek` for the key `Value::Ref(id)`.
-    fn seek_id(&mut self, rel: &Rel, c: usize, id: u64) -> usize {
-        self.seek_by(rel.len, |i: usize| match &rel.row(i)[c] {
-            Value::Ref(x) => *x < id,
-            x => *x < Value::Ref(id),
         })
     }
 
