@@ -1,4 +1,4 @@
-;; Datalevin's side of Vev's `query` benchmark (issue 3).
+;; Datalevin's side of Vev's `query` benchmark.
 ;;
 ;; Usage: java <flags> -cp <classes>:<datalevin-runtime.jar> clojure.main query.clj \
 ;;          <query-fixture.json> memory|disk [<db-dir>]

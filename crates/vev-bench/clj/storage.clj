@@ -1,4 +1,4 @@
-;; Datalevin's side of Vev's `storage` benchmark (issue 4): durable small transactions.
+;; Datalevin's side of Vev's `storage` benchmark: durable small transactions.
 ;;
 ;; Usage: java <flags> -cp <classes>:<datalevin-runtime.jar> clojure.main storage.clj <spec.json>
 ;; Runs on the runtime jar of PyPI's `datalevin` wheel, through Datalevin's own Clojure API.

@@ -1,4 +1,4 @@
-// DataScript's side of Vev's `core` benchmark (issue 2).
+// DataScript's side of Vev's `core` benchmark.
 //
 // Usage: node core.js <fixture.json> [reps]
 // Loads the fixture Vev wrote, transacts all people in one transaction and in one

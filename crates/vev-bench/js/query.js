@@ -1,4 +1,4 @@
-// DataScript's side of Vev's `query` benchmark (issue 3).
+// DataScript's side of Vev's `query` benchmark.
 //
 // Usage: node query.js <query-fixture.json>
 // Reads the databases, DataScript's schema and the queries that `vev-bench query` wrote, builds

@@ -1,4 +1,4 @@
-//! The deterministic person fixture of issue 2, shared by Vev and DataScript.
+//! The deterministic person fixture of the core suite, shared by Vev and DataScript.
 //!
 //! The people come from a fixed-seed SplitMix64 generator, so every run (and every machine)
 //! transacts the same data; DataScript gets it through a JSON file written here, never by
@@ -9,7 +9,7 @@ use std::path::Path;
 use serde_json::json;
 use vev::{Keyword, TxMap, TxOp, Value};
 
-/// The seed of the issue-2 fixture.
+/// The seed of the person fixture.
 pub const SEED: u64 = 0x5EED_0002;
 
 const NAMES: [&str; 8] = [

@@ -1,16 +1,16 @@
 //! `vev-bench`: Vev's comparative benchmarks.
 //!
-//! `vev-bench core` runs the issue-2 suite in one process and prints a markdown table:
+//! `vev-bench core` runs the core suite in one process and prints a markdown table:
 //! (c) memory first, while the process is still small, so the VmRSS delta is the database's;
 //! (b) small-transaction latency on a small and on the just-built large database; then (a)
 //! the fixture load in Vev and, through node, in DataScript. Progress goes to stderr, the
 //! table to stdout.
 //!
-//! `vev-bench query` runs the issue-3 query suite: datascript-bench's queries on one fixture
+//! `vev-bench query` runs the query suite: datascript-bench's queries on one fixture
 //! built here, in Vev (`vev_query.rs`), in DataScript under node and in
 //! Datalevin on its JVM, in memory and on disk, each peer installed on first use.
 //!
-//! `vev-bench storage` runs the issue-4 storage suite: durable small transactions in Vev, the
+//! `vev-bench storage` runs the storage suite: durable small transactions in Vev, the
 //! raw SQLite floor and Datalevin on disk, then bulk load, file size and the time to open a
 //! database in a new process (the hidden `storage-open` subcommand) and answer one query.
 
@@ -74,7 +74,7 @@ struct StorageArgs {
     /// Untimed transactions of each shape on each database before the timed ones.
     #[arg(long, default_value_t = 5)]
     warmup: usize,
-    /// Timed transactions of each shape on each database (issue 4 asks for at least 40; more
+    /// Timed transactions of each shape on each database (the targets ask for at least 40; more
     /// steady the medians, since a commit's fsync time is bimodal on a busy disk).
     #[arg(long, default_value_t = 100)]
     measurements: usize,

@@ -1,4 +1,4 @@
-//! The queries of the query benchmark (issue 3), defined once for every engine.
+//! The queries of the query benchmark, defined once for every engine.
 //!
 //! They are datascript-bench's (tonsky/datascript `bench/`, and the q2-switch and q5 that
 //! Datalevin's copy of it adds), word for word: every engine gets the same EDN text and the

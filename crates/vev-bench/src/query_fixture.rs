@@ -1,6 +1,6 @@
-//! The data of the query benchmark (issue 3): one fixture, built here, for every engine.
+//! The data of the query benchmark: one fixture, built here, for every engine.
 //!
-//! Each query runs on one database of a given [`DbShape`]: the 20,000 people of issue 2 (the
+//! Each query runs on one database of a given [`DbShape`]: the 20,000 people of the core suite (the
 //! same SplitMix64 generator and seed as `fixture.rs`, so the same people), the "wide" trees
 //! and "long" chains of datascript-bench's rule benches, and a wide tree of people for the
 //! pull bench. Entity ids are explicit and the same everywhere (people are 1..=20,000; tree
@@ -386,7 +386,7 @@ mod tests {
     }
 
     #[test]
-    fn people_are_the_issue_2_people_with_ids_from_one() {
+    fn people_are_the_core_suite_people_with_ids_from_one() {
         let datoms = DbShape::People { count: 3 }.datoms(fixture::SEED);
         let people = fixture::people(fixture::SEED, 3);
         assert_eq!(datoms.len(), 15);

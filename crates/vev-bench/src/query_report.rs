@@ -172,7 +172,7 @@ fn legend(out: &mut String, r: &QueryResults, base: usize) {
             out,
             "{} and {} in Vev, timed in {} alternating pairs (each pair alternates which runs \
              first): medians {} and {} ms, {} and {} rows; the slower is {ratio:.2}× the faster \
-             (issue 3: within 1.2×, {}).\n",
+             (target: within 1.2×, {}).\n",
             p.first.query,
             p.second.query,
             p.first.samples_ms.len(),

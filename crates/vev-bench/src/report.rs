@@ -7,7 +7,7 @@ use crate::datascript::DataScriptTimes;
 use crate::latency::Latency;
 use crate::stats::median;
 
-/// Targets of issue 2.
+/// Targets of the core suite.
 pub const TARGET_SPEEDUP: f64 = 10.0;
 pub const TARGET_MEDIAN_US: f64 = 20.0;
 pub const TARGET_BIG_SMALL_RATIO: f64 = 1.5;

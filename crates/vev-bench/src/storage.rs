@@ -1,4 +1,4 @@
-//! `vev-bench storage` (issue 4): durable small transactions in Vev against the raw SQLite
+//! `vev-bench storage`: durable small transactions in Vev against the raw SQLite
 //! floor and Datalevin, then bulk load, file size and open time.
 //!
 //! Everything lives in one scratch directory under the system temp dir (`/tmp`, on the same

@@ -1,4 +1,4 @@
-//! The data of the `storage` benchmark (issue 4): accounts and the five transaction shapes.
+//! The data of the `storage` benchmark: accounts and the five transaction shapes.
 //!
 //! Every value is a formula of an account number `j` or a measurement number `k`, so Vev
 //! (here) and Datalevin (`clj/storage.clj`, which repeats these formulas) build the same
@@ -48,7 +48,7 @@ pub fn account_txs(first: u64, count: u64, per_tx: u64) -> impl Iterator<Item = 
         .map(move |start| (start..(start + per_tx).min(end)).map(account).collect())
 }
 
-/// A transaction shape of issue 4's benchmark.
+/// A transaction shape of the storage benchmark.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Shape {
     /// A new entity with three attributes.
@@ -65,7 +65,7 @@ pub enum Shape {
 }
 
 impl Shape {
-    /// The order of the report (and of the issue).
+    /// The order of the report (and of the targets).
     pub const REPORT_ORDER: [Shape; 5] = [
         Shape::Append,
         Shape::Replace,

@@ -8,7 +8,7 @@ use crate::storage::StorageResults;
 use crate::storage_bulk::OPEN_QUERY;
 use crate::storage_fixture::{Round, Shape};
 
-/// Targets of issue 4.
+/// Targets of the storage suite.
 const TARGET_FLOOR_RATIO: f64 = 2.0;
 const TARGET_BIG_SMALL_RATIO: f64 = 1.5;
 const TARGET_BULK_S_PER_MILLION: f64 = 3.0;
@@ -91,7 +91,7 @@ pub fn render(r: &StorageResults) -> String {
         let tally = latency_table(&mut out, r, round);
         let _ = writeln!(
             out,
-            "\nRatios are of medians. Targets (issue 4), this round: Vev within {TARGET_FLOOR_RATIO}× of the floor: {} of {}; Vev faster than Datalevin: {} of {}; largest database within {TARGET_BIG_SMALL_RATIO}× of the smallest: {} of {}.",
+            "\nRatios are of medians. Targets, this round: Vev within {TARGET_FLOOR_RATIO}× of the floor: {} of {}; Vev faster than Datalevin: {} of {}; largest database within {TARGET_BIG_SMALL_RATIO}× of the smallest: {} of {}.",
             tally.floor.0,
             tally.floor.1,
             tally.datalevin.0,
@@ -248,7 +248,7 @@ fn bulk_table(out: &mut String, r: &StorageResults) {
         .count();
     let _ = writeln!(
         out,
-        "\nTargets (issue 4): bulk load under {TARGET_BULK_S_PER_MILLION} s per million datoms: {bulk_ok} of {}; open and query under 1 s: {open_ok} of {}.",
+        "\nTargets: bulk load under {TARGET_BULK_S_PER_MILLION} s per million datoms: {bulk_ok} of {}; open and query under 1 s: {open_ok} of {}.",
         r.bulk.len(),
         r.bulk.len()
     );

@@ -85,7 +85,7 @@ pub fn run_vev(
     Ok((out, pair))
 }
 
-/// Two of Vev's queries timed in alternation, for issue 3's "q2 and q2-switch must cost
+/// Two of Vev's queries timed in alternation, for the query target "q2 and q2-switch must cost
 /// the same within 1.2x": timed in blocks one after the other (the table), their ratio also
 /// measures how the machine's load changed between the blocks. Here each pair of runs
 /// alternates which query goes first.

@@ -26,10 +26,10 @@ use crate::tree::{
 
 /// Nodes at this height (0 = leaf) are persisted as one segment each. Height 1 (about 150
 /// datoms) rather than 2 (about 1,700): a transaction on a database larger than the cache
-/// loads a few small segments (at 1,000,000 accounts a first-touch replace took 0.9 ms
-/// instead of 2.3 ms), and a checkpoint after scattered updates rewrites less; the price is
-/// a larger root (about 7 MB at 10,000,000 datoms; open 170 ms instead of 17 ms) and slower
-/// bulk loads (9.1 instead of 8.3 s per million datoms at 10,000,000).
+/// loads a few small segments (a first-touch transaction on a large database was about
+/// 2.5× faster), and a checkpoint after scattered updates rewrites less; the price is a
+/// larger root (about ten times as large, and so slower to open) and slower bulk loads. Compare
+/// `bench/history/2026-11-30-1118-storage.md` (two levels) with `2026-11-30-1156-storage.md`.
 pub const SEGMENT_HEIGHT: u32 = 1;
 
 /// Trees are never deeper than this; deeper bytes are corrupt.

@@ -140,7 +140,7 @@ impl RowSink<QueryError> for Rows {
                 // - one `Edn::Integer` per cell lets LLVM write each cell straight into place;
                 //   through `into_edn` it builds the cell on the stack, its tag a lone byte
                 //   store that the 16-byte copy out cannot be forwarded from, so each cell
-                //   waits for every store before it (40% of a 2,325-row closure query);
+                //   waits for every store before it (a large share of a closure query's time);
                 // - the values are moved out and forgotten: ids and longs own nothing, and
                 //   dropping them would be a call per value.
                 cells.extend(values.into_iter().map(|v| {

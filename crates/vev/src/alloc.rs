@@ -94,8 +94,8 @@ const MI_OPTION_PURGE_DELAY: mi::mi_option_t = 15;
 
 /// Keep freed memory for reuse instead of returning it to the OS a second after it is freed.
 /// Transactions free and allocate index nodes all the time; with purging on, an in-memory bulk
-/// load of 1,000,000 datoms took 13,000 to 250,000 page faults (each a zeroed page) instead of
-/// about 600, and up to 1.5 s more CPU time (`bench/RESULTS.md`).
+/// load spent much of its time faulting zeroed pages back in
+/// (`bench/history/2026-11-30-1845-allocator.md`).
 pub fn keep_freed_memory() {
     // SAFETY: `mi_option_set` stores one integer option of the allocator; any value is valid
     // for `purge_delay` (-1 turns purging off) and the call has no other preconditions.
