@@ -106,12 +106,20 @@ const PARALLEL_SORT_MIN: usize = 65_536;
 /// sort compares attributes and `Value::sort_key`s first, which settles most comparisons
 /// without following a value's pointer (a cache miss apiece on a large batch of strings).
 pub(crate) fn sort_avet(changes: &mut Vec<Change>) {
-    sort_avet_on(changes, true)
+    sort_avet_on(changes, SortThreads::Two)
 }
 
-/// `sort_avet`, on this thread alone unless `parallel` (for a caller that is itself off the
-/// critical path).
-pub(crate) fn sort_avet_on(changes: &mut Vec<Change>, parallel: bool) {
+/// How many threads a sort of changes may use.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub(crate) enum SortThreads {
+    /// This thread alone (for a caller that is itself off the critical path).
+    One,
+    /// This thread and one more, for a batch of at least `PARALLEL_SORT_MIN` changes.
+    Two,
+}
+
+/// `sort_avet` on the threads `threads` allows.
+pub(crate) fn sort_avet_on(changes: &mut Vec<Change>, threads: SortThreads) {
     struct Key {
         a: EntityId,
         v: vev_core::value::SortKey,
@@ -143,7 +151,7 @@ pub(crate) fn sort_avet_on(changes: &mut Vec<Change>, parallel: bool) {
             .then(x.added.cmp(&y.added))
             .then(x.at.cmp(&y.at))
     };
-    if keyed.len() < PARALLEL_SORT_MIN || !parallel {
+    if keyed.len() < PARALLEL_SORT_MIN || threads == SortThreads::One {
         keyed.sort_unstable_by(cmp);
     } else {
         // A bulk import's set-aside entries: each half sorted on its own thread, then merged.

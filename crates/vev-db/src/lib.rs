@@ -1,6 +1,10 @@
 //! Immutable database values for Vev: persistent covering indexes (EAVT, AEVT, AVET, VAET)
 //! with history, the transactor that makes the next value from transaction data, and the
-//! time-travel and index-access views. Pure: no I/O, no `unsafe`.
+//! time-travel and index-access views. No I/O (segments come through `SegmentStore`) and no
+//! `unsafe`. It is not single-threaded: large batches are sorted, applied and persisted on
+//! two threads (scoped, joined before the call returns), a bulk import sorts set-aside
+//! chunks on at most two threads of its own, and the segment cache is behind a mutex; see
+//! "Threads and locks" in ARCHITECTURE.md.
 
 mod bootstrap;
 mod codec;

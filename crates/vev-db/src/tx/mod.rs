@@ -38,7 +38,7 @@ use vev_core::ids::{self, tx_id, EntityId};
 use vev_core::schema::sys;
 use vev_core::{Attribute, Datom, Edn, IndexOrder, Keyword, Schema, TempId, TxError, TxOp, Value};
 
-use crate::db::{apply_sorted, Db, Indexes, State};
+use crate::db::{apply_sorted, Db, Indexes, SortThreads, State};
 use crate::tree::{Change, Tree};
 
 /// Registered transaction functions, looked up by the ident at the head of a list form.
@@ -270,15 +270,31 @@ impl Bulk {
 /// AVET changes a bulk import sets aside (see `Bulk`), in the order its transactions made
 /// them: chunks that threads of their own are sorting (oldest first), then the latest.
 /// Sorting is most of a merge's cost, and this way it runs beside the import.
+/// At most `SORTING_THREADS_MAX` chunks are sorting at once: handing over one more first
+/// waits for the oldest, so a long import never has more threads than that running beside it.
 #[derive(Default)]
 pub(crate) struct SetAside {
-    sorting: Vec<std::thread::JoinHandle<Vec<Change>>>,
+    /// Chunks already sorted, oldest first.
+    sorted: Vec<Vec<Change>>,
+    /// Chunks still sorting on their threads, oldest first; all newer than `sorted`.
+    sorting: std::collections::VecDeque<std::thread::JoinHandle<Vec<Change>>>,
+    /// Changes in `sorted` and `sorting`.
     sorting_len: usize,
     latest: Vec<Change>,
 }
 
 /// Set-aside changes go to a sorting thread in chunks of this many (`Bulk::sort_chunks_of`).
 const SORT_CHUNK: usize = 1 << 18;
+
+/// At most this many sorting threads run beside a bulk import.
+const SORTING_THREADS_MAX: usize = 2;
+
+/// A sorting thread's run; a panic there is re-raised here, as if the sort had run inline.
+fn join_sorted(handle: std::thread::JoinHandle<Vec<Change>>) -> Vec<Change> {
+    handle
+        .join()
+        .unwrap_or_else(|p| std::panic::resume_unwind(p))
+}
 
 impl SetAside {
     fn len(&self) -> usize {
@@ -294,10 +310,15 @@ impl SetAside {
         if self.latest.len() < chunk {
             return;
         }
+        if self.sorting.len() >= SORTING_THREADS_MAX {
+            if let Some(oldest) = self.sorting.pop_front() {
+                self.sorted.push(join_sorted(oldest));
+            }
+        }
         let mut chunk = std::mem::take(&mut self.latest);
         self.sorting_len += chunk.len();
-        self.sorting.push(std::thread::spawn(move || {
-            sort_last_wins(&mut chunk, false);
+        self.sorting.push_back(std::thread::spawn(move || {
+            sort_last_wins(&mut chunk, SortThreads::One);
             chunk
         }));
     }
@@ -305,15 +326,12 @@ impl SetAside {
     /// Every set-aside change in AVET order, only the last change to each datom; none are
     /// left.
     fn take_sorted(&mut self) -> Vec<Change> {
-        let mut runs: Vec<Vec<Change>> = self
-            .sorting
-            .drain(..)
-            .map(|h| h.join().unwrap_or_else(|p| std::panic::resume_unwind(p)))
-            .collect();
+        let mut runs = std::mem::take(&mut self.sorted);
+        runs.extend(self.sorting.drain(..).map(join_sorted));
         self.sorting_len = 0;
         let mut latest = std::mem::take(&mut self.latest);
         if !latest.is_empty() {
-            sort_last_wins(&mut latest, true);
+            sort_last_wins(&mut latest, SortThreads::Two);
             runs.push(latest);
         }
         // Neighbours merge pairwise, level by level, so every run stays between the runs
@@ -335,9 +353,9 @@ impl SetAside {
 
 /// Sort changes into AVET order and keep only the last change to each datom (a datom may be
 /// inserted by one transaction and removed by a later one).
-fn sort_last_wins(changes: &mut Vec<Change>, parallel: bool) {
+fn sort_last_wins(changes: &mut Vec<Change>, threads: SortThreads) {
     let order = IndexOrder::Avet;
-    crate::db::sort_avet_on(changes, parallel);
+    crate::db::sort_avet_on(changes, threads);
     // Keep the last change to each datom, in place.
     let mut kept = 0;
     for i in 0..changes.len() {
@@ -531,5 +549,46 @@ pub(crate) fn is_allocated(db: &Db, e: EntityId, tx: EntityId) -> bool {
             n > 0 && n < db.state.next_user
         }
         _ => false,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn change(e: u64, v: i64, insert: bool) -> Change {
+        Change {
+            datom: Datom::new(e, 100, Value::Long(v), tx_id(1), true),
+            insert,
+        }
+    }
+
+    /// However many chunks an import sets aside, at most `SORTING_THREADS_MAX` sort at
+    /// once, and the runs still come out in order with the last change to a datom winning.
+    #[test]
+    fn set_aside_sorts_on_a_bounded_number_of_threads() {
+        let mut set_aside = SetAside::default();
+        for i in 0..20u64 {
+            // Entity i asserts value i, then retracts the value entity i - 1 asserted.
+            set_aside.latest.push(change(i, i as i64, true));
+            if i > 0 {
+                set_aside.latest.push(change(i - 1, i as i64 - 1, false));
+            }
+            set_aside.sort_behind(2);
+            assert!(set_aside.sorting.len() <= SORTING_THREADS_MAX);
+        }
+        assert!(
+            !set_aside.sorted.is_empty(),
+            "chunks beyond the bound were joined"
+        );
+        let sorted = set_aside.take_sorted();
+        let inserted: Vec<u64> = sorted
+            .iter()
+            .filter(|c| c.insert)
+            .map(|c| c.datom.e)
+            .collect();
+        assert_eq!(inserted, vec![19], "{sorted:?}");
+        assert_eq!(sorted.len(), 20);
+        assert!(set_aside.is_empty());
     }
 }
