@@ -49,7 +49,7 @@ impl Indexes {
     }
 
     /// Apply inserts and removals that are exact (every insert absent, every removal present,
-    /// as a transaction computes them from db-before; see `Tree::apply_exact`); `is_ref` says
+    /// as a transaction computes them from db-before; see `Tree::apply_through_pending`); `is_ref` says
     /// which attributes go to VAET. Consumes the indexes: nodes no other `Db` shares are
     /// updated in place.
     ///
@@ -91,10 +91,10 @@ impl Indexes {
         debug_assert!(sorted_in(IndexOrder::Aevt, &aevt) && sorted_in(IndexOrder::Avet, &avet));
         debug_assert!(sorted_in(IndexOrder::Vaet, &vaet));
         Indexes {
-            eavt: self.eavt.apply_exact(&changes),
-            aevt: self.aevt.apply_exact(&aevt),
-            avet: self.avet.apply_exact(&avet),
-            vaet: self.vaet.apply_exact(&vaet),
+            eavt: self.eavt.apply_through_pending(&changes),
+            aevt: self.aevt.apply_through_pending(&aevt),
+            avet: self.avet.apply_through_pending(&avet),
+            vaet: self.vaet.apply_through_pending(&vaet),
         }
     }
 }
@@ -197,7 +197,7 @@ pub(crate) fn apply_sorted(tree: Tree, mut changes: Vec<Change>) -> Tree {
     let order = tree.order();
     changes.sort_by(|x, y| order.cmp(&x.datom, &y.datom));
     changes.dedup_by(|x, y| order.cmp(&x.datom, &y.datom) == Ordering::Equal);
-    tree.apply_exact(&changes)
+    tree.apply_through_pending(&changes)
 }
 
 /// Everything a database value holds. Shared between the `Db` views of one basis.

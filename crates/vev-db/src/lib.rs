@@ -14,7 +14,7 @@ mod log;
 pub mod persist;
 mod segment;
 mod source;
-pub mod tree;
+mod tree;
 mod tx;
 
 pub use codec::DecodeError;

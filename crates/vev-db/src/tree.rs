@@ -100,7 +100,7 @@ pub struct Tree {
     pub(crate) root: Option<Node>,
     /// The datoms in the tree: the nodes' plus the pending inserts less the pending removals.
     pub(crate) len: usize,
-    /// Changes not yet applied to the nodes (see `apply_exact`); `None` when there are none.
+    /// Changes not yet applied to the nodes (see `apply_through_pending`); `None` when there are none.
     pub(crate) pending: Option<Pending>,
 }
 
@@ -338,20 +338,17 @@ impl Tree {
         self.len
     }
 
+    #[cfg(test)]
     pub fn is_empty(&self) -> bool {
         self.len == 0
     }
 
-    /// Apply a batch of changes, which must be sorted in this tree's order with at most one
-    /// change per datom. Inserting a present datom or removing an absent one is a no-op.
-    pub fn apply(&self, changes: &[Change]) -> Tree {
-        self.clone().apply_owned(changes)
-    }
-
-    /// `apply`, consuming the tree: nodes that nothing else shares (no older `Db` holds them)
-    /// are updated in place, moving their datoms instead of copying them. Pending changes
-    /// are applied to the nodes with the batch.
-    pub fn apply_owned(self, changes: &[Change]) -> Tree {
+    /// Apply a batch of changes to the nodes, with whatever is pending (the tree that comes
+    /// out has nothing pending). The changes must be sorted in this tree's order with at most
+    /// one change per datom; inserting a present datom or removing an absent one is a no-op.
+    /// Nodes that nothing else shares (no older `Db` holds them) are updated in place,
+    /// moving their datoms instead of copying them; clone the tree (O(1)) to keep it.
+    pub fn apply_to_nodes(self, changes: &[Change]) -> Tree {
         let Tree {
             order,
             root,
@@ -360,12 +357,12 @@ impl Tree {
         } = self;
         let nodes_only = Tree::from_root(order, root, 0);
         match pending {
-            None => nodes_only.apply_to_nodes(changes),
+            None => nodes_only.merge_into_nodes(changes),
             // On the same datom the batch's change is the later one. Both are then exact or
             // no-ops for the nodes (a pending insert is absent from them, a removal present).
             Some(p) => {
                 let all = p.flattened(order);
-                nodes_only.apply_to_nodes(&merge_changes(order, &all, changes, false))
+                nodes_only.merge_into_nodes(&merge_changes(order, &all, changes, false))
             }
         }
     }
@@ -375,7 +372,7 @@ impl Tree {
     /// computes from db-before). A small batch only joins the pending changes, at a cost
     /// proportional to the `recent` list's length (see `Pending`); when they outgrow their
     /// bounds all of them are applied to the nodes as one batch.
-    pub fn apply_exact(self, changes: &[Change]) -> Tree {
+    pub fn apply_through_pending(self, changes: &[Change]) -> Tree {
         if changes.is_empty() {
             return self;
         }
@@ -416,7 +413,7 @@ impl Tree {
     }
 
     /// Apply sorted changes to the nodes of a tree with nothing pending.
-    fn apply_to_nodes(self, changes: &[Change]) -> Tree {
+    fn merge_into_nodes(self, changes: &[Change]) -> Tree {
         debug_assert!(self.pending.is_none());
         if changes.is_empty() {
             let len = self.root.as_ref().map_or(0, node_size);
@@ -447,6 +444,7 @@ impl Tree {
         Tree::from_root(order, root, len)
     }
 
+    #[cfg(test)]
     /// Build a tree from datoms in any order (duplicates removed).
     pub fn from_datoms(order: IndexOrder, mut datoms: Vec<Datom>) -> Tree {
         datoms.sort_by(|x, y| order.cmp(x, y));
@@ -458,7 +456,7 @@ impl Tree {
                 insert: true,
             })
             .collect();
-        Tree::new(order).apply(&changes)
+        Tree::new(order).apply_to_nodes(&changes)
     }
 
     /// The number of datoms `d` for which `below(d)` holds. `below` must be monotone in this
@@ -594,6 +592,7 @@ impl Tree {
         merge.finish(visit);
     }
 
+    #[cfg(test)]
     pub fn iter(&self) -> Iter {
         self.iter_from(|_| false)
     }
@@ -1274,11 +1273,11 @@ mod tests {
                 insert: true,
             })
             .collect();
-        let t = Tree::new(IndexOrder::Eavt).apply(&changes);
+        let t = Tree::new(IndexOrder::Eavt).apply_to_nodes(&changes);
         assert_eq!(t.len(), 10_000);
         assert_eq!(t.iter().count(), 10_000);
         assert_eq!(t.rank(|x| x.e < 1000), 500);
-        let t2 = t.apply(&[
+        let t2 = t.clone().apply_to_nodes(&[
             Change {
                 datom: d(5),
                 insert: true,
@@ -1299,7 +1298,7 @@ mod tests {
                 insert: false,
             })
             .collect();
-        let t3 = t.apply(&all_gone);
+        let t3 = t.clone().apply_to_nodes(&all_gone);
         assert!(t3.is_empty() && t3.iter().next().is_none());
     }
 
@@ -1475,7 +1474,7 @@ mod tests {
             }
             let changes = changes_of(&batch);
             let kept = (round % 2 == 1).then(|| t.clone());
-            t = t.apply_owned(&changes);
+            t = t.apply_to_nodes(&changes);
             drop(kept);
             apply_to_model(&mut model, batch);
             assert_matches(&t, &model, round);
@@ -1503,7 +1502,7 @@ mod tests {
             if round % 7 == 0 {
                 kept.push((t.clone(), model.iter().copied().collect()));
             }
-            t = t.apply_owned(&changes);
+            t = t.apply_to_nodes(&changes);
             apply_to_model(&mut model, batch);
             assert_matches(&t, &model, round);
         }
@@ -1524,7 +1523,7 @@ mod tests {
                 .wrapping_add(1442695040888963407);
             let e = (x >> 33) % 2000;
             let insert = (x >> 20) % 3 != 0;
-            t = t.apply(&[Change {
+            t = t.clone().apply_to_nodes(&[Change {
                 datom: d(e),
                 insert,
             }]);
@@ -1542,7 +1541,7 @@ mod tests {
         // Small batches touching a few far-apart children of a shared tree (as one
         // transaction's datoms do in AEVT and AVET): copied each time, checked each time.
         let mut t = Tree::new(IndexOrder::Eavt)
-            .apply(&changes_of(&(0..3000).map(|e| (e * 2, true)).collect()));
+            .apply_to_nodes(&changes_of(&(0..3000).map(|e| (e * 2, true)).collect()));
         let mut model: Model = (0..3000).map(|e| e * 2).collect();
         let mut x: u64 = 4242;
         for round in 0..400 {
@@ -1555,7 +1554,7 @@ mod tests {
                 batch.insert(e, (x >> 20) % 3 != 0 || e == 0);
             }
             let kept = t.clone();
-            t = t.apply_owned(&changes_of(&batch));
+            t = t.apply_to_nodes(&changes_of(&batch));
             drop(kept);
             apply_to_model(&mut model, batch);
             assert_matches(&t, &model, round);
@@ -1566,9 +1565,9 @@ mod tests {
     fn exact_changes_kept_pending_match_a_model() {
         // Small exact batches (as transactions make them) go to the pending list and, when
         // it fills, to the nodes; versions kept along the way must not change, and a general
-        // `apply_owned` now and then takes the pending list with it.
+        // `apply_to_nodes` now and then takes the pending list with it.
         let mut t = Tree::new(IndexOrder::Eavt)
-            .apply(&changes_of(&(0..2000).map(|e| (e * 3, true)).collect()));
+            .apply_to_nodes(&changes_of(&(0..2000).map(|e| (e * 3, true)).collect()));
         let mut model: Model = (0..2000).map(|e| e * 3).collect();
         let mut kept: Vec<(Tree, Vec<u64>)> = Vec::new();
         let mut x: u64 = 2024;
@@ -1594,9 +1593,9 @@ mod tests {
             let general = round % 500 == 499;
             let size = batch.len();
             t = if general {
-                t.apply_owned(&changes_of(&batch))
+                t.apply_to_nodes(&changes_of(&batch))
             } else {
-                t.apply_exact(&changes_of(&batch))
+                t.apply_through_pending(&changes_of(&batch))
             };
             pending_seen = pending_seen.max(pending_len(&t));
             if !general && pending_len(&t) + size < before {
@@ -1611,7 +1610,7 @@ mod tests {
             let got: Vec<u64> = old.iter().map(|x| x.e).collect();
             assert_eq!(got, want);
         }
-        let settled = t.apply_owned(&[]);
+        let settled = t.apply_to_nodes(&[]);
         assert!(settled.pending.is_none());
         assert_matches(&settled, &model, 1500);
     }

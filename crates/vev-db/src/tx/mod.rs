@@ -399,7 +399,7 @@ fn merge_avet(db: Db, set_aside: &mut SetAside) -> Db {
     let changes = set_aside.take_sorted();
     let mut state = Arc::unwrap_or_clone(db.state);
     let avet = std::mem::replace(&mut state.current.avet, Tree::new(IndexOrder::Avet));
-    state.current.avet = avet.apply_owned(&changes);
+    state.current.avet = avet.apply_to_nodes(&changes);
     Db::from_state(state)
 }
 
