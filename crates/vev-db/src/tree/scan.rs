@@ -1,0 +1,315 @@
+//! Reading a tree: borrowed visits from a key (`visit_node`), one walk for many sorted key
+//! ranges (`batch_node`, galloping within a leaf), and the owning cursor `Iter`.
+
+use super::*;
+
+/// Visits `node` from the first datom not `below` (all of it when `below` is `None`); returns
+/// whether the visitor wants more. Generic over `below`, so its comparisons inline.
+pub(super) fn visit_node<B: Fn(&Datom) -> bool>(
+    node: &Node,
+    below: Option<&B>,
+    visit: &mut dyn FnMut(&Datom) -> bool,
+) -> bool {
+    match node {
+        Node::Leaf(items) => {
+            let start = below.map_or(0, |b| items.partition_point(|d| b(d)));
+            items[start..].iter().all(|d| visit(d))
+        }
+        Node::Stored(s) => visit_node(&s.load(), below, visit),
+        Node::Branch(b) => {
+            let start = below.map_or(0, |f| b.mins.partition_point(|d| f(d)).saturating_sub(1));
+            let mut below = below;
+            for child in &b.children[start..] {
+                if !visit_node(child, below, visit) {
+                    return false;
+                }
+                below = None;
+            }
+            true
+        }
+    }
+}
+
+/// The first index at or after `from` whose item fails `pred` (which holds for a prefix of
+/// `items`): steps of 1, 2, 4, ... from `from`, then a binary search in the last step. Costs
+/// the logarithm of the distance moved, not of the slice, and reads near `from` first.
+#[inline]
+pub(super) fn gallop<T>(items: &[T], from: usize, pred: impl Fn(&T) -> bool) -> usize {
+    let rest = &items[from..];
+    let mut bound = 1;
+    while bound <= rest.len() && pred(&rest[bound - 1]) {
+        bound *= 2;
+    }
+    // `pred` holds before `bound / 2` and fails at `bound - 1` (or the end is there).
+    let lo = bound / 2;
+    let hi = bound.min(rest.len());
+    from + lo + rest[lo..hi].partition_point(pred)
+}
+
+/// `visit_batch` on one node, for ranges `lo..hi`; returns whether to go on. Generic over the
+/// two comparisons, so that they inline into the walk (it makes several per key and level).
+pub(super) fn batch_node<B, A>(
+    node: &Node,
+    lo: usize,
+    hi: usize,
+    below: &B,
+    after: &A,
+    visit: &mut dyn FnMut(usize, &Datom) -> bool,
+) -> bool
+where
+    B: Fn(usize, &Datom) -> bool,
+    A: Fn(usize, &Datom) -> bool,
+{
+    match node {
+        Node::Leaf(items) => {
+            let mut pos = 0;
+            for k in lo..hi {
+                // Keys come in order, usually a few datoms apart: gallop from the last one
+                // rather than search the rest of the leaf (whose probes miss the cache).
+                pos = gallop(items, pos, |d| below(k, d));
+                let mut j = pos;
+                while j < items.len() && !after(k, &items[j]) {
+                    if !visit(k, &items[j]) {
+                        return false;
+                    }
+                    j += 1;
+                }
+                pos = j;
+            }
+            true
+        }
+        Node::Stored(s) => batch_node(&s.load(), lo, hi, below, after, visit),
+        Node::Branch(b) => {
+            let n = b.children.len();
+            let mut first = lo;
+            for c in 0..n {
+                // Ranges wholly before this child were handled by earlier children.
+                while first < hi && c > 0 && after(first, &b.mins[c]) {
+                    first += 1;
+                }
+                if first >= hi {
+                    break;
+                }
+                // Ranges that start at or after the next child's first datom belong there.
+                let mut last = first;
+                while last < hi && !(c + 1 < n && below(last, &b.mins[c + 1])) {
+                    last += 1;
+                }
+                if first < last && !batch_node(&b.children[c], first, last, below, after, visit) {
+                    return false;
+                }
+            }
+            true
+        }
+    }
+}
+
+/// An owning iterator over a tree (it keeps the nodes it walks alive, so it outlives the
+/// `Tree` it came from).
+pub struct Iter {
+    pub(super) stack: Vec<(Arc<Branch>, usize)>,
+    pub(super) leaf: Option<Arc<Vec<Datom>>>,
+    pub(super) pos: usize,
+    /// The tree's pending changes, the next one to merge, and the order to merge by.
+    pub(super) pending: Option<(Pending, PendingPos, IndexOrder)>,
+}
+
+/// What an `Iter` yields next.
+pub(super) enum Next {
+    /// The datom at `leaf[pos]`.
+    Node,
+    /// The pending insert at this position.
+    Pending(PendingPos),
+    Done,
+}
+
+impl Iter {
+    /// Visit datoms in order without cloning them, until `f` returns false.
+    pub fn for_each_ref(mut self, mut f: impl FnMut(&Datom) -> bool) {
+        if self.pending.is_some() {
+            loop {
+                let go_on = match self.step() {
+                    Next::Node => {
+                        let go_on = f(&self.leaf.as_ref().expect("a leaf")[self.pos]);
+                        self.pos += 1;
+                        go_on
+                    }
+                    Next::Pending(mut at) => {
+                        let (p, _, order) = self.pending.as_ref().expect("pending changes");
+                        f(&p.at(*order, &mut at).expect("a pending change").0.datom)
+                    }
+                    Next::Done => return,
+                };
+                if !go_on {
+                    return;
+                }
+            }
+        }
+        loop {
+            let Some(leaf) = self.leaf.clone() else {
+                return;
+            };
+            for d in &leaf[self.pos..] {
+                if !f(d) {
+                    return;
+                }
+            }
+            self.pos = leaf.len();
+            if !self.advance_leaf() {
+                return;
+            }
+        }
+    }
+
+    /// Whether `leaf[pos]` is a datom, moving to the next leaf when this one is done.
+    fn at_datom(&mut self) -> bool {
+        loop {
+            match &self.leaf {
+                None => return false,
+                Some(leaf) if self.pos < leaf.len() => return true,
+                Some(_) => {
+                    if !self.advance_leaf() {
+                        return false;
+                    }
+                }
+            }
+        }
+    }
+
+    /// Merge the nodes' next datom with the pending changes: skips removed datoms, moves the
+    /// pending cursor past what it returns (the caller moves `pos` past a `Next::Node`).
+    fn step(&mut self) -> Next {
+        loop {
+            let at_datom = self.at_datom();
+            let Some((p, at, order)) = &mut self.pending else {
+                return if at_datom { Next::Node } else { Next::Done };
+            };
+            let Some((c, after)) = p.at(*order, at) else {
+                return if at_datom { Next::Node } else { Next::Done };
+            };
+            let ord = if at_datom {
+                order.cmp(&c.datom, &self.leaf.as_ref().expect("a leaf")[self.pos])
+            } else {
+                Ordering::Less
+            };
+            let insert = c.insert;
+            match ord {
+                Ordering::Greater => return Next::Node,
+                Ordering::Less => {
+                    let found = *at;
+                    *at = after;
+                    if insert {
+                        return Next::Pending(found);
+                    }
+                }
+                Ordering::Equal => {
+                    *at = after;
+                    if insert {
+                        return Next::Node;
+                    }
+                    self.pos += 1;
+                }
+            }
+        }
+    }
+
+    fn advance_leaf(&mut self) -> bool {
+        while let Some((branch, idx)) = self.stack.pop() {
+            if idx + 1 < branch.children.len() {
+                let mut node = branch.children[idx + 1].clone();
+                self.stack.push((branch, idx + 1));
+                loop {
+                    match node {
+                        Node::Leaf(items) => {
+                            self.leaf = Some(items);
+                            self.pos = 0;
+                            return true;
+                        }
+                        Node::Branch(b) => {
+                            node = b.children[0].clone();
+                            self.stack.push((b, 0));
+                        }
+                        Node::Stored(s) => node = s.load(),
+                    }
+                }
+            }
+        }
+        self.leaf = None;
+        false
+    }
+}
+
+impl Iterator for Iter {
+    type Item = Datom;
+
+    fn next(&mut self) -> Option<Datom> {
+        if self.pending.is_some() {
+            return match self.step() {
+                Next::Node => {
+                    self.pos += 1;
+                    Some(self.leaf.as_ref().expect("a leaf")[self.pos - 1].clone())
+                }
+                Next::Pending(mut at) => {
+                    let (p, _, order) = self.pending.as_ref().expect("pending changes");
+                    Some(
+                        p.at(*order, &mut at)
+                            .expect("a pending change")
+                            .0
+                            .datom
+                            .clone(),
+                    )
+                }
+                Next::Done => None,
+            };
+        }
+        loop {
+            let leaf = self.leaf.as_ref()?;
+            if let Some(d) = leaf.get(self.pos) {
+                self.pos += 1;
+                return Some(d.clone());
+            }
+            if !self.advance_leaf() {
+                return None;
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::cell::Cell;
+    use vev_core::Value;
+
+    #[test]
+    fn batch_visits_each_range_once_and_compares_little() {
+        let datoms: Vec<Datom> = (0..100_000u64)
+            .map(|i| Datom::new(i / 5 + 1000, 64 + i % 5, Value::Long(i as i64), 1, true))
+            .collect();
+        let tree = Tree::from_datoms(IndexOrder::Eavt, datoms);
+        let keys: Vec<[u64; 2]> = (0..2500u64).map(|i| [1000 + i * 8, 66]).collect();
+        let calls = Cell::new(0usize);
+        let mut seen = Vec::new();
+        tree.visit_batch(
+            keys.len(),
+            &|k, d| {
+                calls.set(calls.get() + 1);
+                [d.e, d.a] < keys[k]
+            },
+            &|k, d| {
+                calls.set(calls.get() + 1);
+                [d.e, d.a] > keys[k]
+            },
+            &mut |k, d| {
+                seen.push((k, d.e));
+                true
+            },
+        );
+        assert_eq!(seen.len(), 2500);
+        assert!(seen
+            .iter()
+            .enumerate()
+            .all(|(i, (k, e))| *k == i && *e == 1000 + i as u64 * 8));
+        assert!(calls.get() < 2500 * 30, "{} comparisons", calls.get());
+    }
+}

@@ -1,0 +1,373 @@
+use super::scan::gallop;
+use super::*;
+use vev_core::Value;
+
+fn d(e: u64) -> Datom {
+    Datom::new(e, 1, Value::Long(e as i64), 7, true)
+}
+
+#[test]
+fn galloping_finds_what_a_binary_search_finds() {
+    for len in 0..70usize {
+        let items: Vec<usize> = (0..len).map(|i| i * 3).collect();
+        for from in 0..=len {
+            for target in 0..len * 3 + 2 {
+                let want = from + items[from..].partition_point(|x| *x < target);
+                assert_eq!(
+                    gallop(&items, from, |x| *x < target),
+                    want,
+                    "len {len} from {from} target {target}"
+                );
+            }
+        }
+    }
+}
+
+#[test]
+fn batch_insert_remove_and_rank() {
+    let changes: Vec<Change> = (0..10_000)
+        .map(|e| Change {
+            datom: d(e * 2),
+            insert: true,
+        })
+        .collect();
+    let t = Tree::new(IndexOrder::Eavt).apply_to_nodes(&changes);
+    assert_eq!(t.len(), 10_000);
+    assert_eq!(t.iter().count(), 10_000);
+    assert_eq!(t.rank(|x| x.e < 1000), 500);
+    let t2 = t.clone().apply_to_nodes(&[
+        Change {
+            datom: d(5),
+            insert: true,
+        },
+        Change {
+            datom: d(6),
+            insert: false,
+        },
+    ]);
+    assert_eq!(t.len(), 10_000, "the old version is unchanged");
+    assert_eq!(t2.len(), 10_000);
+    assert!(t2.contains(&d(5)) && !t2.contains(&d(6)) && t.contains(&d(6)));
+    let firsts: Vec<u64> = t2.iter_from(|x| x.e < 3).take(3).map(|x| x.e).collect();
+    assert_eq!(firsts, vec![4, 5, 8]);
+    let all_gone: Vec<Change> = (0..10_000)
+        .map(|e| Change {
+            datom: d(e * 2),
+            insert: false,
+        })
+        .collect();
+    let t3 = t.clone().apply_to_nodes(&all_gone);
+    assert!(t3.is_empty() && t3.iter().next().is_none());
+}
+
+type Model = std::collections::BTreeSet<u64>;
+type Batch = std::collections::BTreeMap<u64, bool>;
+
+fn changes_of(batch: &Batch) -> Vec<Change> {
+    batch
+        .iter()
+        .map(|(&e, &insert)| Change {
+            datom: d(e),
+            insert,
+        })
+        .collect()
+}
+
+fn apply_to_model(model: &mut Model, batch: Batch) {
+    for (e, insert) in batch {
+        if insert {
+            model.insert(e);
+        } else {
+            model.remove(&e);
+        }
+    }
+}
+
+fn assert_matches(t: &Tree, model: &Model, round: usize) {
+    let got: Vec<u64> = t.iter().map(|x| x.e).collect();
+    assert_eq!(
+        got,
+        model.iter().copied().collect::<Vec<_>>(),
+        "round {round}"
+    );
+    assert_eq!(t.len(), got.len());
+    if let Some(root) = &t.root {
+        check_node(t.order, root, None, round);
+    }
+    for probe in [0, 1, 2, 500, 1501, 2999, 39_999] {
+        assert_eq!(
+            t.contains(&d(probe)),
+            model.contains(&probe),
+            "round {round}"
+        );
+        let below = model.iter().filter(|e| **e < probe).count();
+        assert_eq!(t.rank(|x| x.e < probe), below, "round {round}");
+        // Ten datoms from the probe on, by each way of reading.
+        let want: Vec<u64> = model.range(probe..).take(10).copied().collect();
+        let mut seen = Vec::new();
+        t.visit_from(|x| x.e < probe, &mut |x| {
+            seen.push(x.e);
+            seen.len() < 10
+        });
+        assert_eq!(seen, want, "round {round}: visit_from {probe}");
+        let mut seen = Vec::new();
+        t.iter_from(|x| x.e < probe).for_each_ref(|x| {
+            seen.push(x.e);
+            seen.len() < 10
+        });
+        assert_eq!(seen, want, "round {round}: for_each_ref {probe}");
+        let got: Vec<u64> = t.iter_from(|x| x.e < probe).take(10).map(|x| x.e).collect();
+        assert_eq!(got, want, "round {round}: iter_from {probe}");
+    }
+    // Ranges of 0-4, 7-29, 100-100, ... in one batch walk.
+    let ranges: Vec<(u64, u64)> = (0..40u64)
+        .map(|k| (k * k * 7, k * k * 7 + k % 23))
+        .collect();
+    let mut seen = Vec::new();
+    t.visit_batch(
+        ranges.len(),
+        &|k, x| x.e < ranges[k].0,
+        &|k, x| x.e > ranges[k].1,
+        &mut |k, x| {
+            seen.push((k, x.e));
+            true
+        },
+    );
+    let want: Vec<(usize, u64)> = ranges
+        .iter()
+        .enumerate()
+        .flat_map(|(k, &(lo, hi))| model.range(lo..=hi).map(move |&e| (k, e)))
+        .collect();
+    assert_eq!(seen, want, "round {round}: visit_batch");
+    // Stopping inside the batch walk.
+    let mut seen = 0;
+    t.visit_batch(
+        ranges.len(),
+        &|k, x| x.e < ranges[k].0,
+        &|k, x| x.e > ranges[k].1,
+        &mut |_, _| {
+            seen += 1;
+            seen < 3
+        },
+    );
+    assert_eq!(seen, want.len().min(3), "round {round}: visit_batch stops");
+}
+
+/// The tree's shape: every branch's first datoms and sizes are its children's, nodes
+/// are within their bounds, every leaf is at the same depth. Returns (first datom, size,
+/// height).
+fn check_node(
+    order: IndexOrder,
+    node: &Node,
+    parent_min: Option<&Datom>,
+    round: usize,
+) -> (Datom, usize, usize) {
+    match node {
+        Node::Leaf(items) => {
+            assert!(
+                !items.is_empty() && items.len() <= LEAF_MAX,
+                "round {round}: leaf of {}",
+                items.len()
+            );
+            assert!(items
+                .windows(2)
+                .all(|w| order.cmp(&w[0], &w[1]) == Ordering::Less));
+            if let Some(m) = parent_min {
+                assert_eq!(
+                    order.cmp(m, &items[0]),
+                    Ordering::Equal,
+                    "round {round}: leaf min"
+                );
+            }
+            (items[0].clone(), items.len(), 0)
+        }
+        Node::Branch(b) => {
+            let n = b.children.len();
+            assert!(n >= 1 && n <= BRANCH_MAX, "round {round}: branch of {n}");
+            assert_eq!((b.mins.len(), b.sizes.len()), (n, n), "round {round}");
+            let mut height = None;
+            for i in 0..n {
+                let (min, size, h) = check_node(order, &b.children[i], Some(&b.mins[i]), round);
+                assert_eq!(
+                    order.cmp(&min, &b.mins[i]),
+                    Ordering::Equal,
+                    "round {round}: mins[{i}]"
+                );
+                assert_eq!(size, b.sizes[i], "round {round}: sizes[{i}]");
+                assert!(
+                    height.is_none_or(|x| x == h),
+                    "round {round}: leaves at different depths"
+                );
+                height = Some(h);
+            }
+            if let Some(m) = parent_min {
+                assert_eq!(
+                    order.cmp(m, &b.mins[0]),
+                    Ordering::Equal,
+                    "round {round}: branch min"
+                );
+            }
+            (
+                b.mins[0].clone(),
+                b.sizes.iter().sum(),
+                height.unwrap_or(0) + 1,
+            )
+        }
+        Node::Stored(_) => panic!("in-memory trees hold no stored nodes"),
+    }
+}
+
+#[test]
+fn large_batches_split_across_threads_match_a_model() {
+    let mut t = Tree::new(IndexOrder::Eavt);
+    let mut model = std::collections::BTreeSet::new();
+    let mut x: u64 = 7;
+    for round in 0..6 {
+        let mut batch = std::collections::BTreeMap::new();
+        while batch.len() < PARALLEL_APPLY_MIN + 500 {
+            x = x
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
+            batch.insert((x >> 33) % 40_000, round == 0 || (x >> 20) % 3 != 0);
+        }
+        let changes = changes_of(&batch);
+        let kept = (round % 2 == 1).then(|| t.clone());
+        t = t.apply_to_nodes(&changes);
+        drop(kept);
+        apply_to_model(&mut model, batch);
+        assert_matches(&t, &model, round);
+    }
+}
+
+#[test]
+fn in_place_batches_match_a_model_and_leave_shared_versions_alone() {
+    // Batches applied to a uniquely owned tree (updated in place) and, every few rounds,
+    // to a tree an older version still shares (copied): both must match the model, and
+    // the older version must not change.
+    let mut t = Tree::new(IndexOrder::Eavt);
+    let mut model = std::collections::BTreeSet::new();
+    let mut kept: Vec<(Tree, Vec<u64>)> = Vec::new();
+    let mut x: u64 = 99;
+    for round in 0..300 {
+        let mut batch = std::collections::BTreeMap::new();
+        for _ in 0..(1 + round % 40) {
+            x = x
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
+            batch.insert((x >> 33) % 3000, (x >> 20) % 4 != 0);
+        }
+        let changes = changes_of(&batch);
+        if round % 7 == 0 {
+            kept.push((t.clone(), model.iter().copied().collect()));
+        }
+        t = t.apply_to_nodes(&changes);
+        apply_to_model(&mut model, batch);
+        assert_matches(&t, &model, round);
+    }
+    for (old, want) in kept {
+        let got: Vec<u64> = old.iter().map(|x| x.e).collect();
+        assert_eq!(got, want);
+    }
+}
+
+#[test]
+fn single_inserts_match_a_sorted_vec() {
+    let mut t = Tree::new(IndexOrder::Eavt);
+    let mut model = std::collections::BTreeSet::new();
+    let mut x: u64 = 12345;
+    for _ in 0..5000 {
+        x = x
+            .wrapping_mul(6364136223846793005)
+            .wrapping_add(1442695040888963407);
+        let e = (x >> 33) % 2000;
+        let insert = (x >> 20) % 3 != 0;
+        t = t.clone().apply_to_nodes(&[Change {
+            datom: d(e),
+            insert,
+        }]);
+        if insert {
+            model.insert(e);
+        } else {
+            model.remove(&e);
+        }
+    }
+    assert_matches(&t, &model, 0);
+}
+
+#[test]
+fn changes_spread_over_several_children_keep_the_shape() {
+    // Small batches touching a few far-apart children of a shared tree (as one
+    // transaction's datoms do in AEVT and AVET): copied each time, checked each time.
+    let mut t = Tree::new(IndexOrder::Eavt)
+        .apply_to_nodes(&changes_of(&(0..3000).map(|e| (e * 2, true)).collect()));
+    let mut model: Model = (0..3000).map(|e| e * 2).collect();
+    let mut x: u64 = 4242;
+    for round in 0..400 {
+        let mut batch = Batch::new();
+        for _ in 0..(1 + round % 5) {
+            x = x
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
+            let e = (x >> 33) % 6100;
+            batch.insert(e, (x >> 20) % 3 != 0 || e == 0);
+        }
+        let kept = t.clone();
+        t = t.apply_to_nodes(&changes_of(&batch));
+        drop(kept);
+        apply_to_model(&mut model, batch);
+        assert_matches(&t, &model, round);
+    }
+}
+
+#[test]
+fn exact_changes_kept_pending_match_a_model() {
+    // Small exact batches (as transactions make them) go to the pending list and, when
+    // it fills, to the nodes; versions kept along the way must not change, and a general
+    // `apply_to_nodes` now and then takes the pending list with it.
+    let mut t = Tree::new(IndexOrder::Eavt)
+        .apply_to_nodes(&changes_of(&(0..2000).map(|e| (e * 3, true)).collect()));
+    let mut model: Model = (0..2000).map(|e| e * 3).collect();
+    let mut kept: Vec<(Tree, Vec<u64>)> = Vec::new();
+    let mut x: u64 = 2024;
+    let mut pending_seen = 0;
+    let mut flushes = 0;
+    for round in 0..1500 {
+        let mut batch = Batch::new();
+        for _ in 0..(1 + round % 9) {
+            x = x
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
+            let e = (x >> 33) % 20_000;
+            // Exact: insert what is absent, remove what is present (also what an
+            // earlier batch inserted and left pending).
+            batch.insert(e, !model.contains(&e));
+        }
+        if round % 11 == 0 {
+            kept.push((t.clone(), model.iter().copied().collect()));
+        }
+        let pending_len = |t: &Tree| t.pending.as_ref().map_or(0, |p| p.flattened(t.order).len());
+        let before = pending_len(&t);
+        let general = round % 500 == 499;
+        let size = batch.len();
+        t = if general {
+            t.apply_to_nodes(&changes_of(&batch))
+        } else {
+            t.apply_through_pending(&changes_of(&batch))
+        };
+        pending_seen = pending_seen.max(pending_len(&t));
+        if !general && pending_len(&t) + size < before {
+            flushes += 1;
+        }
+        apply_to_model(&mut model, batch);
+        assert_matches(&t, &model, round);
+    }
+    assert!(pending_seen > PENDING_MAX / 2, "the pending list was used");
+    assert!(flushes > 0, "a full pending list went to the nodes");
+    for (old, want) in kept {
+        let got: Vec<u64> = old.iter().map(|x| x.e).collect();
+        assert_eq!(got, want);
+    }
+    let settled = t.apply_to_nodes(&[]);
+    assert!(settled.pending.is_none());
+    assert_matches(&settled, &model, 1500);
+}
