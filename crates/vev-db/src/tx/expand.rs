@@ -7,7 +7,7 @@ use vev_core::schema::{Attribute, TupleSpec, ValueType};
 use vev_core::value::hex_decode;
 use vev_core::{AttrRef, Edn, EntityRef, TempId, TxError, TxMap, TxOp, TxValue, Value};
 
-use super::{is_allocated, Term, TxFunctions, E, V};
+use super::{is_allocated, Term, TermEntity, TermValue, TxFunctions};
 use crate::db::Db;
 
 /// Transaction functions may call each other; this bounds the depth.
@@ -126,7 +126,7 @@ impl Expander<'_> {
     }
 
     /// A map form; `nested_under` is set for nested maps (the attribute that refers to it).
-    fn map(&mut self, m: &TxMap, nested_under: Option<&Attribute>) -> Result<E, TxError> {
+    fn map(&mut self, m: &TxMap, nested_under: Option<&Attribute>) -> Result<TermEntity, TxError> {
         self.map_inner(m, nested_under).map_err(|err| match err {
             // Name a schema entity by the ident the map gives it.
             TxError::InvalidAttribute {
@@ -141,12 +141,16 @@ impl Expander<'_> {
         })
     }
 
-    fn map_inner(&mut self, m: &TxMap, nested_under: Option<&Attribute>) -> Result<E, TxError> {
+    fn map_inner(
+        &mut self,
+        m: &TxMap,
+        nested_under: Option<&Attribute>,
+    ) -> Result<TermEntity, TxError> {
         let e = match &m.id {
             Some(r) => self.entity(r)?,
             None => {
                 self.next_internal += 1;
-                E::Temp(TempId::Internal(self.next_internal))
+                TermEntity::Temp(TempId::Internal(self.next_internal))
             }
         };
         if let Some(parent_attr) = nested_under {
@@ -166,9 +170,9 @@ impl Expander<'_> {
                 }
                 for other in self.values_reverse(&a, v)? {
                     let from = match other {
-                        V::Val(Value::Ref(id)) => E::Id(id),
-                        V::Temp(t) => E::Temp(t),
-                        V::Val(_) => unreachable!("ref_value yields refs and tempids"),
+                        TermValue::Val(Value::Ref(id)) => TermEntity::Id(id),
+                        TermValue::Temp(t) => TermEntity::Temp(t),
+                        TermValue::Val(_) => unreachable!("ref_value yields refs and tempids"),
                     };
                     self.push_add(from, &a, e.clone());
                 }
@@ -186,10 +190,10 @@ impl Expander<'_> {
         Ok(e)
     }
 
-    fn push_add(&mut self, from: E, a: &Arc<Attribute>, to: E) {
+    fn push_add(&mut self, from: TermEntity, a: &Arc<Attribute>, to: TermEntity) {
         let v = match to {
-            E::Id(id) => V::Val(Value::Ref(id)),
-            E::Temp(t) => V::Temp(t),
+            TermEntity::Id(id) => TermValue::Val(Value::Ref(id)),
+            TermEntity::Temp(t) => TermValue::Temp(t),
         };
         self.terms.push(Term::Add {
             e: from,
@@ -233,12 +237,17 @@ impl Expander<'_> {
     }
 
     /// Resolve an entity in entity position.
-    pub(super) fn entity(&self, r: &EntityRef) -> Result<E, TxError> {
+    pub(super) fn entity(&self, r: &EntityRef) -> Result<TermEntity, TxError> {
         resolve_entity(self.db, r)
     }
 
     /// A value that must be single (cas).
-    fn single(&mut self, a: &Arc<Attribute>, v: &TxValue, e: &E) -> Result<V, TxError> {
+    fn single(
+        &mut self,
+        a: &Arc<Attribute>,
+        v: &TxValue,
+        e: &TermEntity,
+    ) -> Result<TermValue, TxError> {
         let mut vs = self.values_inner(a, v, e, false)?;
         match (vs.len(), vs.pop()) {
             (1, Some(v)) => Ok(v),
@@ -246,12 +255,21 @@ impl Expander<'_> {
         }
     }
 
-    fn values(&mut self, a: &Arc<Attribute>, v: &TxValue, e: &E) -> Result<Values, TxError> {
+    fn values(
+        &mut self,
+        a: &Arc<Attribute>,
+        v: &TxValue,
+        e: &TermEntity,
+    ) -> Result<Values, TxError> {
         self.values_inner(a, v, e, a.is_many())
             .map_err(|err| schema_error(err, a, e))
     }
 
-    fn values_reverse(&mut self, a: &Arc<Attribute>, v: &TxValue) -> Result<Vec<V>, TxError> {
+    fn values_reverse(
+        &mut self,
+        a: &Arc<Attribute>,
+        v: &TxValue,
+    ) -> Result<Vec<TermValue>, TxError> {
         let mut out = Vec::new();
         for item in self.split_values(a, v, true) {
             match self.nested(a, &item) {
@@ -266,7 +284,7 @@ impl Expander<'_> {
         &mut self,
         a: &Arc<Attribute>,
         v: &TxValue,
-        e: &E,
+        e: &TermEntity,
         many: bool,
     ) -> Result<Values, TxError> {
         // The usual case, one value, is neither split nor copied.
@@ -304,7 +322,7 @@ impl Expander<'_> {
     }
 
     /// A nested entity map given as the value of ref attribute `a`, expanded.
-    fn nested(&mut self, a: &Arc<Attribute>, v: &TxValue) -> Option<Result<V, TxError>> {
+    fn nested(&mut self, a: &Arc<Attribute>, v: &TxValue) -> Option<Result<TermValue, TxError>> {
         let expanded = match v {
             TxValue::Map(m) => self.map(m, Some(a)),
             TxValue::Edn(form @ Edn::Map(_)) => match TxOp::from_edn(form) {
@@ -321,7 +339,12 @@ impl Expander<'_> {
         matches!(items, [Edn::Keyword(k), _] if self.db.attribute(k).is_some_and(|a| a.unique.is_some()))
     }
 
-    fn one_value(&mut self, a: &Arc<Attribute>, v: &TxValue, e: &E) -> Result<V, TxError> {
+    fn one_value(
+        &mut self,
+        a: &Arc<Attribute>,
+        v: &TxValue,
+        e: &TermEntity,
+    ) -> Result<TermValue, TxError> {
         if a.is_ref() {
             if let Some(nested) = self.nested(a, v) {
                 return nested;
@@ -337,8 +360,10 @@ impl Expander<'_> {
         match v {
             TxValue::Edn(x) => coerce(self.db, a, x)
                 .ok_or_else(|| wrong_type(a, x, e))
-                .map(V::Val),
-            TxValue::Value(x) if x.value_type() == Some(a.value_type) => Ok(V::Val(x.clone())),
+                .map(TermValue::Val),
+            TxValue::Value(x) if x.value_type() == Some(a.value_type) => {
+                Ok(TermValue::Val(x.clone()))
+            }
             TxValue::Entity(EntityRef::TempId(t)) => Err(TxError::TempidNotRef {
                 tempid: t.to_string(),
                 attribute: a.ident.clone(),
@@ -348,7 +373,7 @@ impl Expander<'_> {
     }
 
     /// A value of a ref attribute: an entity reference.
-    fn ref_value(&self, v: &TxValue) -> Result<V, TxError> {
+    fn ref_value(&self, v: &TxValue) -> Result<TermValue, TxError> {
         let r = match v {
             TxValue::Entity(r) => r.clone(),
             TxValue::Value(Value::Ref(id)) => EntityRef::Id(*id),
@@ -366,7 +391,7 @@ impl Expander<'_> {
 
 /// A bad value of a schema attribute (`:db/valueType :db.type/integer`) is an invalid
 /// attribute definition rather than a plain type error.
-fn schema_error(err: TxError, a: &Attribute, e: &E) -> TxError {
+fn schema_error(err: TxError, a: &Attribute, e: &TermEntity) -> TxError {
     if a.id >= vev_core::schema::sys::END || a.id == vev_core::schema::sys::TX_INSTANT {
         return err;
     }
@@ -374,8 +399,8 @@ fn schema_error(err: TxError, a: &Attribute, e: &E) -> TxError {
         TxError::UnknownIdent { .. } | TxError::WrongValueType { .. } => {
             TxError::InvalidAttribute {
                 attribute: match e {
-                    E::Id(id) => Edn::Integer(*id as i64),
-                    E::Temp(t) => t.to_edn(),
+                    TermEntity::Id(id) => Edn::Integer(*id as i64),
+                    TermEntity::Temp(t) => t.to_edn(),
                 },
                 reason: format!("bad value for {}: {err}", a.ident),
             }
@@ -384,15 +409,15 @@ fn schema_error(err: TxError, a: &Attribute, e: &E) -> TxError {
     }
 }
 
-fn e_to_v(e: E) -> V {
+fn e_to_v(e: TermEntity) -> TermValue {
     match e {
-        E::Id(id) => V::Val(Value::Ref(id)),
-        E::Temp(t) => V::Temp(t),
+        TermEntity::Id(id) => TermValue::Val(Value::Ref(id)),
+        TermEntity::Temp(t) => TermValue::Temp(t),
     }
 }
 
 /// The values one map entry or list form gives an attribute: usually one, kept inline.
-type Values = smallvec::SmallVec<[V; 1]>;
+type Values = smallvec::SmallVec<[TermValue; 1]>;
 
 fn split(v: &TxValue) -> Vec<TxValue> {
     match v {
@@ -405,14 +430,14 @@ fn split(v: &TxValue) -> Vec<TxValue> {
     }
 }
 
-fn entity_name(e: &E) -> EntityName {
+fn entity_name(e: &TermEntity) -> EntityName {
     match e {
-        E::Id(id) => EntityName::Id(*id),
-        E::Temp(t) => EntityName::TempId(t.to_string()),
+        TermEntity::Id(id) => EntityName::Id(*id),
+        TermEntity::Temp(t) => EntityName::TempId(t.to_string()),
     }
 }
 
-pub(super) fn wrong_type(a: &Attribute, v: &Edn, e: &E) -> TxError {
+pub(super) fn wrong_type(a: &Attribute, v: &Edn, e: &TermEntity) -> TxError {
     TxError::WrongValueType {
         attribute: a.ident.clone(),
         expected: a.value_type,
@@ -423,7 +448,7 @@ pub(super) fn wrong_type(a: &Attribute, v: &Edn, e: &E) -> TxError {
 }
 
 /// Errors from resolving a ref value keep their own code, except a plain wrong shape.
-fn wrong_type_for(err: TxError, a: &Attribute, v: &TxValue, e: &E) -> TxError {
+fn wrong_type_for(err: TxError, a: &Attribute, v: &TxValue, e: &TermEntity) -> TxError {
     match err {
         TxError::MalformedForm { .. } => wrong_type(a, &v.to_edn(), e),
         other => other,
@@ -431,22 +456,22 @@ fn wrong_type_for(err: TxError, a: &Attribute, v: &TxValue, e: &E) -> TxError {
 }
 
 /// Resolve an entity reference against db-before (tempids stay symbolic).
-pub(crate) fn resolve_entity(db: &Db, r: &EntityRef) -> Result<E, TxError> {
+pub(crate) fn resolve_entity(db: &Db, r: &EntityRef) -> Result<TermEntity, TxError> {
     match r {
         EntityRef::Id(id) => {
             let tx_next = vev_core::ids::tx_id(db.basis_t() + 1);
             if is_allocated(db, *id, tx_next) {
-                Ok(E::Id(*id))
+                Ok(TermEntity::Id(*id))
             } else {
                 Err(TxError::InvalidEntityId { id: *id as i64 })
             }
         }
         EntityRef::Ident(k) => db
             .entid(k)
-            .map(E::Id)
+            .map(TermEntity::Id)
             .ok_or_else(|| TxError::UnknownIdent { ident: k.clone() }),
-        EntityRef::TempId(t) => Ok(E::Temp(t.clone())),
-        EntityRef::LookupRef(a, v) => lookup_ref(db, a, v).map(E::Id),
+        EntityRef::TempId(t) => Ok(TermEntity::Temp(t.clone())),
+        EntityRef::LookupRef(a, v) => lookup_ref(db, a, v).map(TermEntity::Id),
     }
 }
 
@@ -467,8 +492,8 @@ fn lookup_ref(db: &Db, a: &vev_core::Keyword, v: &TxValue) -> Result<u64, TxErro
     let value = match v {
         TxValue::Value(x) => Some(x.clone()),
         TxValue::Edn(x) if attr.is_ref() => match resolve_entity(db, &EntityRef::from_edn(x)?)? {
-            E::Id(id) => Some(Value::Ref(id)),
-            E::Temp(_) => None,
+            TermEntity::Id(id) => Some(Value::Ref(id)),
+            TermEntity::Temp(_) => None,
         },
         TxValue::Edn(x) => coerce(db, attr, x),
         _ => None,

@@ -92,16 +92,16 @@ impl TxReport {
     }
 }
 
-/// An entity in a term: resolved, or a tempid still to resolve.
+/// An entity in a term (`Term`): resolved, or a tempid still to resolve.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
-pub(crate) enum E {
+pub(crate) enum TermEntity {
     Id(EntityId),
     Temp(TempId),
 }
 
-/// A value in a term: typed, or a tempid (for ref attributes).
+/// A value in a term (`Term`): typed, or a tempid (for ref attributes).
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
-pub(crate) enum V {
+pub(crate) enum TermValue {
     Val(Value),
     Temp(TempId),
 }
@@ -109,23 +109,23 @@ pub(crate) enum V {
 #[derive(Clone, Debug)]
 pub(crate) enum Term {
     Add {
-        e: E,
+        e: TermEntity,
         a: Arc<Attribute>,
-        v: V,
+        v: TermValue,
     },
     Retract {
-        e: E,
+        e: TermEntity,
         a: Arc<Attribute>,
-        v: Option<V>,
+        v: Option<TermValue>,
     },
     RetractEntity {
-        e: E,
+        e: TermEntity,
     },
     Cas {
-        e: E,
+        e: TermEntity,
         a: Arc<Attribute>,
-        old: Option<V>,
-        new: V,
+        old: Option<TermValue>,
+        new: TermValue,
     },
 }
 

@@ -7,7 +7,7 @@ use vev_core::schema::Unique;
 use vev_core::{TempId, TxError, Value};
 
 use super::expand::lookup_unique;
-use super::{Term, E, V};
+use super::{Term, TermEntity, TermValue};
 use crate::db::Db;
 
 pub(crate) struct Resolved {
@@ -74,10 +74,10 @@ pub(crate) fn resolve(db: &Db, terms: Vec<Term>, tx: EntityId) -> Result<Resolve
             matches!(
                 t,
                 Term::Add {
-                    v: V::Temp(TempId::Tx),
+                    v: TermValue::Temp(TempId::Tx),
                     ..
                 } | Term::Cas {
-                    new: V::Temp(TempId::Tx),
+                    new: TermValue::Temp(TempId::Tx),
                     ..
                 }
             )
@@ -106,7 +106,7 @@ fn tempid_order(terms: &[Term]) -> (Vec<TempId>, HashSet<TempId>) {
             Term::Add { e, .. } | Term::Retract { e, .. } | Term::Cas { e, .. } => e,
             Term::RetractEntity { e } => e,
         };
-        if let E::Temp(t) = e {
+        if let TermEntity::Temp(t) = e {
             if seen.insert(t.clone()) {
                 order.push(t.clone());
             }
@@ -125,7 +125,7 @@ fn upsert(
         let mut changed = false;
         for term in terms {
             let Term::Add {
-                e: E::Temp(t),
+                e: TermEntity::Temp(t),
                 a,
                 v,
             } = term
@@ -136,8 +136,8 @@ fn upsert(
                 continue;
             }
             let value = match v {
-                V::Val(x) => x.clone(),
-                V::Temp(vt) => match assigned.get(vt) {
+                TermValue::Val(x) => x.clone(),
+                TermValue::Temp(vt) => match assigned.get(vt) {
                     Some(id) => Value::Ref(*id),
                     None => continue,
                 },
@@ -174,9 +174,9 @@ fn unify(terms: &[Term], assigned: &HashMap<TempId, EntityId>) -> HashMap<TempId
     let mut out = HashMap::new();
     for term in terms {
         let Term::Add {
-            e: E::Temp(t),
+            e: TermEntity::Temp(t),
             a,
-            v: V::Val(v),
+            v: TermValue::Val(v),
         } = term
         else {
             continue;
@@ -203,7 +203,7 @@ fn check_value_only(terms: &[Term], in_entity: &HashSet<TempId>) -> Result<(), T
             Term::Retract { v, .. } => v.as_ref(),
             Term::RetractEntity { .. } => None,
         };
-        if let Some(V::Temp(t)) = v {
+        if let Some(TermValue::Temp(t)) = v {
             if !in_entity.contains(t) && !matches!(t, TempId::Tx) {
                 return Err(TxError::TempidOnlyValue {
                     tempid: t.to_string().trim_matches('"').to_string(),
@@ -215,13 +215,13 @@ fn check_value_only(terms: &[Term], in_entity: &HashSet<TempId>) -> Result<(), T
 }
 
 fn substitute(term: Term, m: &HashMap<TempId, EntityId>) -> ResolvedTerm {
-    let e_of = |e: E| match e {
-        E::Id(id) => id,
-        E::Temp(t) => m[&t],
+    let e_of = |e: TermEntity| match e {
+        TermEntity::Id(id) => id,
+        TermEntity::Temp(t) => m[&t],
     };
-    let v_of = |v: V| match v {
-        V::Val(x) => x,
-        V::Temp(t) => Value::Ref(m[&t]),
+    let v_of = |v: TermValue| match v {
+        TermValue::Val(x) => x,
+        TermValue::Temp(t) => Value::Ref(m[&t]),
     };
     match term {
         Term::Add { e, a, v } => ResolvedTerm::Add {
