@@ -131,7 +131,7 @@ pub(crate) enum Term {
 
 /// Apply `ops` to `db` (its current state, whatever its view) and return the report.
 pub fn transact(db: &Db, ops: &[TxOp], ctx: &TxContext<'_>) -> Result<TxReport, TxError> {
-    let (before, after) = run(db.current(), ops, ctx, true, None)?;
+    let (before, after) = run(db.current(), ops, ctx, DbBefore::Keep, None)?;
     Ok(TxReport {
         db_before: before.expect("kept"),
         db_after: after.db,
@@ -151,7 +151,7 @@ pub struct TxOutcome {
 /// import that keeps only the latest value), the transaction updates them in place instead of
 /// copying the paths it touches; the result is the same.
 pub fn transact_owned(db: Db, ops: &[TxOp], ctx: &TxContext<'_>) -> Result<TxOutcome, TxError> {
-    run(db.into_current(), ops, ctx, false, None).map(|(_, after)| after)
+    run(db.into_current(), ops, ctx, DbBefore::Consume, None).map(|(_, after)| after)
 }
 
 /// A bulk import: transactions applied one after another to a database value that nothing
@@ -238,7 +238,7 @@ impl Bulk {
             self.merge();
         }
         let before = std::mem::replace(&mut self.db, Db::empty());
-        let (_, after) = run(before, ops, ctx, false, Some(&mut self.avet))?;
+        let (_, after) = run(before, ops, ctx, DbBefore::Consume, Some(&mut self.avet))?;
         self.db = after.db;
         self.avet.sort_behind(self.sort_chunk);
         let merge_at = (self.db.state.current.avet.len() / 4).max(self.merge_min);
@@ -403,11 +403,20 @@ fn merge_avet(db: Db, set_aside: &mut SetAside) -> Db {
     Db::from_state(state)
 }
 
+/// Whether `run` hands db-before back beside db-after (a clone that shares its nodes, so the
+/// new value's trees are copied on write), or consumes it (so nodes nothing else shares are
+/// updated in place).
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+enum DbBefore {
+    Keep,
+    Consume,
+}
+
 fn run(
     before: Db,
     ops: &[TxOp],
     ctx: &TxContext<'_>,
-    keep_before: bool,
+    db_before: DbBefore,
     mut defer_avet: Option<&mut SetAside>,
 ) -> Result<(Option<Db>, TxOutcome), TxError> {
     let t = before.basis_t() + 1;
@@ -436,7 +445,7 @@ fn run(
     let new_schema = schema::next_schema(&before, &tx_data)?;
     // Every check has passed: from here on nothing reads db-before but its schema.
     let schema_before = before.state.schema.clone();
-    let kept = keep_before.then(|| before.clone());
+    let kept = (db_before == DbBefore::Keep).then(|| before.clone());
     let mut state = Arc::unwrap_or_clone(before.state);
     state.next_user = resolved.next_user;
     if let Some(s) = new_schema {
