@@ -223,25 +223,28 @@ fn preallocate_wal(conn: &mut rusqlite::Connection, path: &Path) {
     };
     let mut wal = path.as_os_str().to_owned();
     wal.push("-wal");
-    let extend = || -> std::io::Result<()> {
-        use std::os::unix::fs::FileExt;
-        let file = std::fs::OpenOptions::new().write(true).open(&wal)?;
-        let len = file.metadata()?.len();
-        if len >= want {
-            return Ok(());
-        }
-        let zeros = vec![0u8; 1 << 20];
-        let mut at = len;
-        while at < want {
-            let n = (want - at).min(zeros.len() as u64) as usize;
-            file.write_all_at(&zeros[..n], at)?;
-            at += n as u64;
-        }
-        file.sync_all()
-    };
-    let _ = extend();
+    let _ = zero_fill(Path::new(&wal), want);
     // Nothing was written through SQLite: ending the transaction only releases its lock.
     let _ = tx.rollback();
+}
+
+/// Extend the file at `path` with zeros to `len` bytes (a longer file is left alone), then
+/// sync it. Seek and write rather than Unix's positioned writes, so that it builds anywhere.
+fn zero_fill(path: &Path, len: u64) -> std::io::Result<()> {
+    use std::io::{Seek, SeekFrom, Write};
+    let mut file = std::fs::OpenOptions::new().write(true).open(path)?;
+    let mut at = file.metadata()?.len();
+    if at >= len {
+        return Ok(());
+    }
+    file.seek(SeekFrom::Start(at))?;
+    let zeros = vec![0u8; 1 << 20];
+    while at < len {
+        let n = (len - at).min(zeros.len() as u64) as usize;
+        file.write_all(&zeros[..n])?;
+        at += n as u64;
+    }
+    file.sync_all()
 }
 
 /// Bytes of a write-ahead log's header and of each frame's header (SQLite's WAL format).
@@ -941,6 +944,20 @@ fn check_or_init_format(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn zero_fill_extends_with_zeros_and_leaves_longer_files_alone() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("f");
+        std::fs::write(&path, b"abc").unwrap();
+        zero_fill(&path, 3 + (1 << 20) + 5).unwrap();
+        let bytes = std::fs::read(&path).unwrap();
+        assert_eq!(bytes.len(), 3 + (1 << 20) + 5);
+        assert_eq!(&bytes[..3], b"abc");
+        assert!(bytes[3..].iter().all(|b| *b == 0));
+        zero_fill(&path, 2).unwrap();
+        assert_eq!(std::fs::metadata(&path).unwrap().len(), 3 + (1 << 20) + 5);
+    }
 
     #[test]
     fn frames_detect_flipped_bits() {
