@@ -111,7 +111,11 @@ fn new_temp_dir() -> io::Result<PathBuf> {
     let base = format!("vev-demo-{}-{secs}", std::process::id());
     let mut n = 1;
     loop {
-        let name = if n == 1 { base.clone() } else { format!("{base}-{n}") };
+        let name = if n == 1 {
+            base.clone()
+        } else {
+            format!("{base}-{n}")
+        };
         let dir = std::env::temp_dir().join(name);
         match std::fs::create_dir(&dir) {
             Ok(()) => return Ok(dir),
@@ -217,7 +221,12 @@ fn show(
     let result = db.q(query, args)?;
     let elapsed = started.elapsed();
     let n = result.len();
-    writeln!(out, "{title} ({}, {}):", count(n, "row", "rows"), ms(elapsed))?;
+    writeln!(
+        out,
+        "{title} ({}, {}):",
+        count(n, "row", "rows"),
+        ms(elapsed)
+    )?;
     let query = query.split_whitespace().collect::<Vec<_>>().join(" ");
     writeln!(out, "  {query}")?;
     match result.to_edn() {

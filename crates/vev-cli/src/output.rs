@@ -311,7 +311,10 @@ mod tests {
     #[test]
     fn json_map_keys_are_plain_unless_they_collide() {
         let json = |text: &str| edn_to_json(&vev::edn::parse(text).unwrap()).to_string();
-        assert_eq!(json(r#"{:name "Ann" :age 30}"#), r#"{"age":30,"name":"Ann"}"#);
+        assert_eq!(
+            json(r#"{:name "Ann" :age 30}"#),
+            r#"{"age":30,"name":"Ann"}"#
+        );
         assert_eq!(json(r#"{name "Ann"}"#), r#"{"name":"Ann"}"#);
         assert_eq!(json(r#"{"name" "Ann"}"#), r#"{"name":"Ann"}"#);
         assert_eq!(json(r#"{1 [2] [1 2] 3}"#), r#"{"1":[2],"[1 2]":3}"#);
