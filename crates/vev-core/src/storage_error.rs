@@ -26,6 +26,30 @@ pub enum StorageError {
     /// SQLite at all).
     #[error("{path} is not a vev database: {reason}")]
     NotVev { path: String, reason: String },
+    /// The file is shorter than its own header says: it was cut off (a partial copy or
+    /// download, a full disk). `size` is its length in bytes, `expected` what the header
+    /// implies.
+    #[error(
+        "database {path} is truncated: the file has {size} bytes but its header says {expected}"
+    )]
+    Truncated {
+        path: String,
+        size: u64,
+        expected: u64,
+    },
+    /// The path given as the database is a directory.
+    #[error("{path} is a directory, not a database file")]
+    IsDirectory { path: String },
+    /// SQLite cannot create its `-wal` and `-shm` files beside the database file (a writer
+    /// needs both, a reader the `-shm`) because the directory is read-only.
+    #[error(
+        "cannot open {path}: its directory {dir} is read-only, and sqlite needs its -wal and -shm files beside the database ({reason})"
+    )]
+    ReadOnlyDirectory {
+        path: String,
+        dir: String,
+        reason: String,
+    },
     /// The operating system or SQLite failed an operation.
     #[error("storage i/o failed during {op}: {reason}")]
     Io { op: String, reason: String },
@@ -45,6 +69,9 @@ impl StorageError {
             StorageError::Locked { .. } => "storage/locked",
             StorageError::FormatVersion { .. } => "storage/format-version",
             StorageError::NotVev { .. } => "storage/not-vev",
+            StorageError::Truncated { .. } => "storage/truncated",
+            StorageError::IsDirectory { .. } => "storage/is-directory",
+            StorageError::ReadOnlyDirectory { .. } => "storage/read-only-directory",
             StorageError::Io { .. } => "storage/io",
             StorageError::ReadOnly { .. } => "storage/read-only",
             StorageError::Injected { .. } => "storage/injected",

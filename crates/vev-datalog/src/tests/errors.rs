@@ -103,7 +103,10 @@ fn error_invalid_find() {
 
 #[test]
 fn error_invalid_find_reports_pull_errors_as_pull() {
-    check_query("query/invalid-pull", &[("[:find (pull ?e [1])]", (1, 18))]);
+    check_query(
+        "pull/invalid-pattern",
+        &[("[:find (pull ?e [1])]", (1, 18))],
+    );
 }
 
 #[test]
@@ -300,7 +303,7 @@ fn error_invalid_pull() {
             ("[{:a [1]}]", (1, 7)),
             ("[?x]", (1, 2)),
         ],
-        "query/invalid-pull",
+        "pull/invalid-pattern",
         pull_err,
     );
 }
