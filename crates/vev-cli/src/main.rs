@@ -27,7 +27,7 @@ static ALLOCATOR: vev::alloc::MiMalloc = vev::alloc::MiMalloc;
 /// another process writes. EDN arguments (queries, inputs, patterns, components) are EDN
 /// text; a QUERY or PATTERN of the form @FILE is read from FILE.
 #[derive(Parser, Debug)]
-#[command(name = "vev", version, about, long_about)]
+#[command(name = "vev", version)]
 struct Cli {
     #[command(subcommand)]
     command: Command,

@@ -908,7 +908,18 @@ fn table_cells_with_newlines_and_tabs_keep_one_row_a_line() {
 
 #[test]
 fn help_lists_every_command_and_describes_every_positional_argument() {
+    // The summary `-h` starts with is the one sentence on Vev, not a list that can go stale
+    // (it was the crate description, which left out export and import).
+    let short = run_ok(&["-h"], "");
+    assert!(
+        short.starts_with("Vev: an embedded database of immutable facts"),
+        "{short}"
+    );
     let help = run_ok(&["--help"], "");
+    assert!(
+        short.contains("\n  export ") && short.contains("\n  import "),
+        "{short}"
+    );
     for cmd in [
         "transact", "query", "pull", "datoms", "log", "schema", "stats", "export", "import",
         "repl", "verify", "demo",
