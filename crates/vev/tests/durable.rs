@@ -772,7 +772,9 @@ fn a_truncated_file_is_corrupt_not_a_panic() {
     let f = std::fs::OpenOptions::new().write(true).open(&path).unwrap();
     f.set_len(len / 2).unwrap();
     drop(f);
-    let e = open_waiting(&path).err().expect("a truncated file opened");
+    let Err(e) = open_waiting(&path) else {
+        panic!("a truncated file opened");
+    };
     assert_eq!(e.code(), "storage/truncated", "{e}");
     assert!(e.to_string().contains(&format!("{} bytes", len / 2)), "{e}");
 }
