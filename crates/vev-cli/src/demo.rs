@@ -195,7 +195,7 @@ pub fn run(dir: Option<PathBuf>, people: usize) -> CliResult<()> {
     queries(&conn, people, t_loaded, &mut out)?;
     writeln!(
         out,
-        "\ntry: vev query {} '[:find ?name (count ?p) :where [?p :person/name ?name]]'",
+        "try: vev query {} '[:find ?name (count ?p) :where [?p :person/name ?name]]'",
         path.display()
     )?;
     Ok(())
@@ -312,7 +312,7 @@ fn queries(conn: &Connection, people: usize, t_loaded: u64, out: &mut impl Write
     };
     show(
         out,
-        "history: every city p1 has had ([city basis-t asserted?])",
+        "history: every city p1 has had (?tx printed as its basis-t; true: asserted)",
         &db.history(),
         r#"[:find ?city ?tx ?added :in $ ?email
             :where [?p :person/email ?email] [?p :person/city ?city ?tx ?added]]"#,
