@@ -85,3 +85,58 @@ impl StorageError {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn each_cause_has_its_own_code() {
+        let s = String::new;
+        let errors = [
+            StorageError::corruption("x", "y"),
+            StorageError::Locked {
+                path: s(),
+                waited: s(),
+            },
+            StorageError::FormatVersion {
+                path: s(),
+                found: 1,
+                supported: 2,
+            },
+            StorageError::NotVev {
+                path: s(),
+                reason: s(),
+            },
+            StorageError::Truncated {
+                path: s(),
+                size: 1,
+                expected: 2,
+            },
+            StorageError::IsDirectory { path: s() },
+            StorageError::ReadOnlyDirectory {
+                path: s(),
+                dir: s(),
+                reason: s(),
+            },
+            StorageError::Io {
+                op: s(),
+                reason: s(),
+            },
+            StorageError::ReadOnly { path: s() },
+            StorageError::Injected { op: s(), n: 1 },
+        ];
+        let codes: std::collections::BTreeSet<&str> = errors.iter().map(|e| e.code()).collect();
+        assert_eq!(codes.len(), errors.len(), "{codes:?}");
+        assert!(codes.iter().all(|c| c.starts_with("storage/")), "{codes:?}");
+        let e = StorageError::Truncated {
+            path: "a.vev".into(),
+            size: 3000,
+            expected: 28672,
+        };
+        assert_eq!(
+            e.to_string(),
+            "database a.vev is truncated: the file has 3000 bytes but its header says 28672"
+        );
+    }
+}
