@@ -39,23 +39,24 @@ fn text_arg(arg: &str, what: &str) -> CliResult<(String, String)> {
 }
 
 pub fn read_file(path: &str) -> CliResult<String> {
-    std::fs::read_to_string(path).map_err(|err| CliError::Io {
+    let bytes = std::fs::read(path).map_err(|err| CliError::Io {
         path: path.to_string(),
         err,
-    })
+    })?;
+    crate::error::utf8_text(path, bytes)
 }
 
 fn read_input(file: Option<&str>) -> CliResult<(String, String)> {
     match file {
         None | Some("-") => {
-            let mut text = String::new();
+            let mut bytes = Vec::new();
             io::stdin()
-                .read_to_string(&mut text)
+                .read_to_end(&mut bytes)
                 .map_err(|err| CliError::Io {
                     path: "stdin".into(),
                     err,
                 })?;
-            Ok(("stdin".into(), text))
+            Ok(("stdin".into(), crate::error::utf8_text("stdin", bytes)?))
         }
         Some(path) => Ok((path.to_string(), read_file(path)?)),
     }
@@ -436,7 +437,7 @@ pub fn pull(
     let (name, text) = text_arg(pattern, "pattern")?;
     let conn = open_read(path)?;
     let db = view(conn.sync()?, time)?;
-    let e = resolve_entity(&db, entity)?;
+    let e = resolve_entity(&db, entity).map_err(crate::error::in_pull)?;
     let pulled = db.pull(&text, e).in_text(&name, &text, 0)?;
     let mut out = stdout();
     if matches!(format, Format::Table | Format::Csv) {

@@ -70,19 +70,64 @@ fn people_tx(from: usize, to: usize, rng: &mut Lcg) -> String {
     tx
 }
 
+/// A database file that did not exist: `demo.vev` in DIR (created if missing), or the first
+/// of `demo-2.vev`, `demo-3.vev`, ... not taken there; without DIR, `demo.vev` in a new
+/// directory `vev-demo-PID-SECONDS` of the system's temporary directory. An existing file is
+/// never replaced or deleted.
 fn fresh_file(dir: Option<PathBuf>) -> CliResult<PathBuf> {
-    let dir = dir.unwrap_or_else(|| std::env::temp_dir().join("vev-demo"));
-    std::fs::create_dir_all(&dir).map_err(|err| CliError::Io {
-        path: dir.display().to_string(),
-        err,
-    })?;
-    let path = dir.join("demo.vev");
-    for suffix in ["", "-wal", "-shm"] {
-        let mut p = path.clone().into_os_string();
-        p.push(suffix);
-        let _ = std::fs::remove_file(p);
-    }
+    let io_err = |path: &std::path::Path| {
+        let path = path.display().to_string();
+        move |err| CliError::Io { path, err }
+    };
+    let dir = match dir {
+        Some(dir) => {
+            std::fs::create_dir_all(&dir).map_err(io_err(&dir))?;
+            dir
+        }
+        None => new_temp_dir().map_err(io_err(&std::env::temp_dir()))?,
+    };
+    let taken = |p: &std::path::Path| {
+        ["", "-wal", "-shm"].iter().any(|suffix| {
+            let mut name = p.as_os_str().to_owned();
+            name.push(suffix);
+            std::path::Path::new(&name).exists()
+        })
+    };
+    let path = (1..)
+        .map(|n| match n {
+            1 => dir.join("demo.vev"),
+            n => dir.join(format!("demo-{n}.vev")),
+        })
+        .find(|p| !taken(p))
+        .unwrap_or_else(|| dir.join("demo.vev"));
     Ok(path)
+}
+
+/// A directory of the system's temporary directory that this call created.
+fn new_temp_dir() -> io::Result<PathBuf> {
+    let secs = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs());
+    let base = format!("vev-demo-{}-{secs}", std::process::id());
+    let mut n = 1;
+    loop {
+        let name = if n == 1 {
+            base.clone()
+        } else {
+            format!("{base}-{n}")
+        };
+        let dir = std::env::temp_dir().join(name);
+        match std::fs::create_dir(&dir) {
+            Ok(()) => return Ok(dir),
+            Err(e) if e.kind() == io::ErrorKind::AlreadyExists && n < 100 => n += 1,
+            Err(e) => return Err(e),
+        }
+    }
+}
+
+/// `1 transaction`, `2 transactions`.
+fn count(n: usize, one: &str, many: &str) -> String {
+    format!("{n} {}", if n == 1 { one } else { many })
 }
 
 pub fn run(dir: Option<PathBuf>, people: usize) -> CliResult<()> {
@@ -128,8 +173,11 @@ pub fn run(dir: Option<PathBuf>, people: usize) -> CliResult<()> {
     let t_loaded = conn.db().basis_t();
     writeln!(
         out,
-        "loaded {people} people: {} datoms in {} transactions in {:.2?} (basis-t {t_loaded})",
-        loaded.datoms, loaded.txs, loaded.elapsed
+        "loaded {}: {} in {} in {:.2?} (basis-t {t_loaded})",
+        count(people, "person", "people"),
+        count(loaded.datoms as usize, "datom", "datoms"),
+        count(loaded.txs as usize, "transaction", "transactions"),
+        loaded.elapsed
     )?;
 
     // Some people move to Oslo, so the past differs from the present.
@@ -139,15 +187,15 @@ pub fn run(dir: Option<PathBuf>, people: usize) -> CliResult<()> {
     let moved = conn.transact_edn(&format!("[{}]", movers.join(" ")))?;
     writeln!(
         out,
-        "moved {} people to Oslo at basis-t {}",
-        movers.len(),
+        "moved {} to Oslo at basis-t {}",
+        count(movers.len(), "person", "people"),
         moved.db_after.basis_t()
     )?;
     writeln!(out)?;
     queries(&conn, people, t_loaded, &mut out)?;
     writeln!(
         out,
-        "\ntry: vev query {} '[:find ?name (count ?p) :where [?p :person/name ?name]]'",
+        "try: vev query {} '[:find ?name (count ?p) :where [?p :person/name ?name]]'",
         path.display()
     )?;
     Ok(())
@@ -156,32 +204,71 @@ pub fn run(dir: Option<PathBuf>, people: usize) -> CliResult<()> {
 const RULES: &str = r#"[[(reach ?a ?b) [?a :person/friend ?b]]
                         [(reach ?a ?b) [?a :person/friend ?x] (reach ?x ?b)]]"#;
 
+/// Rows of a result printed whole before `... N more rows`.
+const SHOWN_ROWS: usize = 5;
+
+/// Run a query and print its title, its text, its timing and its first rows (each row
+/// whole, one a line), with `edit` applied to each row before it is printed.
+fn show(
+    out: &mut dyn Write,
+    title: &str,
+    db: &vev::Db,
+    query: &str,
+    args: &[Edn],
+    edit: &dyn Fn(Vec<Edn>) -> Vec<Edn>,
+) -> CliResult<()> {
+    let started = Instant::now();
+    let result = db.q(query, args)?;
+    let elapsed = started.elapsed();
+    let n = result.len();
+    writeln!(
+        out,
+        "{title} ({}, {}):",
+        count(n, "row", "rows"),
+        ms(elapsed)
+    )?;
+    let query = query.split_whitespace().collect::<Vec<_>>().join(" ");
+    writeln!(out, "  {query}")?;
+    match result.to_edn() {
+        Edn::Set(rows) => write_rows(out, rows.into_iter(), n, edit)?,
+        Edn::Vector(rows) | Edn::List(rows) => write_rows(out, rows.into_iter(), n, edit)?,
+        scalar => writeln!(out, "  => {scalar}")?,
+    }
+    writeln!(out)?;
+    Ok(())
+}
+
+fn write_rows(
+    out: &mut dyn Write,
+    rows: impl Iterator<Item = Edn>,
+    n: usize,
+    edit: &dyn Fn(Vec<Edn>) -> Vec<Edn>,
+) -> CliResult<()> {
+    for row in rows.take(SHOWN_ROWS) {
+        let row = match row {
+            Edn::Vector(cells) => Edn::Vector(edit(cells)),
+            other => other,
+        };
+        writeln!(out, "  => {row}")?;
+    }
+    if n > SHOWN_ROWS {
+        let more = n - SHOWN_ROWS;
+        let rows = if more == 1 { "row" } else { "rows" };
+        writeln!(out, "  ... and {more} more {rows}")?;
+    }
+    Ok(())
+}
+
+/// Rows printed as the engine gives them.
+fn as_is(row: Vec<Edn>) -> Vec<Edn> {
+    row
+}
+
 fn queries(conn: &Connection, people: usize, t_loaded: u64, out: &mut impl Write) -> CliResult<()> {
     let db = conn.db();
     let last = people.saturating_sub(1);
     let email = |i: usize| Edn::String(format!("p{i}@example.com"));
     let rules = vev::edn::parse(RULES)?;
-    let show = |out: &mut dyn Write,
-                title: &str,
-                db: &vev::Db,
-                query: &str,
-                args: &[Edn]|
-     -> CliResult<()> {
-        let started = Instant::now();
-        let result = db.q(query, args)?;
-        let elapsed = started.elapsed();
-        let text = result.to_edn().to_string();
-        let shown: String = text.chars().take(200).collect();
-        let more = if shown.len() < text.len() { " ..." } else { "" };
-        writeln!(out, "{title} ({} rows, {}):", result.len(), ms(elapsed))?;
-        writeln!(
-            out,
-            "  {}",
-            query.split_whitespace().collect::<Vec<_>>().join(" ")
-        )?;
-        writeln!(out, "  => {shown}{more}\n")?;
-        Ok(())
-    };
     show(
         out,
         "join: 30-year-olds in Riga and their friends who live in Riga too",
@@ -190,6 +277,7 @@ fn queries(conn: &Connection, people: usize, t_loaded: u64, out: &mut impl Write
             :where [?a :person/age 30] [?a :person/city "Riga"] [?a :person/friend ?b]
                    [?b :person/city "Riga"] [?a :person/email ?a-email] [?b :person/email ?b-email]]"#,
         &[],
+        &as_is,
     )?;
     show(
         out,
@@ -198,6 +286,7 @@ fn queries(conn: &Connection, people: usize, t_loaded: u64, out: &mut impl Write
         r#"[:find ?city (count ?p) (avg ?age)
             :where [?p :person/city ?city] [?p :person/age ?age]]"#,
         &[],
+        &as_is,
     )?;
     show(
         out,
@@ -206,12 +295,39 @@ fn queries(conn: &Connection, people: usize, t_loaded: u64, out: &mut impl Write
         r#"[:find (count ?b) . :in $ % ?email
             :where [?a :person/email ?email] (reach ?a ?b)]"#,
         &[rules, email(last)],
+        &as_is,
     )?;
+    pull_example(&db, out, email(30))?;
+    let oslo = r#"[:find (count ?p) . :where [?p :person/city "Oslo"]]"#;
+    let title = "as-of: people in Oslo now and as of the load";
+    show(out, title, &db, oslo, &[], &as_is)?;
+    let title = format!("  ... as of basis-t {t_loaded}");
+    show(out, &title, &db.as_of(t_loaded), oslo, &[], &as_is)?;
+    // ?tx is a transaction's entity id; its basis-t is what --as-of and the log show.
+    let basis_t = |mut row: Vec<Edn>| {
+        if let Some(Edn::Integer(tx)) = row.get(1) {
+            row[1] = Edn::Integer(vev::ids::t_of(*tx as u64) as i64);
+        }
+        row
+    };
+    show(
+        out,
+        "history: every city p1 has had (?tx printed as its basis-t; true: asserted)",
+        &db.history(),
+        r#"[:find ?city ?tx ?added :in $ ?email
+            :where [?p :person/email ?email] [?p :person/city ?city ?tx ?added]]"#,
+        &[email(1)],
+        &basis_t,
+    )?;
+    Ok(())
+}
+
+fn pull_example(db: &vev::Db, out: &mut impl Write, email: Edn) -> CliResult<()> {
     let started = Instant::now();
     let p30 = db
         .q(
             "[:find ?p . :in $ ?email :where [?p :person/email ?email]]",
-            &[email(30)],
+            &[email],
         )?
         .to_edn();
     let pattern =
@@ -226,28 +342,6 @@ fn queries(conn: &Connection, people: usize, t_loaded: u64, out: &mut impl Write
         ms(started.elapsed())
     )?;
     writeln!(out, "  {pattern}\n  => {pulled}\n")?;
-    show(
-        out,
-        "as-of: people in Oslo now and as of the load",
-        &db,
-        r#"[:find (count ?p) . :where [?p :person/city "Oslo"]]"#,
-        &[],
-    )?;
-    show(
-        out,
-        &format!("  ... as of basis-t {t_loaded}"),
-        &db.as_of(t_loaded),
-        r#"[:find (count ?p) . :where [?p :person/city "Oslo"]]"#,
-        &[],
-    )?;
-    show(
-        out,
-        "history: every city p1 has had (tx, asserted or retracted)",
-        &db.history(),
-        r#"[:find ?city ?tx ?added :in $ ?email
-            :where [?p :person/email ?email] [?p :person/city ?city ?tx ?added]]"#,
-        &[email(1)],
-    )?;
     Ok(())
 }
 

@@ -24,6 +24,13 @@ pub enum CliError {
     },
     /// A file could not be read.
     Io { path: String, err: std::io::Error },
+    /// Text read from a file or stdin (`name`) is not UTF-8: the first bad `byte` is at
+    /// byte `offset` (`cli/invalid-utf8`).
+    Utf8 {
+        name: String,
+        offset: usize,
+        byte: u8,
+    },
     /// A command-line argument Vev cannot use (`cli/invalid-argument`, `cli/not-found`), or
     /// an import the database cannot take (`import/not-empty`, `import/mismatch`, ...).
     Argument { code: &'static str, message: String },
@@ -109,6 +116,7 @@ impl CliError {
         match self {
             CliError::Vev { err, .. } => err.code(),
             CliError::Io { .. } => "cli/io",
+            CliError::Utf8 { .. } => "cli/invalid-utf8",
             CliError::Argument { code, .. } => code,
             CliError::Input(e) => e.kind.code(),
             CliError::Context { err, .. } => err.code(),
@@ -119,6 +127,9 @@ impl CliError {
         match self {
             CliError::Vev { err, .. } => err.to_string(),
             CliError::Io { path, err } => format!("{path}: {err}"),
+            CliError::Utf8 { name, offset, byte } => {
+                format!("{name} is not valid UTF-8: byte 0x{byte:02x} at byte offset {offset}")
+            }
             CliError::Argument { message, .. } => message.clone(),
             CliError::Input(e) => e.kind.to_string(),
             CliError::Context { err, .. } => err.message(),
@@ -155,9 +166,10 @@ impl CliError {
             CliError::Input(e) => return render_input(e),
             _ => {}
         }
-        let mut out = format!("error[{}]: {}\n", self.code(), self.message());
+        let mut out = format!("error[{}]: {}\n", self.code(), cap_words(&self.message()));
         if let Some((offset, source)) = self.offset() {
             if let Some((line_no, column, line)) = locate(&source.text, offset) {
+                let (line, column) = window(line, column);
                 let gutter = line_no.to_string().len();
                 let _ = writeln!(out, "{:gutter$}--> {}:{line_no}:{column}", "", source.name);
                 let _ = writeln!(out, "{line_no} | {line}");
@@ -169,21 +181,71 @@ impl CliError {
 }
 
 fn render_input(e: &InputError) -> String {
-    let mut out = format!("error[{}]: {}\n", e.kind.code(), e.kind);
+    let mut out = format!(
+        "error[{}]: {}\n",
+        e.kind.code(),
+        cap_words(&e.kind.to_string())
+    );
     let line_no = e.line;
     let gutter = line_no.to_string().len();
     match e.column {
         Some(column) => {
             let _ = writeln!(out, "{:gutter$}--> {}:{line_no}:{column}", "", e.file);
-            let _ = writeln!(out, "{line_no} | {}", e.line_text);
+            let (line, column) = window(&e.line_text, column);
+            let _ = writeln!(out, "{line_no} | {line}");
             let _ = writeln!(out, "{:gutter$} | {:>column$}", "", "^");
         }
         None => {
             let _ = writeln!(out, "{:gutter$}--> {}:{line_no}", "", e.file);
-            let _ = writeln!(out, "{line_no} | {}", e.line_text);
+            let _ = writeln!(out, "{line_no} | {}", window(&e.line_text, 1).0);
         }
     }
     out
+}
+
+/// The most characters of one word of an error message (a run without spaces: a quoted
+/// value, a number, a path) and of the source line under it that the CLI prints. Every
+/// message is printed through `cap_words`, so no error, from the CLI or from Vev, echoes a
+/// huge value whole, whatever its own message does.
+pub const ECHO_CHARS_MAX: usize = 80;
+
+/// `message` with each word longer than `ECHO_CHARS_MAX` characters cut there, followed by
+/// `…` and its length: `'77777…' (1000002 chars)`.
+fn cap_words(message: &str) -> String {
+    let words: Vec<String> = message
+        .split(' ')
+        .map(|word| {
+            let n = word.chars().count();
+            if n <= ECHO_CHARS_MAX {
+                return word.to_string();
+            }
+            let head: String = word.chars().take(ECHO_CHARS_MAX).collect();
+            format!("{head}… ({n} chars)")
+        })
+        .collect();
+    words.join(" ")
+}
+
+/// At most `ECHO_CHARS_MAX` characters of `line` around the 1-based char `column`, with `…`
+/// where it was cut, and the column in what is kept.
+fn window(line: &str, column: usize) -> (String, usize) {
+    let n = line.chars().count();
+    if n <= ECHO_CHARS_MAX {
+        return (line.to_string(), column);
+    }
+    let start = column
+        .saturating_sub(1 + ECHO_CHARS_MAX / 2)
+        .min(n - ECHO_CHARS_MAX);
+    let end = start + ECHO_CHARS_MAX;
+    let mut text = String::new();
+    if start > 0 {
+        text.push('…');
+    }
+    text.extend(line.chars().skip(start).take(ECHO_CHARS_MAX));
+    if end < n {
+        text.push('…');
+    }
+    (text, column - start + usize::from(start > 0))
 }
 
 /// The 1-based line number, 1-based column (in chars) and text of the line holding `offset`.
@@ -262,6 +324,35 @@ impl<T, E: Into<vev::Error>> WithSource<T> for Result<T, E> {
     }
 }
 
+/// An error of `vev pull`'s entity argument in the pull family: an entity or lookup-ref
+/// attribute that is not there is `pull/not-found`, an argument that names no entity
+/// `pull/invalid-entity` (the pattern's own errors are `pull/*` already).
+pub fn in_pull(err: CliError) -> CliError {
+    match err {
+        CliError::Argument { code, message } => CliError::Argument {
+            code: match code {
+                "cli/not-found" => "pull/not-found",
+                "cli/invalid-argument" => "pull/invalid-entity",
+                other => other,
+            },
+            message,
+        },
+        other => other,
+    }
+}
+
+/// The bytes read from `name` as text, or where they stop being UTF-8.
+pub fn utf8_text(name: &str, bytes: Vec<u8>) -> CliResult<String> {
+    String::from_utf8(bytes).map_err(|e| {
+        let offset = e.utf8_error().valid_up_to();
+        CliError::Utf8 {
+            name: name.to_string(),
+            offset,
+            byte: e.as_bytes()[offset],
+        }
+    })
+}
+
 impl From<std::io::Error> for CliError {
     fn from(err: std::io::Error) -> CliError {
         CliError::Io {
@@ -274,6 +365,48 @@ impl From<std::io::Error> for CliError {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn invalid_utf8_names_the_byte_and_its_offset() {
+        assert_eq!(utf8_text("f", b"ok \xc3\xa9".to_vec()).unwrap(), "ok é");
+        let e = utf8_text("q.edn", b"[:find \"\xff\"]".to_vec()).unwrap_err();
+        assert_eq!(e.code(), "cli/invalid-utf8");
+        assert_eq!(
+            e.render(),
+            "error[cli/invalid-utf8]: q.edn is not valid UTF-8: byte 0xff at byte offset 8\n"
+        );
+        // A sequence cut short at the end.
+        let e = utf8_text("stdin", b"ab\xc3".to_vec()).unwrap_err();
+        assert!(
+            e.render().contains("byte 0xc3 at byte offset 2"),
+            "{}",
+            e.render()
+        );
+    }
+
+    #[test]
+    fn long_words_and_lines_are_cut_with_their_length() {
+        let long = "7".repeat(1_000_000);
+        let capped = cap_words(&format!("value '{long}' is not a string"));
+        assert!(capped.len() < 150, "{} bytes", capped.len());
+        assert!(
+            capped.ends_with("… (1000002 chars) is not a string"),
+            "{capped}"
+        );
+        assert_eq!(cap_words("short words stay"), "short words stay");
+        // The caret stays under the same character.
+        let line = format!("[{long} x]");
+        let column = line.find('x').unwrap() + 1;
+        let (shown, at) = window(&line, column);
+        assert!(shown.chars().count() <= ECHO_CHARS_MAX + 2, "{shown}");
+        assert_eq!(shown.chars().nth(at - 1), Some('x'), "{shown} {at}");
+        let (shown, at) = window(&line, 2);
+        assert_eq!(
+            (shown.chars().nth(at - 1), shown.chars().last()),
+            (Some('7'), Some('…'))
+        );
+        assert_eq!(window("[short]", 3), ("[short]".to_string(), 3));
+    }
 
     #[test]
     fn locate_counts_lines_and_chars() {

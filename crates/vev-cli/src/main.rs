@@ -27,7 +27,7 @@ static ALLOCATOR: vev::alloc::MiMalloc = vev::alloc::MiMalloc;
 /// another process writes. EDN arguments (queries, inputs, patterns, components) are EDN
 /// text; a QUERY or PATTERN of the form @FILE is read from FILE.
 #[derive(Parser, Debug)]
-#[command(name = "vev", version, about, long_about)]
+#[command(name = "vev", version)]
 struct Cli {
     #[command(subcommand)]
     command: Command,
@@ -52,7 +52,10 @@ enum Command {
     /// Transact EDN transaction data from FILE (or stdin when FILE is - or absent) and print
     /// the report as EDN: {:basis-t T :tx ID :tempids {...} :datoms N}.
     Transact {
+        /// The database file (created if missing).
         db: PathBuf,
+        /// The EDN transaction data (a vector of operations; with --batch, a stream of them);
+        /// - or absent for stdin.
         file: Option<String>,
         /// The input is a stream of transactions, one top-level vector each; one report a line.
         #[arg(long)]
@@ -60,9 +63,12 @@ enum Command {
     },
     /// Run a Datalog query. Each INPUT is EDN, bound to the query's :in after $.
     Query {
+        /// The database file.
         db: PathBuf,
         /// The query as EDN text, or @FILE.
         query: String,
+        /// The query's inputs after $, in :in order, each as EDN text (a scalar, a collection
+        /// [?x ...], a tuple or a relation, or a rule set for %).
         inputs: Vec<String>,
         #[command(flatten)]
         time: TimeArgs,
@@ -79,9 +85,12 @@ enum Command {
     },
     /// Pull PATTERN for one entity: an entity id, an ident, or a lookup ref [:attr value].
     Pull {
+        /// The database file.
         db: PathBuf,
         /// The pull pattern as EDN text, or @FILE.
         pattern: String,
+        /// The entity: an entity id (17592186045418), an ident (:person/name) or a lookup
+        /// ref ('[:person/email "ann@example.com"]').
         entity: String,
         #[command(flatten)]
         time: TimeArgs,
@@ -92,9 +101,13 @@ enum Command {
     /// Print the datoms of an index (eavt, aevt, avet, vaet) whose leading components match.
     /// Components are EDN: entity ids, idents or lookup refs, then values.
     Datoms {
+        /// The database file.
         db: PathBuf,
+        /// The index, which also sets the order of the components.
         #[arg(value_enum)]
         index: Index,
+        /// Leading components in the index's order (eavt: entity, attribute, value, tx), each
+        /// EDN: an entity id, ident or lookup ref for an entity, a value for the value.
         components: Vec<String>,
         #[command(flatten)]
         time: TimeArgs,
@@ -106,6 +119,7 @@ enum Command {
     },
     /// Print the transaction log, one datom a row: basis-t, entity, attribute, value, added.
     Log {
+        /// The database file.
         db: PathBuf,
         /// First basis-t (inclusive).
         #[arg(long, value_name = "T")]
@@ -118,6 +132,7 @@ enum Command {
     },
     /// Print the installed attributes (add --system for Vev's own).
     Schema {
+        /// The database file.
         db: PathBuf,
         #[arg(long)]
         system: bool,
@@ -126,6 +141,7 @@ enum Command {
     },
     /// Print counts: datoms, entities, attributes, size on disk, datoms per attribute.
     Stats {
+        /// The database file.
         db: PathBuf,
         #[arg(long, value_enum)]
         format: Option<Format>,
@@ -134,6 +150,7 @@ enum Command {
     /// transaction of the log as one vector, with its :db/txInstant. `vev import` of the file
     /// into an empty database gives back the same datoms, entity ids and instants.
     Export {
+        /// The database file.
         db: PathBuf,
         /// Write to FILE instead of stdout.
         #[arg(long, value_name = "FILE")]
@@ -145,7 +162,9 @@ enum Command {
     /// Values are typed by the schema; a bad record stops the import before anything is
     /// written, with its line and column. Prints {:basis-t T :txs N :datoms N}.
     Import {
+        /// The database file (created if missing).
         db: PathBuf,
+        /// The file to load (.edn, .jsonl/.ndjson or .csv).
         file: String,
         #[arg(long, value_enum)]
         format: Option<import::InputFormat>,
@@ -162,12 +181,20 @@ enum Command {
     /// An entry ends where its brackets balance. History is kept in $VEV_HISTORY, else
     /// ~/.vev_history. When stdin is not a terminal, entries are read from it without
     /// prompts or line editing.
-    Repl { db: PathBuf },
+    Repl {
+        /// The database file (created if missing).
+        db: PathBuf,
+    },
     /// Check every log row and index segment of a database file.
-    Verify { db: PathBuf },
+    Verify {
+        /// The database file.
+        db: PathBuf,
+    },
     /// Create a database in DIR (default: a temporary directory), load a generated data set of
     /// people and friendships, and run example queries with their timings.
     Demo {
+        /// The directory to create the database in (demo.vev inside it; a name not taken is
+        /// used, so an existing file is never replaced). Default: a new temporary directory.
         dir: Option<PathBuf>,
         /// How many people to generate (about 8 datoms each).
         #[arg(long, default_value_t = 20_000)]

@@ -6,7 +6,8 @@
 //! - `edn`: printed as the EDN reader reads it back (one value; rows one vector a line).
 //! - `json`: see `edn_to_json` (and the crate README).
 //! - `csv`: RFC 4180, a header row, strings bare, other values as EDN.
-//! - `table`: aligned columns for people, strings bare.
+//! - `table`: aligned columns for people, strings bare; control characters and backslashes
+//!   escaped (`table_cell`), so one row is always one line.
 
 use std::io::{self, Write};
 
@@ -36,9 +37,8 @@ impl Format {
 /// `##Inf`, `##-Inf` to those strings); keywords to `":ns/name"`, symbols to their name,
 /// characters to one-character strings; big integers and decimals to their EDN text
 /// (`"12N"`, `"1.5M"`), so they keep every digit; `#inst` to an RFC 3339 string; `#uuid` to
-/// its string; lists, vectors and sets to arrays; maps to objects whose keys are strings as
-/// they are, keywords as `":ns/name"` and anything else as EDN text; other tagged values to
-/// `{"#tag": value}`.
+/// its string; lists, vectors and sets to arrays; maps to objects (keys: see `json_keys`);
+/// other tagged values to `{"#tag": value}`.
 pub fn edn_to_json(edn: &Edn) -> serde_json::Value {
     use serde_json::Value as J;
     match edn {
@@ -56,8 +56,9 @@ pub fn edn_to_json(edn: &Edn) -> serde_json::Value {
         Edn::List(items) | Edn::Vector(items) => J::Array(items.iter().map(edn_to_json).collect()),
         Edn::Set(items) => J::Array(items.iter().map(edn_to_json).collect()),
         Edn::Map(map) => J::Object(
-            map.iter()
-                .map(|(k, v)| (json_key(k), edn_to_json(v)))
+            json_keys(map.keys())
+                .into_iter()
+                .zip(map.values().map(edn_to_json))
                 .collect(),
         ),
         Edn::Inst(ms) => J::String(vev::edn::format_inst(*ms)),
@@ -70,20 +71,60 @@ pub fn edn_to_json(edn: &Edn) -> serde_json::Value {
     }
 }
 
-fn json_key(k: &Edn) -> String {
-    match k {
-        Edn::String(s) => s.clone(),
-        Edn::Keyword(k) => format!(":{}", k.as_str()),
-        other => other.to_string(),
+/// The JSON keys of a map's keys, in order: strings, keywords and symbols plain (`:keys`,
+/// `:strs` and `:syms` maps all give `{"name": ...}`, a pulled entity `{"person/name": ...}`),
+/// anything else as its EDN text. When two keys of one map would give the same text (`"a"`
+/// and `:a`), every key of that map is written as its EDN text instead (`"\"a\""`, `":a"`),
+/// so no value is silently lost.
+fn json_keys<'a>(keys: impl Iterator<Item = &'a Edn> + Clone) -> Vec<String> {
+    let plain: Vec<String> = keys
+        .clone()
+        .map(|k| match k {
+            Edn::String(s) => s.clone(),
+            Edn::Keyword(k) => k.as_str().to_string(),
+            Edn::Symbol(s) => s.as_str().to_string(),
+            other => other.to_string(),
+        })
+        .collect();
+    let distinct: std::collections::HashSet<&str> = plain.iter().map(String::as_str).collect();
+    if distinct.len() == plain.len() {
+        plain
+    } else {
+        keys.map(Edn::to_string).collect()
     }
 }
 
-/// A cell for `table` and `csv`: strings bare, everything else as EDN.
+/// A cell for `csv`: strings bare, everything else as EDN.
 pub fn cell(edn: &Edn) -> String {
     match edn {
         Edn::String(s) => s.clone(),
         other => other.to_string(),
     }
+}
+
+/// A cell for `table`: as `cell`, with a backslash written `\\` and control characters as
+/// their EDN escapes (`\n`, `\t`, `\r`, else `\uXXXX`), so a value never breaks its row
+/// or its column.
+pub fn table_cell(edn: &Edn) -> String {
+    escape_controls(&cell(edn))
+}
+
+fn escape_controls(text: &str) -> String {
+    if !text.contains(|c: char| c == '\\' || c.is_control()) {
+        return text.to_string();
+    }
+    let mut out = String::with_capacity(text.len() + 8);
+    for c in text.chars() {
+        match c {
+            '\\' => out.push_str("\\\\"),
+            '\n' => out.push_str("\\n"),
+            '\t' => out.push_str("\\t"),
+            '\r' => out.push_str("\\r"),
+            c if c.is_control() => out.push_str(&format!("\\u{:04x}", c as u32)),
+            c => out.push(c),
+        }
+    }
+    out
 }
 
 /// Writes rows under a header in one format.
@@ -115,7 +156,10 @@ impl<W: Write> Rows<W> {
                 writeln!(rows.out, "{}", line.join(","))?;
             }
             Format::Json => write!(rows.out, "[")?,
-            Format::Table | Format::Edn => {}
+            Format::Table => {
+                rows.header = rows.header.iter().map(|h| escape_controls(h)).collect();
+            }
+            Format::Edn => {}
         }
         Ok(rows)
     }
@@ -135,7 +179,7 @@ impl<W: Write> Rows<W> {
             }
             Format::Table => {
                 self.count += 1;
-                let cells: Vec<String> = row.iter().map(cell).collect();
+                let cells: Vec<String> = row.iter().map(table_cell).collect();
                 match &self.widths {
                     Some(widths) => writeln!(self.out, "{}", table_line(widths, &cells)),
                     None => {
@@ -253,15 +297,45 @@ mod tests {
 
     #[test]
     fn json_maps_keywords_to_strings() {
-        let edn = vev::edn::parse(r#"{:person/name "Ann" "k" [1 2.5 nil] :n 12N :t #inst "2020-01-01T00:00:00.000-00:00"}"#).unwrap();
+        let edn = vev::edn::parse(r#"{:person/name "Ann" "k" [1 2.5 nil :a/b] :n 12N :t #inst "2020-01-01T00:00:00.000-00:00"}"#).unwrap();
         let json = edn_to_json(&edn);
-        assert_eq!(json[":person/name"], "Ann");
-        assert_eq!(json["k"], serde_json::json!([1, 2.5, null]));
-        assert_eq!(json[":n"], "12N");
-        assert!(json[":t"]
+        assert_eq!(json["person/name"], "Ann");
+        assert_eq!(json["k"], serde_json::json!([1, 2.5, null, ":a/b"]));
+        assert_eq!(json["n"], "12N");
+        assert!(json["t"]
             .as_str()
             .unwrap()
             .starts_with("2020-01-01T00:00:00"));
+    }
+
+    #[test]
+    fn json_map_keys_are_plain_unless_they_collide() {
+        let json = |text: &str| edn_to_json(&vev::edn::parse(text).unwrap()).to_string();
+        assert_eq!(
+            json(r#"{:name "Ann" :age 30}"#),
+            r#"{"age":30,"name":"Ann"}"#
+        );
+        assert_eq!(json(r#"{name "Ann"}"#), r#"{"name":"Ann"}"#);
+        assert_eq!(json(r#"{"name" "Ann"}"#), r#"{"name":"Ann"}"#);
+        assert_eq!(json(r#"{1 [2] [1 2] 3}"#), r#"{"1":[2],"[1 2]":3}"#);
+        // "a" and :a would both be "a": every key of that map keeps its EDN text.
+        assert_eq!(json(r#"{"a" 1 :a 2}"#), r#"{"\"a\"":1,":a":2}"#);
+    }
+
+    #[test]
+    fn table_cells_escape_control_characters() {
+        let cell = |text: &str| table_cell(&vev::edn::parse(text).unwrap());
+        assert_eq!(cell(r#""two\nlines""#), "two\\nlines");
+        assert_eq!(cell(r#""a\tb\rc""#), "a\\tb\\rc");
+        assert_eq!(cell(r#""back\\slash""#), "back\\\\slash");
+        assert_eq!(cell(r#""bell\u0007""#), "bell\\u0007");
+        assert_eq!(cell(r#""plain é""#), "plain é");
+        let mut out = Vec::new();
+        let mut rows = Rows::new(&mut out, Format::Table, vec!["?s".into()]).unwrap();
+        rows.row(&[Edn::String("a\nb".into())]).unwrap();
+        rows.finish().unwrap();
+        let text = String::from_utf8(out).unwrap();
+        assert_eq!(text, "?s\n----\na\\nb\n(1 row)\n");
     }
 
     #[test]

@@ -161,7 +161,7 @@ fn query_json_csv_and_table() {
     assert_eq!(lines[0], format!("{:<16} | ?a", "?n"));
     assert_eq!(lines[2], format!("{:<16} | 31", "Ann"));
     assert_eq!(lines.last(), Some(&"(2 rows)"));
-    // Keys become JSON strings with their colon; :keys rows are objects.
+    // Map keys are plain JSON strings; :keys rows are objects.
     let pulled = run_ok(
         &[
             "query",
@@ -173,7 +173,7 @@ fn query_json_csv_and_table() {
         "",
     );
     let pulled: serde_json::Value = serde_json::from_str(&pulled).unwrap();
-    assert_eq!(pulled, serde_json::json!([{":person/name": "Ann"}]));
+    assert_eq!(pulled, serde_json::json!([{"person/name": "Ann"}]));
     let keyed = run_ok(
         &[
             "query",
@@ -195,7 +195,7 @@ fn query_json_csv_and_table() {
     assert!(keyed
         .as_array()
         .unwrap()
-        .contains(&serde_json::json!({":name": "Ann"})));
+        .contains(&serde_json::json!({"name": "Ann"})));
 }
 
 #[test]
@@ -293,12 +293,12 @@ fn pull_by_lookup_ref_ident_and_id() {
         ],
         "",
     );
-    assert_eq!(json.trim(), r#"{":person/age":30}"#);
+    assert_eq!(json.trim(), r#"{"person/age":30}"#);
     let err = run_err(
         &["pull", s(&f.db), "[*]", r#"[:person/email "nobody"]"#],
         "",
     );
-    assert!(err.starts_with("error[cli/not-found]: "), "{err}");
+    assert!(err.starts_with("error[pull/not-found]: "), "{err}");
 }
 
 #[test]
@@ -380,7 +380,7 @@ fn log_schema_stats_verify() {
     assert!(matches!(get(&stats, "size-bytes"), Edn::Integer(n) if *n > 0));
     let json: serde_json::Value =
         serde_json::from_str(&run_ok(&["stats", s(&f.db), "--format", "json"], "")).unwrap();
-    assert_eq!(json[":attribute-datoms"][":person/age"], 2);
+    assert_eq!(json["attribute-datoms"]["person/age"], 2);
     let verified = parse(&run_ok(&["verify", s(&f.db)], "")).unwrap();
     assert_eq!(get(&verified, "ok"), &Edn::Bool(true));
     assert_eq!(get(&verified, "log-rows"), &Edn::Integer(3));
@@ -590,7 +590,7 @@ fn large_results_stream_in_every_format() {
         "",
     );
     let keyed: serde_json::Value = serde_json::from_str(&keyed).unwrap();
-    assert_eq!(keyed[0], serde_json::json!({":age": 0}));
+    assert_eq!(keyed[0], serde_json::json!({"age": 0}));
     assert_eq!(keyed.as_array().unwrap().len(), n);
     let bag = run_ok(
         &[
@@ -678,4 +678,320 @@ fn a_reader_that_stops_early_ends_the_query_quietly() {
     let out = child.wait_with_output().unwrap();
     assert!(out.status.success(), "{:?}", out.status);
     assert_eq!(String::from_utf8_lossy(&out.stderr), "");
+}
+
+// ---- issue 17: JSON keys, error codes by cause, demo, tables and help ------------------
+
+#[test]
+fn json_map_keys_are_plain_for_keys_strs_and_syms() {
+    let f = fixture();
+    let q = |find: &str| {
+        let text = format!("[:find ?n ?a {find} :where [?e :person/name ?n] [?e :person/age ?a]]");
+        let out = run_ok(&["query", s(&f.db), &text, "--format", "json"], "");
+        serde_json::from_str::<serde_json::Value>(&out).unwrap()
+    };
+    let expected = serde_json::json!({"name": "Ann", "age": 31});
+    for find in [":keys name age", ":strs name age", ":syms name age"] {
+        let rows = q(find);
+        assert!(
+            rows.as_array().unwrap().contains(&expected),
+            "{find}: {rows}"
+        );
+    }
+}
+
+#[test]
+fn json_and_csv_write_each_kind_of_value_as_documented() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("v.vev");
+    run_ok(
+        &["transact", s(&db)],
+        r#"[{:db/ident :v/k :db/valueType :db.type/keyword :db/cardinality :db.cardinality/one}
+            {:db/ident :v/big :db/valueType :db.type/bigint :db/cardinality :db.cardinality/one}
+            {:db/ident :v/dec :db/valueType :db.type/bigdec :db/cardinality :db.cardinality/one}
+            {:db/ident :v/d :db/valueType :db.type/double :db/cardinality :db.cardinality/one}
+            {:db/ident :v/inst :db/valueType :db.type/instant :db/cardinality :db.cardinality/one}
+            {:db/ident :v/uuid :db/valueType :db.type/uuid :db/cardinality :db.cardinality/one}
+            {:db/ident :v/bytes :db/valueType :db.type/bytes :db/cardinality :db.cardinality/one}]"#,
+    );
+    run_ok(
+        &["transact", s(&db)],
+        r#"[{:db/id "x" :v/k :color/red :v/big 123456789012345678901234567890N :v/dec 1.50M
+             :v/d ##NaN :v/inst #inst "2020-02-03T04:05:06.007Z"
+             :v/uuid #uuid "0b5f6a8e-7c55-4d3c-9d1e-2f0a4b6c8d9e" :v/bytes #bytes "00ff10"}]"#,
+    );
+    let q = "[:find ?k ?big ?dec ?d ?inst ?uuid ?bytes \
+             :where [?e :v/k ?k] [?e :v/big ?big] [?e :v/dec ?dec] [?e :v/d ?d] \
+             [?e :v/inst ?inst] [?e :v/uuid ?uuid] [?e :v/bytes ?bytes]]";
+    let json: serde_json::Value =
+        serde_json::from_str(&run_ok(&["query", s(&db), q, "--format", "json"], "")).unwrap();
+    assert_eq!(
+        json,
+        serde_json::json!([[
+            ":color/red",
+            "123456789012345678901234567890N",
+            "1.50M",
+            "##NaN",
+            "2020-02-03T04:05:06.007Z",
+            "0b5f6a8e-7c55-4d3c-9d1e-2f0a4b6c8d9e",
+            {"#bytes": "00ff10"}
+        ]])
+    );
+    let csv = run_ok(&["query", s(&db), q, "--format", "csv"], "");
+    assert_eq!(
+        csv.lines().nth(1).unwrap(),
+        r###":color/red,123456789012345678901234567890N,1.50M,##NaN,"#inst ""2020-02-03T04:05:06.007Z""","#uuid ""0b5f6a8e-7c55-4d3c-9d1e-2f0a4b6c8d9e""","#bytes ""00ff10""""###
+    );
+}
+
+/// The first line of an error, its code checked.
+fn error_line(err: &str, code: &str) -> String {
+    let first = err.lines().next().unwrap_or("").to_string();
+    assert!(first.starts_with(&format!("error[{code}]: ")), "{err}");
+    first
+}
+
+#[test]
+fn each_cause_of_an_unopenable_database_has_its_own_code() {
+    let f = fixture();
+    let dir = f.db.parent().unwrap();
+    // A file cut short: a copy of the first 3,000 bytes.
+    let bytes = std::fs::read(&f.db).unwrap();
+    let cut = dir.join("cut.vev");
+    std::fs::write(&cut, &bytes[..3000]).unwrap();
+    for cmd in ["stats", "verify"] {
+        let line = error_line(&run_err(&[cmd, s(&cut)], ""), "storage/truncated");
+        assert!(line.contains("the file has 3000 bytes"), "{line}");
+    }
+    let text = dir.join("notes.vev");
+    std::fs::write(&text, "just some text\n").unwrap();
+    let sqlite = dir.join("other.db");
+    other_applications_sqlite_file(&sqlite, &bytes);
+    for path in [&text, &sqlite] {
+        error_line(&run_err(&["stats", s(path)], ""), "storage/not-vev");
+        error_line(&run_err(&["transact", s(path)], "[]"), "storage/not-vev");
+    }
+    let sub = dir.join("a-directory.vev");
+    std::fs::create_dir(&sub).unwrap();
+    error_line(&run_err(&["stats", s(&sub)], ""), "storage/is-directory");
+    error_line(
+        &run_err(&["transact", s(&sub)], "[]"),
+        "storage/is-directory",
+    );
+}
+
+/// A SQLite file of another application: a Vev file whose application_id is changed
+/// (bytes 68..72 of the SQLite header), which is all that tells the two apart.
+fn other_applications_sqlite_file(path: &Path, vev_file: &[u8]) {
+    let mut bytes = vev_file.to_vec();
+    bytes[68..72].copy_from_slice(&[0, 0, 0, 7]);
+    std::fs::write(path, bytes).unwrap();
+}
+
+#[test]
+fn a_writer_in_a_read_only_directory_says_so() {
+    use std::os::unix::fs::PermissionsExt;
+    let dir = tempfile::tempdir().unwrap();
+    let ro = dir.path().join("ro");
+    std::fs::create_dir(&ro).unwrap();
+    std::fs::set_permissions(&ro, std::fs::Permissions::from_mode(0o555)).unwrap();
+    let db = ro.join("new.vev");
+    let out = vev()
+        .args(["transact", s(&db)])
+        .write_stdin("[]")
+        .output()
+        .unwrap();
+    // Whether this process can write there anyway (root can) decides what must happen.
+    let writable = std::fs::File::create(ro.join("probe")).is_ok();
+    std::fs::set_permissions(&ro, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    if writable {
+        assert!(out.status.success(), "{err}");
+    } else {
+        assert_eq!(out.status.code(), Some(1));
+        let line = error_line(&err, "storage/read-only-directory");
+        assert!(line.contains("is read-only"), "{line}");
+    }
+}
+
+#[test]
+fn text_that_is_not_utf8_names_the_byte_offset() {
+    let f = fixture();
+    let dir = f.db.parent().unwrap();
+    let tx = dir.join("bad.edn");
+    std::fs::write(&tx, b"[{:person/name \"A\xff\"}]").unwrap();
+    let q = dir.join("q.edn");
+    std::fs::write(&q, b"[:find ?e :where [?e :person/name \"\xc3\"]]").unwrap();
+    let expected = "is not valid UTF-8: byte 0xff at byte offset 17";
+    let line = error_line(
+        &run_err(&["transact", s(&f.db), s(&tx)], ""),
+        "cli/invalid-utf8",
+    );
+    assert!(line.ends_with(&format!("bad.edn {expected}")), "{line}");
+    let out = vev()
+        .args(["transact", s(&f.db)])
+        .write_stdin(std::fs::read(&tx).unwrap())
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(
+        error_line(&err, "cli/invalid-utf8"),
+        format!("error[cli/invalid-utf8]: stdin {expected}")
+    );
+    let at = format!("@{}", s(&q));
+    let line = error_line(&run_err(&["query", s(&f.db), &at], ""), "cli/invalid-utf8");
+    assert!(line.ends_with("byte 0xc3 at byte offset 35"), "{line}");
+}
+
+#[test]
+fn pull_errors_are_one_family() {
+    let f = fixture();
+    let pull = |pattern: &str, entity: &str| run_err(&["pull", s(&f.db), pattern, entity], "");
+    error_line(&pull("[*]", ":no/such"), "pull/not-found");
+    error_line(&pull("[*]", r#"[:no/such "x"]"#), "pull/not-found");
+    error_line(
+        &pull("[*]", r#"[:person/name "Ann"]"#),
+        "pull/invalid-entity",
+    );
+    error_line(&pull("[*]", r#""ann""#), "pull/invalid-entity");
+    error_line(
+        &pull("[1]", r#"[:person/email "ann@x"]"#),
+        "pull/invalid-pattern",
+    );
+    error_line(
+        &pull("[:no/such]", r#"[:person/email "ann@x"]"#),
+        "pull/unknown-attribute",
+    );
+}
+
+#[test]
+fn a_million_digit_literal_is_refused_and_no_message_echoes_it_whole() {
+    let f = fixture();
+    let digits = "7".repeat(1_000_000);
+    let err = run_err(
+        &["transact", s(&f.db)],
+        &format!(r#"[{{:person/email "z@x" :person/name {digits}}}]"#),
+    );
+    let line = error_line(&err, "edn/number-too-long");
+    assert!(err.len() < 600, "{} bytes: {line}", err.len());
+    // A value the reader takes but the transactor refuses is echoed cut too.
+    let digits = "7".repeat(10_000);
+    let err = run_err(
+        &["transact", s(&f.db)],
+        &format!(r#"[{{:person/email "z@x" :person/name {digits}}}]"#),
+    );
+    let line = error_line(&err, "tx/wrong-value-type");
+    // The word is the printed bigint, `777…7N`.
+    assert!(line.contains("… (10001 chars)"), "{line}");
+    assert!(err.len() < 600, "{} bytes: {line}", err.len());
+}
+
+#[test]
+fn table_cells_with_newlines_and_tabs_keep_one_row_a_line() {
+    let f = fixture();
+    run_ok(
+        &["transact", s(&f.db)],
+        r#"[{:person/email "nl@x" :person/name "two\nlines\tand a tab"}]"#,
+    );
+    let q = r#"[:find ?n :where [?e :person/email "nl@x"] [?e :person/name ?n]]"#;
+    let table = run_ok(&["query", s(&f.db), q, "--format", "table"], "");
+    assert_eq!(
+        table.lines().collect::<Vec<_>>(),
+        [
+            "?n",
+            "---------------------",
+            r"two\nlines\tand a tab",
+            "(1 row)"
+        ]
+    );
+}
+
+#[test]
+fn help_lists_every_command_and_describes_every_positional_argument() {
+    // The summary `-h` starts with is the one sentence on Vev, not a list that can go stale
+    // (it was the crate description, which left out export and import).
+    let short = run_ok(&["-h"], "");
+    assert!(
+        short.starts_with("Vev: an embedded database of immutable facts"),
+        "{short}"
+    );
+    let help = run_ok(&["--help"], "");
+    assert!(
+        short.contains("\n  export ") && short.contains("\n  import "),
+        "{short}"
+    );
+    for cmd in [
+        "transact", "query", "pull", "datoms", "log", "schema", "stats", "export", "import",
+        "repl", "verify", "demo",
+    ] {
+        assert!(
+            help.contains(&format!("\n  {cmd} ")),
+            "{cmd} missing from --help"
+        );
+        let sub = run_ok(&[cmd, "--help"], "");
+        let args = sub
+            .split("Arguments:\n")
+            .nth(1)
+            .map_or("", |rest| rest.split("\nOptions:").next().unwrap_or(""));
+        let lines: Vec<&str> = args.lines().collect();
+        for (i, line) in lines.iter().enumerate() {
+            let name = line.trim_start();
+            if !(name.starts_with('<') || name.starts_with('[')) {
+                continue;
+            }
+            // `  <DB>  The database file`, or the description on the next line.
+            let same_line = name
+                .split_once("  ")
+                .is_some_and(|(_, d)| !d.trim().is_empty());
+            let next_line = lines.get(i + 1).is_some_and(|next| {
+                let text = next.trim_start();
+                next.len() - text.len() > 4 && !text.is_empty() && !text.starts_with(['<', '['])
+            });
+            assert!(
+                same_line || next_line,
+                "vev {cmd}: positional argument without a description: {line}"
+            );
+        }
+    }
+}
+
+#[test]
+fn the_demo_never_replaces_an_existing_database() {
+    let dir = tempfile::tempdir().unwrap();
+    let existing = dir.path().join("demo.vev");
+    std::fs::write(&existing, "precious").unwrap();
+    let out = run_ok(&["demo", s(dir.path()), "--people", "600"], "");
+    assert_eq!(std::fs::read_to_string(&existing).unwrap(), "precious");
+    let created = dir.path().join("demo-2.vev");
+    assert!(
+        out.starts_with(&format!("created {}\n", created.display())),
+        "{out}"
+    );
+    assert!(created.exists());
+    // Plurals, basis-t instead of tx ids, and rows printed whole.
+    assert!(out.contains("in 2 transactions"), "{out}");
+    assert!(
+        !out.contains("1 rows") && !out.contains("1 transactions"),
+        "{out}"
+    );
+    assert!(!out.contains("13194139"), "a raw tx id: {out}");
+    for line in out.lines().filter(|l| l.trim_start().starts_with("=> [")) {
+        assert!(line.trim_end().ends_with(']'), "a row cut short: {line}");
+    }
+    // Without a directory: a new one each run.
+    let a = run_ok(&["demo", "--people", "10"], "");
+    let b = run_ok(&["demo", "--people", "10"], "");
+    let path = |out: &str| {
+        out.lines()
+            .next()
+            .unwrap()
+            .trim_start_matches("created ")
+            .to_string()
+    };
+    assert_ne!(path(&a), path(&b));
+    for out in [&a, &b] {
+        let file = PathBuf::from(path(out));
+        assert!(file.exists());
+        std::fs::remove_dir_all(file.parent().unwrap()).unwrap();
+    }
 }

@@ -26,6 +26,30 @@ pub enum StorageError {
     /// SQLite at all).
     #[error("{path} is not a vev database: {reason}")]
     NotVev { path: String, reason: String },
+    /// The file is shorter than its own header says: it was cut off (a partial copy or
+    /// download, a full disk). `size` is its length in bytes, `expected` what the header
+    /// implies.
+    #[error(
+        "database {path} is truncated: the file has {size} bytes but its header says {expected}"
+    )]
+    Truncated {
+        path: String,
+        size: u64,
+        expected: u64,
+    },
+    /// The path given as the database is a directory.
+    #[error("{path} is a directory, not a database file")]
+    IsDirectory { path: String },
+    /// SQLite cannot create its `-wal` and `-shm` files beside the database file (a writer
+    /// needs both, a reader the `-shm`) because the directory is read-only.
+    #[error(
+        "cannot open {path}: its directory {dir} is read-only, and sqlite needs its -wal and -shm files beside the database ({reason})"
+    )]
+    ReadOnlyDirectory {
+        path: String,
+        dir: String,
+        reason: String,
+    },
     /// The operating system or SQLite failed an operation.
     #[error("storage i/o failed during {op}: {reason}")]
     Io { op: String, reason: String },
@@ -45,6 +69,9 @@ impl StorageError {
             StorageError::Locked { .. } => "storage/locked",
             StorageError::FormatVersion { .. } => "storage/format-version",
             StorageError::NotVev { .. } => "storage/not-vev",
+            StorageError::Truncated { .. } => "storage/truncated",
+            StorageError::IsDirectory { .. } => "storage/is-directory",
+            StorageError::ReadOnlyDirectory { .. } => "storage/read-only-directory",
             StorageError::Io { .. } => "storage/io",
             StorageError::ReadOnly { .. } => "storage/read-only",
             StorageError::Injected { .. } => "storage/injected",
@@ -56,5 +83,60 @@ impl StorageError {
             what: what.into(),
             reason: reason.into(),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn each_cause_has_its_own_code() {
+        let s = String::new;
+        let errors = [
+            StorageError::corruption("x", "y"),
+            StorageError::Locked {
+                path: s(),
+                waited: s(),
+            },
+            StorageError::FormatVersion {
+                path: s(),
+                found: 1,
+                supported: 2,
+            },
+            StorageError::NotVev {
+                path: s(),
+                reason: s(),
+            },
+            StorageError::Truncated {
+                path: s(),
+                size: 1,
+                expected: 2,
+            },
+            StorageError::IsDirectory { path: s() },
+            StorageError::ReadOnlyDirectory {
+                path: s(),
+                dir: s(),
+                reason: s(),
+            },
+            StorageError::Io {
+                op: s(),
+                reason: s(),
+            },
+            StorageError::ReadOnly { path: s() },
+            StorageError::Injected { op: s(), n: 1 },
+        ];
+        let codes: std::collections::BTreeSet<&str> = errors.iter().map(|e| e.code()).collect();
+        assert_eq!(codes.len(), errors.len(), "{codes:?}");
+        assert!(codes.iter().all(|c| c.starts_with("storage/")), "{codes:?}");
+        let e = StorageError::Truncated {
+            path: "a.vev".into(),
+            size: 3000,
+            expected: 28672,
+        };
+        assert_eq!(
+            e.to_string(),
+            "database a.vev is truncated: the file has 3000 bytes but its header says 28672"
+        );
     }
 }

@@ -132,7 +132,7 @@ impl SyntaxError {
             SyntaxError::InvalidRule { .. } => "query/invalid-rule",
             SyntaxError::RuleArity { .. } => "query/rule-arity",
             SyntaxError::TooDeep { .. } => "query/too-deep",
-            SyntaxError::InvalidPull { .. } => "query/invalid-pull",
+            SyntaxError::InvalidPull { .. } => "pull/invalid-pattern",
         }
     }
 

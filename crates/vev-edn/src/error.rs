@@ -68,6 +68,8 @@ pub enum ParseErrorKind {
     OddMap,
     InvalidSymbol,
     InvalidKeyword,
+    /// A number literal with more digits than [`NUMBER_DIGITS_MAX`](crate::NUMBER_DIGITS_MAX).
+    NumberTooLong,
 }
 
 impl ParseErrorKind {
@@ -89,6 +91,7 @@ impl ParseErrorKind {
             ParseErrorKind::OddMap => "edn/odd-map",
             ParseErrorKind::InvalidSymbol => "edn/invalid-symbol",
             ParseErrorKind::InvalidKeyword => "edn/invalid-keyword",
+            ParseErrorKind::NumberTooLong => "edn/number-too-long",
         }
     }
 }
@@ -157,6 +160,7 @@ mod tests {
             OddMap,
             InvalidSymbol,
             InvalidKeyword,
+            NumberTooLong,
         ];
         let codes: std::collections::BTreeSet<_> = kinds.iter().map(|k| k.code()).collect();
         assert_eq!(codes.len(), kinds.len());

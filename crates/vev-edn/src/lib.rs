@@ -33,7 +33,7 @@ pub use num_bigint::BigInt;
 pub use error::{ParseError, ParseErrorKind, Pos, Span};
 pub use inst::{format_inst, format_uuid, parse_inst, parse_uuid};
 pub use name::{is_valid_keyword, is_valid_symbol, Keyword, Symbol};
-pub use reader::{BIGDEC_SCALE_MAX, MAX_DEPTH};
+pub use reader::{BIGDEC_SCALE_MAX, MAX_DEPTH, NUMBER_DIGITS_MAX};
 pub use value::{Edn, Spanned};
 
 use reader::Reader;

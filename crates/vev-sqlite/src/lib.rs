@@ -28,6 +28,8 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+mod probe;
+
 use rusqlite::{params, OpenFlags, OptionalExtension, TransactionBehavior};
 use vev_core::{BasisT, StorageError};
 use vev_db::persist::{self, Checkpoint, LogRecord, SegmentCache, SegmentStore};
@@ -328,10 +330,17 @@ impl Store {
                 reason: format!("{display} does not exist"),
             });
         }
+        probe::check_file(path, &display)?;
+        Store::open_file(path, &display, opts)
+            .map_err(|e| probe::explain_failure(path, &display, e))
+    }
+
+    /// `open` of a path that passed `probe::check_file`.
+    fn open_file(path: &Path, display: &str, opts: &StoreOptions) -> Result<Opened, StorageError> {
         let lock = if opts.read_only {
             None
         } else {
-            Some(take_lock(path, &display, opts.lock)?)
+            Some(take_lock(path, display, opts.lock)?)
         };
         let mut conn = open_sqlite(path, opts.read_only)?;
         if !opts.read_only {
@@ -340,7 +349,7 @@ impl Store {
             conn.pragma_update(None, "synchronous", "FULL")
                 .map_err(io("set synchronous"))?;
         }
-        check_or_init_format(&conn, &display, opts.read_only)?;
+        check_or_init_format(&conn, display, opts.read_only)?;
         if !opts.read_only {
             // Files of this format written before garbage was tracked lack the table.
             conn.execute_batch(GARBAGE_TABLE).map_err(io("create"))?;
@@ -896,12 +905,18 @@ fn check_or_init_format(
         path: display.to_owned(),
         reason,
     };
+    // SQLite's "file is not a database" is a file that is not SQLite; anything else is as
+    // `io` says (a malformed header is corruption, or a truncation `probe` explains).
+    let header_err = |e: rusqlite::Error| match e.sqlite_error_code() {
+        Some(rusqlite::ErrorCode::NotADatabase) => not_vev(e.to_string()),
+        _ => io("read the file header")(e),
+    };
     let app_id: i64 = conn
         .query_row("PRAGMA application_id", [], |r| r.get(0))
-        .map_err(|e| not_vev(e.to_string()))?;
+        .map_err(header_err)?;
     let tables: i64 = conn
         .query_row("SELECT count(*) FROM sqlite_master", [], |r| r.get(0))
-        .map_err(|e| not_vev(e.to_string()))?;
+        .map_err(header_err)?;
     if app_id == 0 && tables == 0 {
         if read_only {
             return Err(not_vev("the file is empty".into()));

@@ -11,8 +11,9 @@
 //! sets; an error on both sides counts as agreement.
 //!
 //! DataScript runs in node (`crates/vev/tests/js/datascript_query.js`), with the `datascript`
-//! package of `crates/vev-bench/js` (installed with `npm ci` when missing). Without `node` on
-//! the PATH the test says on stderr that it is skipped, and passes.
+//! package of `crates/vev-bench/js` (installed with `npm ci` when missing). When `node` is not
+//! on the PATH or `npm ci` fails, the test fails under `CI=true` (CI must run DataScript);
+//! elsewhere it says on stderr that it is skipped, and passes.
 
 mod query_gen;
 
@@ -68,18 +69,61 @@ fn node_on_path() -> bool {
         .is_ok_and(|o| o.status.success())
 }
 
-/// `npm ci` in `crates/vev-bench/js` unless DataScript is there already.
-fn ensure_datascript() -> PathBuf {
+/// `npm ci` in `crates/vev-bench/js` unless DataScript is there already; why not, if it
+/// cannot be installed.
+fn ensure_datascript() -> Result<PathBuf, String> {
     let modules = js_dir().join("node_modules");
     if !modules.join("datascript/package.json").exists() {
         let status = Command::new("npm")
             .args(["ci", "--no-audit", "--no-fund"])
             .current_dir(js_dir())
             .status()
-            .expect("node is on the PATH but npm cannot run");
-        assert!(status.success(), "npm ci in {} failed", js_dir().display());
+            .map_err(|e| format!("`npm` cannot run: {e}"))?;
+        if !status.success() {
+            return Err(format!("`npm ci` in {} failed", js_dir().display()));
+        }
     }
-    modules
+    Ok(modules)
+}
+
+/// Whether the environment says this is CI (`CI` set to anything but empty, `0` or `false`,
+/// as CI services set it), where DataScript must run.
+fn in_ci(ci: Option<&str>) -> bool {
+    ci.is_some_and(|v| !matches!(v.trim(), "" | "0" | "false" | "FALSE" | "False"))
+}
+
+/// DataScript's `node_modules`, or `None` (with a note on stderr) when it cannot run here
+/// and this is not CI. Under CI that is a failure.
+fn datascript_or_skip() -> Option<PathBuf> {
+    let found = if node_on_path() {
+        ensure_datascript()
+    } else {
+        Err("`node` is not on the PATH".to_string())
+    };
+    match found {
+        Ok(modules) => Some(modules),
+        Err(why) if in_ci(std::env::var("CI").ok().as_deref()) => {
+            panic!("{why}, so DataScript cannot run, and CI must run it (CI is set)")
+        }
+        Err(why) => {
+            // Straight to stderr, not `eprintln!`, so the test harness does not swallow it.
+            let _ = writeln!(
+                std::io::stderr(),
+                "query_datascript: SKIPPED: {why}, so DataScript cannot run"
+            );
+            None
+        }
+    }
+}
+
+#[test]
+fn ci_is_recognised_as_ci_services_set_it() {
+    assert!(in_ci(Some("true")));
+    assert!(in_ci(Some("1")));
+    assert!(!in_ci(None));
+    assert!(!in_ci(Some("")));
+    assert!(!in_ci(Some("false")));
+    assert!(!in_ci(Some("0")));
 }
 
 fn json_str(s: &str) -> String {
@@ -177,15 +221,9 @@ fn run_vev(db: &Db, text: &str, inputs: &[String]) -> Result<QueryResult, String
 
 #[test]
 fn vev_agrees_with_datascript() {
-    if !node_on_path() {
-        // Straight to stderr, not `eprintln!`, so the test harness does not swallow it.
-        let _ = writeln!(
-            std::io::stderr(),
-            "query_datascript: SKIPPED: `node` is not on the PATH, so DataScript cannot run"
-        );
+    let Some(modules) = datascript_or_skip() else {
         return;
-    }
-    let modules = ensure_datascript();
+    };
     let mut fixture = Fixture::default();
     for seed in 0..dbs() {
         add_db(&mut fixture, seed);

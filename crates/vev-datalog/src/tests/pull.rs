@@ -149,6 +149,6 @@ fn pull_from_value() {
     let pattern = parse_pull_value(&edn("[:a {:b [:c]}]")).unwrap();
     assert_eq!(pattern.elems.len(), 2);
     let err = parse_pull_value(&edn("[:a 1]")).unwrap_err();
-    assert_eq!(err.code(), "query/invalid-pull");
+    assert_eq!(err.code(), "pull/invalid-pattern");
     assert_eq!(err.span(), None);
 }

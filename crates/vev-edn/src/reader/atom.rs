@@ -5,6 +5,11 @@
 //! also takes `1.`), so that conversions only ever see well-formed digits. A `BigDec` is
 //! built from its digits and a scale rather than by `BigDecimal::from_str`, which keeps the
 //! scale exactly as written and lets the reader bound it (see [`BIGDEC_SCALE_MAX`]).
+//!
+//! Converting decimal digits to a big integer takes time quadratic in their number (a
+//! million digits take about a second), so a literal of more than [`NUMBER_DIGITS_MAX`]
+//! digits is refused (`edn/number-too-long`) before any conversion: reading stays linear in
+//! the length of the text.
 
 use bigdecimal::BigDecimal;
 use num_bigint::BigInt;
@@ -18,6 +23,11 @@ use crate::value::{Edn, Spanned};
 /// negative one (`1E10000M` has scale -10000). Beyond this, hashing or printing one short
 /// literal such as `1E999999999M` would allocate gigabytes.
 pub const BIGDEC_SCALE_MAX: i64 = 10_000;
+
+/// The most digits (before and after the point, exponent included) a number literal may
+/// have: far more than any `i64`, `f64` or practical big number, and few enough that the
+/// conversion takes well under a millisecond.
+pub const NUMBER_DIGITS_MAX: usize = 10_000;
 
 /// The parts of a number literal, borrowed from its text.
 struct NumberParts<'t> {
@@ -175,6 +185,14 @@ fn hex_code(hex: &str) -> Option<u32> {
 impl Reader<'_> {
     pub(super) fn read_number(&mut self, start: Pos) -> Result<Spanned, ParseError> {
         let text = self.take_token();
+        let digits = text.bytes().filter(u8::is_ascii_digit).count();
+        if digits > NUMBER_DIGITS_MAX {
+            let message = format!(
+                "number {} has {digits} digits, more than the {NUMBER_DIGITS_MAX} a number may have",
+                excerpt(text)
+            );
+            return Err(self.error(ParseErrorKind::NumberTooLong, start, message));
+        }
         match parse_number(text) {
             Ok(value) => Ok(self.leaf(start, value)),
             Err(why) => {

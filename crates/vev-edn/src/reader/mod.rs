@@ -33,7 +33,7 @@ mod atom;
 #[cfg(test)]
 mod tests;
 
-pub use atom::BIGDEC_SCALE_MAX;
+pub use atom::{BIGDEC_SCALE_MAX, NUMBER_DIGITS_MAX};
 
 use std::collections::{BTreeMap, BTreeSet};
 

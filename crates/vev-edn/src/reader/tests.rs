@@ -240,6 +240,32 @@ fn bigdecs() {
 }
 
 #[test]
+fn a_number_of_a_million_digits_is_refused_with_a_short_message() {
+    // Converting these digits would take about a second; refusing them takes one pass.
+    let million = "7".repeat(1_000_000);
+    for text in [
+        format!("[1 {million}]"),
+        format!("[1 {million}N]"),
+        format!("[1 -1.{million}M]"),
+        format!("[1 1.{million}]"),
+    ] {
+        let e = assert_err(&text, "edn/number-too-long", 1, 4);
+        assert!(
+            e.message.contains(" digits, more than the 10000"),
+            "{}",
+            e.message
+        );
+        assert!(e.message.len() < 200, "{} bytes", e.message.len());
+        assert_eq!(e.kind, ParseErrorKind::NumberTooLong);
+    }
+    // The limit itself is a number of digits, not of characters.
+    let at_limit = "9".repeat(crate::NUMBER_DIGITS_MAX);
+    assert!(matches!(ok(&at_limit), Edn::BigInt(_)));
+    assert!(matches!(ok(&format!("-{at_limit}N")), Edn::BigInt(_)));
+    assert_err(&format!("{at_limit}9"), "edn/number-too-long", 1, 1);
+}
+
+#[test]
 fn invalid_numbers() {
     for (text, column) in [
         ("01", 1),
