@@ -78,7 +78,7 @@ pub fn transactions() -> Vec<String> {
 }
 
 /// Run `transactions()` on `conn`, checkpointing after the first `CHECKPOINTED`.
-pub fn fill(conn: &Connection, checkpoint: bool) -> Result<(), vev::Error> {
+pub fn fill(conn: &Connection, checkpoint: bool) -> Result<(), Box<vev::Error>> {
     for (n, text) in transactions().iter().enumerate() {
         conn.transact_edn(text)?;
         if checkpoint && n + 1 == CHECKPOINTED {
