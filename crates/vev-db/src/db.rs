@@ -443,8 +443,9 @@ impl Db {
         self.checked_scan(|| Box::new(self.datoms_unchecked(order, prefix)))
     }
 
-    /// `datoms` without the storage checks, for the transactor and replay: their callers
-    /// take a mark before and check once at the end (a failed load shows as missing datoms).
+    /// `datoms` without the storage checks, for the transactor, replay and the query engine:
+    /// their callers take a mark before and check once at the end (a failed load shows as
+    /// missing datoms).
     pub(crate) fn datoms_unchecked(
         &self,
         order: IndexOrder,
@@ -560,13 +561,21 @@ impl Db {
 
     /// AVET datoms of attribute `a` with `start <= v < end` (`None` for open ends).
     pub fn index_range(&self, a: EntityId, start: Option<Value>, end: Option<Value>) -> Datoms {
-        let order = IndexOrder::Avet;
-        self.checked_scan(|| {
-            let scan = self.scan(order, move |d| {
-                d.a < a || (d.a == a && start.as_ref().is_some_and(|s| d.v < *s))
-            });
-            Box::new(scan.take_while(move |d| d.a == a && end.as_ref().is_none_or(|e| d.v < *e)))
+        self.checked_scan(|| Box::new(self.index_range_unchecked(a, start, end)))
+    }
+
+    /// `index_range` without the storage checks, for the query engine (which checks once
+    /// at the end of a query).
+    pub(crate) fn index_range_unchecked(
+        &self,
+        a: EntityId,
+        start: Option<Value>,
+        end: Option<Value>,
+    ) -> impl Iterator<Item = Datom> + Send + 'static {
+        self.scan(IndexOrder::Avet, move |d| {
+            d.a < a || (d.a == a && start.as_ref().is_some_and(|s| d.v < *s))
         })
+        .take_while(move |d| d.a == a && end.as_ref().is_none_or(|e| d.v < *e))
     }
 
     /// The number of datoms `datoms(order, prefix)` yields; logarithmic on the current view.

@@ -73,8 +73,8 @@ impl Source for Db {
             });
             return;
         }
-        // A failure ends the scan; the engine's storage check reports it.
-        for d in self.datoms(order, prefix).map_while(Result::ok) {
+        // The engine checks for storage failures once, after the query.
+        for d in self.datoms_unchecked(order, prefix) {
             if !visit(&d) {
                 return;
             }
@@ -143,7 +143,7 @@ impl Source for Db {
             Bound::Included(v) | Bound::Excluded(v) => Some(v.clone()),
             Bound::Unbounded => None,
         };
-        for d in self.index_range(a, start_v, None).map_while(Result::ok) {
+        for d in self.index_range_unchecked(a, start_v, None) {
             if !inside(&d) {
                 return;
             }
