@@ -2,7 +2,7 @@
 //! picks what the rest is: a log record (decoded, then replayed on a small database), a root
 //! record whose every segment read returns the same bytes, or a real checkpoint with one
 //! segment replaced by the input. Nothing may panic: bad bytes are errors (and a database
-//! that met an undecodable segment reports it through `storage_failure`).
+//! that met an undecodable segment reports it as an error).
 #![no_main]
 
 use std::sync::{Arc, OnceLock};

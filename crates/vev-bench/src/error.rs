@@ -53,6 +53,12 @@ impl From<vev::Error> for BenchError {
     }
 }
 
+impl From<vev::StorageError> for BenchError {
+    fn from(e: vev::StorageError) -> BenchError {
+        BenchError::Vev(Box::new(e.into()))
+    }
+}
+
 impl BenchError {
     pub fn io(
         action: &'static str,

@@ -73,7 +73,7 @@ pub fn run(conn: &Connection, txs: usize) -> Result<Latency, BenchError> {
             )]
         })
         .collect();
-    let datoms_before = conn.db().count(IndexOrder::Eavt, &[]);
+    let datoms_before = conn.db().count(IndexOrder::Eavt, &[])?;
     let (warmup, timed) = ops.split_at(WARMUP_TXS);
     for op in warmup {
         conn.transact(op)?;
@@ -86,7 +86,7 @@ pub fn run(conn: &Connection, txs: usize) -> Result<Latency, BenchError> {
         samples_us.push(us(start.elapsed()));
     }
     let preemptions = status_field("nonvoluntary_ctxt_switches")? - preempted_before;
-    let datoms_added = conn.db().count(IndexOrder::Eavt, &[]) - datoms_before;
+    let datoms_added = conn.db().count(IndexOrder::Eavt, &[])? - datoms_before;
     Ok(Latency {
         samples_us,
         datoms_added,

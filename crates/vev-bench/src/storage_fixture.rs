@@ -5,7 +5,7 @@
 //! databases and run the same transactions without shipping datoms between processes. The
 //! order, offsets and strides come from here and travel to the Clojure side in its spec file.
 
-use vev::{Component, Db, EntityId, EntityRef, IndexOrder, Keyword, TxMap, TxOp, TxValue, Value};
+use vev::{Db, EntityId, EntityRef, Keyword, TxMap, TxOp, TxValue, Value};
 
 use crate::error::BenchError;
 
@@ -158,16 +158,8 @@ impl Attrs {
     /// The entity of account `j`, resolved through AVET before the clock starts (as a caller
     /// holding an entity id would have it).
     fn entity(&self, db: &Db, j: u64) -> Result<EntityId, BenchError> {
-        db.datoms(
-            IndexOrder::Avet,
-            &[
-                Component::Entity(self.id),
-                Component::Value(Value::Long(j as i64)),
-            ],
-        )
-        .next()
-        .map(|d| d.e)
-        .ok_or(BenchError::MissingAccount { id: j })
+        db.entity_with_value(self.id, &Value::Long(j as i64))?
+            .ok_or(BenchError::MissingAccount { id: j })
     }
 }
 
@@ -235,7 +227,7 @@ pub fn shape_tx(
         Shape::Retract => {
             let e = attrs.entity(db, j)?;
             let v = db
-                .values(e, attrs.score)
+                .values(e, attrs.score)?
                 .pop()
                 .ok_or(BenchError::MissingAccount { id: j })?;
             ShapeTx {

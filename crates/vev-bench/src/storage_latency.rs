@@ -182,7 +182,7 @@ pub fn run_sizes(
     for &n in sizes {
         eprintln!("vev: building {n} resident accounts");
         let (conn, built) = build_resident(&dir.join(format!("accounts-{n}.vev")), n)?;
-        let datoms = conn.db().count(IndexOrder::Eavt, &[]);
+        let datoms = conn.db().count(IndexOrder::Eavt, &[])?;
         eprintln!(
             "vev: {datoms} datoms in {:.1} s",
             built.elapsed.as_secs_f64()

@@ -390,14 +390,7 @@ fn resolve_entity_edn(db: &Db, form: &Edn) -> CliResult<Option<EntityId>> {
                 )));
             }
             let value = coerce(db, &attr, &items[1])?;
-            let found = db
-                .datoms(
-                    IndexOrder::Avet,
-                    &[Component::Entity(attr.id), Component::Value(value)],
-                )
-                .next()
-                .map(|d| d.e);
-            Ok(found)
+            Ok(db.entity_with_value(attr.id, &value)?)
         }
         other => Err(CliError::argument(format!(
             "{other} is not an entity id, an ident or a lookup ref"
@@ -555,10 +548,7 @@ pub fn datoms(
     let header = ["e", "a", "v", "tx", "added"].map(String::from).to_vec();
     let mut rows = Rows::new(stdout(), format, header)?;
     for d in db.datoms(order, &prefix).take(limit.unwrap_or(usize::MAX)) {
-        rows.row(&datom_row(&db, &d))?;
-    }
-    if let Some(f) = db.storage_failure() {
-        return Err(vev::Error::from(f).into());
+        rows.row(&datom_row(&db, &d?))?;
     }
     Ok(rows.finish()?)
 }
@@ -568,7 +558,7 @@ pub fn log(path: &Path, from: Option<u64>, to: Option<u64>, format: Format) -> C
     let db = conn.sync()?;
     let header = ["t", "e", "a", "v", "added"].map(String::from).to_vec();
     let mut rows = Rows::new(stdout(), format, header)?;
-    for entry in db.tx_range(from, to) {
+    for entry in db.tx_range(from, to)? {
         for d in &entry.datoms {
             let [e, a, v, _, added]: [Edn; 5] = datom_row(&db, d)
                 .try_into()
@@ -687,26 +677,24 @@ fn size_on_disk(path: &Path) -> u64 {
 pub fn stats(path: &Path, format: Format) -> CliResult<()> {
     let conn = open_read(path)?;
     let db = conn.sync()?;
-    let datoms = db.count(IndexOrder::Eavt, &[]);
+    let datoms = db.count(IndexOrder::Eavt, &[])?;
     let mut entities = 0u64;
     let mut last = None;
     for d in db.datoms(IndexOrder::Eavt, &[]) {
+        let d = d?;
         if last != Some(d.e) {
             entities += 1;
             last = Some(d.e);
         }
     }
-    if let Some(f) = db.storage_failure() {
-        return Err(vev::Error::from(f).into());
-    }
     let attrs = attributes(&db, false);
     let per_attr: BTreeMap<Edn, Edn> = attrs
         .iter()
         .map(|a| {
-            let n = db.count(IndexOrder::Aevt, &[Component::Entity(a.id)]);
-            (Edn::Keyword(a.ident.clone()), Edn::Integer(n as i64))
+            let n = db.count(IndexOrder::Aevt, &[Component::Entity(a.id)])?;
+            Ok((Edn::Keyword(a.ident.clone()), Edn::Integer(n as i64)))
         })
-        .collect();
+        .collect::<Result<_, vev::StorageError>>()?;
     let summary = [
         ("basis-t", db.basis_t() as i64),
         ("datoms", datoms as i64),

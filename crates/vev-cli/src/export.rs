@@ -60,21 +60,33 @@ pub fn export(path: &Path, out_path: Option<&Path>) -> CliResult<()> {
         None => Box::new(io::stdout().lock()),
     };
     let mut out = BufWriter::new(out);
-    write_export(&db, &mut out).map_err(|err| CliError::Io {
+    let io_error = |err| CliError::Io {
         path: out_path.map_or("stdout".into(), |p| p.display().to_string()),
         err,
-    })?;
-    if let Some(f) = db.storage_failure() {
-        return Err(vev::Error::from(f).into());
+    };
+    write_header(&header(&db)?, &mut out).map_err(io_error)?;
+    let mut state = Replay::new()?;
+    let last_t = db.basis_t();
+    let mut t = 1;
+    while t <= last_t {
+        for entry in db.tx_range(Some(t), Some(t + TX_CHUNK))? {
+            // The last transaction also consumes the numbers the database handed out
+            // after its last datom, so that the next new entity gets the same id.
+            let next_user = (entry.t == last_t).then(|| db.next_user());
+            let ops = state.transaction(&db, entry.tx, &entry.datoms, next_user);
+            let ops: Vec<String> = ops.iter().map(Edn::to_string).collect();
+            writeln!(out, "[{}]", ops.join("\n ")).map_err(io_error)?;
+        }
+        t += TX_CHUNK;
     }
-    Ok(())
+    out.flush().map_err(io_error)
 }
 
 /// The header map: what an import checks its result against.
-pub fn header(db: &Db) -> Edn {
+pub fn header(db: &Db) -> Result<Edn, vev::StorageError> {
     let attrs = attributes(db, false);
-    let datoms = db.count(vev::IndexOrder::Eavt, &[]);
-    Edn::Map(BTreeMap::from([
+    let datoms = db.count(vev::IndexOrder::Eavt, &[])?;
+    Ok(Edn::Map(BTreeMap::from([
         (kw(key::VERSION), Edn::Integer(FORMAT_VERSION)),
         (kw(key::BASIS_T), Edn::Integer(db.basis_t() as i64)),
         (kw(key::NEXT_USER), Edn::Integer(db.next_user() as i64)),
@@ -83,11 +95,11 @@ pub fn header(db: &Db) -> Edn {
             kw(key::SCHEMA),
             Edn::Vector(attrs.iter().map(|a| attribute_edn(a)).collect()),
         ),
-    ]))
+    ])))
 }
 
-fn write_export(db: &Db, out: &mut impl Write) -> io::Result<()> {
-    let Edn::Map(h) = header(db) else {
+fn write_header(header: &Edn, out: &mut impl Write) -> io::Result<()> {
+    let Edn::Map(h) = header else {
         unreachable!("header is a map")
     };
     // The header one key a line, so the schema reads as a list of attributes.
@@ -96,7 +108,7 @@ fn write_export(db: &Db, out: &mut impl Write) -> io::Result<()> {
         ";; vev export: a header, then one vector per transaction (vev import)"
     )?;
     let mut first = true;
-    for (k, v) in &h {
+    for (k, v) in h {
         let open = if first { "{" } else { " " };
         first = false;
         match v {
@@ -108,22 +120,7 @@ fn write_export(db: &Db, out: &mut impl Write) -> io::Result<()> {
         }
         writeln!(out)?;
     }
-    writeln!(out, "}}")?;
-    let mut state = Replay::new();
-    let last_t = db.basis_t();
-    let mut t = 1;
-    while t <= last_t {
-        for entry in db.tx_range(Some(t), Some(t + TX_CHUNK)) {
-            // The last transaction also consumes the numbers the database handed out
-            // after its last datom, so that the next new entity gets the same id.
-            let next_user = (entry.t == last_t).then(|| db.next_user());
-            let ops = state.transaction(db, entry.tx, &entry.datoms, next_user);
-            let ops: Vec<String> = ops.iter().map(Edn::to_string).collect();
-            writeln!(out, "[{}]", ops.join("\n "))?;
-        }
-        t += TX_CHUNK;
-    }
-    out.flush()
+    writeln!(out, "}}")
 }
 
 /// What the exporter knows of the database before the transaction it writes.
@@ -143,10 +140,10 @@ fn tempid(id: EntityId) -> Edn {
 }
 
 impl Replay {
-    fn new() -> Replay {
+    fn new() -> Result<Replay, vev::StorageError> {
         let empty = Db::empty();
         let idents = empty
-            .tx_range(Some(0), Some(1))
+            .tx_range(Some(0), Some(1))?
             .iter()
             .flat_map(|entry| entry.datoms.iter())
             .filter_map(|d| match (&d.v, d.a == sys::IDENT && d.added) {
@@ -154,10 +151,10 @@ impl Replay {
                 _ => None,
             })
             .collect();
-        Replay {
+        Ok(Replay {
             idents,
             next_user: empty.next_user(),
-        }
+        })
     }
 
     /// The operations that make the transactor produce `datoms` again at tx `tx`.

@@ -259,7 +259,7 @@ fn header_get<'a>(header: &'a Edn, key: &str) -> Option<&'a Edn> {
 
 /// After an export is imported: the same basis-t, entity counter, datom count and schema.
 fn check_header(db: &Db, header: &Edn) -> CliResult<()> {
-    let now = export::header(db);
+    let now = export::header(db)?;
     for key in [
         export::key::BASIS_T,
         export::key::NEXT_USER,

@@ -16,7 +16,7 @@ use std::sync::Arc;
 
 use vev_core::ids::{self, BasisT, EntityId};
 use vev_core::schema::{sys, Schema};
-use vev_core::{Attribute, Component, Datom, IndexOrder, Keyword, Value};
+use vev_core::{Attribute, Component, Datom, IndexOrder, Keyword, StorageError, Value};
 
 use crate::tree::{Change, Iter, Tree};
 
@@ -275,6 +275,9 @@ impl View {
 pub struct Db {
     pub(crate) state: Arc<State>,
     pub(crate) view: View,
+    /// A storage failure met while making this view (resolving an instant to a basis-t):
+    /// every read of the view reports it.
+    pub(crate) failed: Option<Arc<StorageError>>,
 }
 
 impl std::fmt::Debug for Db {
@@ -312,6 +315,7 @@ impl Db {
         Db {
             state: Arc::new(state),
             view: View::default(),
+            failed: None,
         }
     }
 
@@ -349,12 +353,17 @@ impl Db {
         self.state.last_instant
     }
 
-    /// Resolve a time point to a basis-t.
-    pub fn t_of(&self, point: TimePoint) -> BasisT {
+    /// Resolve a time point to a basis-t (an instant is looked up in the AVET index, which
+    /// may read storage).
+    pub fn t_of(&self, point: TimePoint) -> Result<BasisT, StorageError> {
         match point {
-            TimePoint::T(t) => t,
-            TimePoint::Tx(tx) => ids::t_of(tx),
-            TimePoint::Instant(ms) => self.t_at_instant(ms),
+            TimePoint::T(t) => Ok(t),
+            TimePoint::Tx(tx) => Ok(ids::t_of(tx)),
+            TimePoint::Instant(ms) => {
+                let mark = self.storage_mark();
+                let t = self.t_at_instant(ms);
+                self.storage_check(mark).map(|()| t)
+            }
         }
     }
 
@@ -378,34 +387,46 @@ impl Db {
         best
     }
 
-    /// The database as of a point in time: only what was true then.
+    /// The database as of a point in time: only what was true then. When an instant cannot
+    /// be resolved (a storage failure), every read of the returned view reports the failure.
     pub fn as_of(&self, point: impl Into<TimePoint>) -> Db {
-        let t = self.t_of(point.into());
+        let (t, failed) = self.resolve(point.into());
         let as_of = Some(self.view.as_of.map_or(t, |old| old.min(t)));
-        Db {
-            state: self.state.clone(),
-            view: View { as_of, ..self.view },
-        }
+        self.with_view(View { as_of, ..self.view }, failed)
     }
 
-    /// The database since a point in time: only datoms added after it.
+    /// The database since a point in time: only datoms added after it (failures as `as_of`).
     pub fn since(&self, point: impl Into<TimePoint>) -> Db {
-        let t = self.t_of(point.into());
+        let (t, failed) = self.resolve(point.into());
         let since = Some(self.view.since.map_or(t, |old| old.max(t)));
-        Db {
-            state: self.state.clone(),
-            view: View { since, ..self.view },
-        }
+        self.with_view(View { since, ..self.view }, failed)
     }
 
     /// Every assertion and retraction ever made (filtered by as-of and since, if set).
     pub fn history(&self) -> Db {
-        Db {
-            state: self.state.clone(),
-            view: View {
+        self.with_view(
+            View {
                 history: true,
                 ..self.view
             },
+            None,
+        )
+    }
+
+    /// `t_of`, with a failure kept for the view instead of returned.
+    fn resolve(&self, point: TimePoint) -> (BasisT, Option<Arc<StorageError>>) {
+        match self.t_of(point) {
+            Ok(t) => (t, None),
+            Err(e) => (0, Some(Arc::new(e))),
+        }
+    }
+
+    /// The same state through another view; a failure of this view carries over.
+    fn with_view(&self, view: View, failed: Option<Arc<StorageError>>) -> Db {
+        Db {
+            state: self.state.clone(),
+            view,
+            failed: failed.or_else(|| self.failed.clone()),
         }
     }
 
@@ -420,30 +441,63 @@ impl Db {
 
     /// The same state without any view filter.
     pub fn current(&self) -> Db {
-        Db {
-            state: self.state.clone(),
-            view: View::default(),
-        }
+        self.with_view(View::default(), None)
     }
 
     /// The datoms of an index whose leading components equal `prefix` (index order
-    /// positions: `[e a v tx]` for EAVT, `[a v e tx]` for AVET, ...).
+    /// positions: `[e a v tx]` for EAVT, `[a v e tx]` for AVET, ...). A storage failure
+    /// ends the scan with an `Err` item.
     pub fn datoms(&self, order: IndexOrder, prefix: &[Component]) -> Datoms {
+        self.checked_scan(|| Box::new(self.datoms_unchecked(order, prefix)))
+    }
+
+    /// `datoms` without the storage checks, for the transactor, replay and the query engine:
+    /// their callers take a mark before and check once at the end (a failed load shows as
+    /// missing datoms).
+    pub(crate) fn datoms_unchecked(
+        &self,
+        order: IndexOrder,
+        prefix: &[Component],
+    ) -> impl Iterator<Item = Datom> + Send + 'static {
         let prefix_owned: Vec<Component> = prefix.to_vec();
         let stop = prefix_owned.clone();
-        let inner = self.scan(order, move |d| {
+        self.scan(order, move |d| {
             order.cmp_prefix(d, &prefix_owned) == Ordering::Less
-        });
+        })
+        .take_while(move |d| order.cmp_prefix(d, &stop) == Ordering::Equal)
+    }
+
+    /// A `Datoms` over the scan `start` makes, checked for storage failures from before the
+    /// scan starts (starting it loads the path to its first datom).
+    fn checked_scan(
+        &self,
+        start: impl FnOnce() -> Box<dyn Iterator<Item = Datom> + Send>,
+    ) -> Datoms {
+        let mark = self.storage_mark();
+        let inner = start();
         Datoms {
-            inner: Box::new(
-                inner.take_while(move |d| order.cmp_prefix(d, &stop) == Ordering::Equal),
-            ),
+            failed: self.storage_check(mark).err(),
+            inner,
+            check: self.state.segments.clone().map(|c| (c, mark)),
+            done: false,
         }
     }
 
     /// The entity whose value of attribute `a` is `v` (the first in AVET order): the holder
-    /// of a unique value. On the current view, a walk down the index with no allocation.
-    pub fn entity_with_value(&self, a: EntityId, v: &Value) -> Option<EntityId> {
+    /// of a unique value.
+    pub fn entity_with_value(
+        &self,
+        a: EntityId,
+        v: &Value,
+    ) -> Result<Option<EntityId>, StorageError> {
+        let mark = self.storage_mark();
+        let found = self.holder_of(a, v);
+        self.storage_check(mark).map(|()| found)
+    }
+
+    /// `entity_with_value` for the transactor, which checks for storage failures once at
+    /// the end. On the current view, a walk down the index with no allocation.
+    pub(crate) fn holder_of(&self, a: EntityId, v: &Value) -> Option<EntityId> {
         let mut found = None;
         self.visit_key(
             IndexOrder::Avet,
@@ -458,8 +512,8 @@ impl Db {
     }
 
     /// Visit by reference the datoms of entity `e` and attribute `a`, until `visit` returns
-    /// false.
-    pub fn visit_entity_attr(
+    /// false (for the transactor, which checks for storage failures at the end).
+    pub(crate) fn visit_entity_attr(
         &self,
         e: EntityId,
         a: EntityId,
@@ -476,7 +530,8 @@ impl Db {
     /// Visit the datoms `datoms(order, prefix)` yields, until `visit` returns false. `key`
     /// compares a datom with the prefix exactly as `order.cmp_prefix(d, prefix)` does, only
     /// faster: on the current view the walk uses it over the index nodes in place (no
-    /// iterator, no reference counting, no allocation).
+    /// iterator, no reference counting, no allocation). A storage failure ends the walk
+    /// early; the caller's storage check reports it.
     fn visit_key(
         &self,
         order: IndexOrder,
@@ -486,8 +541,9 @@ impl Db {
     ) {
         if !self.view.is_current() {
             for d in self.datoms(order, prefix) {
-                if !visit(&d) {
-                    return;
+                match d {
+                    Ok(d) if visit(&d) => {}
+                    _ => return,
                 }
             }
             return;
@@ -504,44 +560,52 @@ impl Db {
     /// The datoms of an index from `start` on, to the end of the index.
     pub fn seek_datoms(&self, order: IndexOrder, start: &[Component]) -> Datoms {
         let start: Vec<Component> = start.to_vec();
-        Datoms {
-            inner: Box::new(self.scan(order, move |d| {
+        self.checked_scan(|| {
+            Box::new(self.scan(order, move |d| {
                 order.cmp_prefix(d, &start) == Ordering::Less
-            })),
-        }
+            }))
+        })
     }
 
     /// AVET datoms of attribute `a` with `start <= v < end` (`None` for open ends).
     pub fn index_range(&self, a: EntityId, start: Option<Value>, end: Option<Value>) -> Datoms {
-        let order = IndexOrder::Avet;
-        let scan = self.scan(order, move |d| {
+        self.checked_scan(|| Box::new(self.index_range_unchecked(a, start, end)))
+    }
+
+    /// `index_range` without the storage checks, for the query engine (which checks once
+    /// at the end of a query).
+    pub(crate) fn index_range_unchecked(
+        &self,
+        a: EntityId,
+        start: Option<Value>,
+        end: Option<Value>,
+    ) -> impl Iterator<Item = Datom> + Send + 'static {
+        self.scan(IndexOrder::Avet, move |d| {
             d.a < a || (d.a == a && start.as_ref().is_some_and(|s| d.v < *s))
-        });
-        Datoms {
-            inner: Box::new(
-                scan.take_while(move |d| d.a == a && end.as_ref().is_none_or(|e| d.v < *e)),
-            ),
-        }
+        })
+        .take_while(move |d| d.a == a && end.as_ref().is_none_or(|e| d.v < *e))
     }
 
     /// The number of datoms `datoms(order, prefix)` yields; logarithmic on the current view.
-    pub fn count(&self, order: IndexOrder, prefix: &[Component]) -> usize {
+    pub fn count(&self, order: IndexOrder, prefix: &[Component]) -> Result<usize, StorageError> {
         if self.view.is_current() {
+            let mark = self.storage_mark();
             let tree = self.state.current.tree(order);
             let hi = tree.rank(|d| order.cmp_prefix(d, prefix) != Ordering::Greater);
             let lo = tree.rank(|d| order.cmp_prefix(d, prefix) == Ordering::Less);
-            return hi - lo;
+            return self.storage_check(mark).map(|()| hi - lo);
         }
-        self.datoms(order, prefix).count()
+        self.datoms(order, prefix)
+            .try_fold(0, |n, d| d.map(|_| n + 1))
     }
 
     /// All datoms of one entity and attribute in this view (EAVT order).
-    pub fn values(&self, e: EntityId, a: EntityId) -> Vec<Value> {
+    pub fn values(&self, e: EntityId, a: EntityId) -> Result<Vec<Value>, StorageError> {
         self.datoms(
             IndexOrder::Eavt,
             &[Component::Entity(e), Component::Entity(a)],
         )
-        .map(|d| d.v)
+        .map(|d| d.map(|d| d.v))
         .collect()
     }
 
@@ -571,15 +635,39 @@ impl Db {
 }
 
 /// The datoms of an index scan. An owning iterator: it keeps the index nodes it needs alive.
+///
+/// A segment that fails to load would make the scan skip its datoms, so the iterator checks
+/// the segment cache after each datom: a failure is delivered as an `Err` item, and then the
+/// iterator ends. Every item before it is a datom the index holds, in order.
 pub struct Datoms {
     inner: Box<dyn Iterator<Item = Datom> + Send>,
+    /// The cache whose failures count, and the mark taken before the scan started.
+    check: Option<(Arc<crate::segment::SegmentCache>, u64)>,
+    /// A failure met while the scan started (or while its view was made).
+    failed: Option<StorageError>,
+    done: bool,
 }
 
 impl Iterator for Datoms {
-    type Item = Datom;
+    type Item = Result<Datom, StorageError>;
 
-    fn next(&mut self) -> Option<Datom> {
-        self.inner.next()
+    fn next(&mut self) -> Option<Result<Datom, StorageError>> {
+        if self.done {
+            return None;
+        }
+        if let Some(e) = self.failed.take() {
+            self.done = true;
+            return Some(Err(e));
+        }
+        let next = self.inner.next();
+        if let Some((cache, mark)) = &self.check {
+            if let Some(e) = cache.failure_since(*mark) {
+                self.done = true;
+                return Some(Err(e));
+            }
+        }
+        self.done = next.is_none();
+        next.map(Ok)
     }
 }
 

@@ -1,7 +1,7 @@
 //! The transaction log: each transaction's datoms, by basis-t.
 
 use vev_core::ids::{t_of, tx_id, BasisT, EntityId};
-use vev_core::{Component, Datom, IndexOrder};
+use vev_core::{Component, Datom, IndexOrder, StorageError};
 
 use crate::db::Db;
 
@@ -14,8 +14,14 @@ pub struct TxLogEntry {
 }
 
 impl Db {
-    /// The transactions with `start <= t < end` (`None` for open ends), oldest first.
-    pub fn tx_range(&self, start: Option<BasisT>, end: Option<BasisT>) -> Vec<TxLogEntry> {
+    /// The transactions with `start <= t < end` (`None` for open ends), oldest first; an error
+    /// when a log segment fails to load.
+    pub fn tx_range(
+        &self,
+        start: Option<BasisT>,
+        end: Option<BasisT>,
+    ) -> Result<Vec<TxLogEntry>, StorageError> {
+        let mark = self.storage_mark();
         let lo = tx_id(start.unwrap_or(0));
         let hi = end.map(tx_id);
         let mut out: Vec<TxLogEntry> = Vec::new();
@@ -39,6 +45,6 @@ impl Db {
             }
             true
         });
-        out
+        self.storage_check(mark).map(|()| out)
     }
 }

@@ -124,7 +124,7 @@ pub fn replay_owned(before: Db, record: &LogRecord) -> DecodeResult<Db> {
             Component::Entity(d.a),
             Component::Value(d.v.clone()),
         ];
-        match before.datoms(IndexOrder::Eavt, &prefix).next() {
+        match before.datoms_unchecked(IndexOrder::Eavt, &prefix).next() {
             Some(asserted) => retracted_tx.push(asserted.tx),
             None => {
                 return err(format!(
@@ -471,10 +471,32 @@ pub fn open_root(bytes: &[u8], cache: &Arc<SegmentCache>) -> DecodeResult<Db> {
 }
 
 impl Db {
-    /// A storage failure met while reading this database's segments, if any. Operations that
-    /// return errors (queries, pull, transactions) check it; once set it stays set.
-    pub fn storage_failure(&self) -> Option<StorageError> {
-        self.state.segments.as_ref().and_then(|c| c.failure())
+    /// A mark to take before reads that cannot return errors themselves (a query's scans, a
+    /// transaction), for `storage_failure_since` after them.
+    pub fn storage_mark(&self) -> u64 {
+        self.state.segments.as_ref().map_or(0, |c| c.mark())
+    }
+
+    /// The storage failure reads since `mark` met, which they must report instead of their
+    /// answer: any corruption found so far (it stays), a segment that failed to load since
+    /// the mark (a read error is not kept: the next load tries again), or the failure this
+    /// view was made with (see `as_of`).
+    pub fn storage_failure_since(&self, mark: u64) -> Option<StorageError> {
+        if let Some(f) = &self.failed {
+            return Some(StorageError::clone(f));
+        }
+        self.state
+            .segments
+            .as_ref()
+            .and_then(|c| c.failure_since(mark))
+    }
+
+    /// `storage_failure_since` as a `Result`.
+    pub(crate) fn storage_check(&self, mark: u64) -> Result<(), StorageError> {
+        match self.storage_failure_since(mark) {
+            Some(f) => Err(f),
+            None => Ok(()),
+        }
     }
 
     /// The segment cache this database reads through (none in memory).
@@ -487,6 +509,15 @@ impl Db {
     /// checkpointed database (only the trees' tops are in memory), proportional to the
     /// in-memory datoms otherwise.
     pub fn segment_ids(&self) -> Vec<u64> {
+        self.tree_segment_ids()
+            .into_iter()
+            .flat_map(|(_, ids)| ids)
+            .collect()
+    }
+
+    /// `segment_ids` tree by tree, in the root record's order, each with its name (`eavt`,
+    /// ..., `retired vaet`, `log`): which segments hold which index (for tests and tools).
+    pub fn tree_segment_ids(&self) -> Vec<(&'static str, Vec<u64>)> {
         fn walk(node: &crate::tree::Node, out: &mut Vec<u64>) {
             match node {
                 crate::tree::Node::Stored(s) => out.push(s.id),
@@ -494,13 +525,28 @@ impl Db {
                 crate::tree::Node::Leaf(_) => {}
             }
         }
-        let mut out = Vec::new();
-        for tree in self.state.trees() {
-            if let Some(root) = &tree.root {
-                walk(root, &mut out);
-            }
-        }
-        out
+        const NAMES: [&str; 9] = [
+            "eavt",
+            "aevt",
+            "avet",
+            "vaet",
+            "retired eavt",
+            "retired aevt",
+            "retired avet",
+            "retired vaet",
+            "log",
+        ];
+        NAMES
+            .into_iter()
+            .zip(self.state.trees())
+            .map(|(name, tree)| {
+                let mut ids = Vec::new();
+                if let Some(root) = &tree.root {
+                    walk(root, &mut ids);
+                }
+                (name, ids)
+            })
+            .collect()
     }
 
     /// The user-partition counter: the next new entity gets this number.
@@ -512,6 +558,7 @@ impl Db {
     /// any. With the datom counts checked against the trees' sizes.
     pub fn verify_segments(&self) -> Result<usize, StorageError> {
         let mut total = 0;
+        let mark = self.storage_mark();
         for tree in self.state.trees() {
             let mut n = 0;
             let mut prev: Option<Datom> = None;
@@ -527,9 +574,7 @@ impl Db {
                 n += 1;
                 true
             });
-            if let Some(f) = self.storage_failure() {
-                return Err(f);
-            }
+            self.storage_check(mark)?;
             if let Some(at) = unsorted {
                 return Err(StorageError::corruption(
                     format!("{order:?} index"),

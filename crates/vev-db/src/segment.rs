@@ -10,9 +10,14 @@
 //!
 //! Loading is lazy: a `Stored` node names its segment and the `SegmentCache` decodes it on the
 //! first walk, keeping at most `capacity_datoms` decoded datoms (least recently used out).
-//! A segment that cannot be read or decoded makes the cache *failed*: the walk sees an empty
-//! node, and every caller that can return an error (queries, pull, transactions, checkpoints)
-//! checks `failure()` afterwards and returns `storage/corruption` instead of a wrong answer.
+//!
+//! A segment that cannot be read or decoded gives the walk an empty node, so the walk itself
+//! cannot fail; instead the cache counts the failure and keeps its error. Every operation that
+//! reads takes a `FailureMark` before it starts and asks `failure_since` when it is done (a
+//! scan iterator after each item), and returns the error instead of a short answer. A
+//! corrupt segment (`storage/corruption`) fails every later read too; any other failure (a
+//! `storage/io` read error) fails only the reads that were running when it happened, and is
+//! not cached, so the next read of that segment tries the store again.
 
 use std::sync::atomic::{AtomicU64, Ordering as AtomicOrdering};
 use std::sync::{Arc, Mutex, OnceLock};
@@ -57,7 +62,11 @@ pub struct SegmentCache {
     store: Arc<dyn SegmentStore>,
     capacity_datoms: usize,
     lru: Mutex<Lru>,
-    failure: OnceLock<StorageError>,
+    /// The first corruption found: it stays.
+    corruption: OnceLock<StorageError>,
+    /// Failed loads so far, and the latest one's error.
+    failures: AtomicU64,
+    last_failure: Mutex<Option<StorageError>>,
     loads: AtomicU64,
 }
 
@@ -71,19 +80,39 @@ impl SegmentCache {
                 tick: 0,
                 datoms: 0,
             }),
-            failure: OnceLock::new(),
+            corruption: OnceLock::new(),
+            failures: AtomicU64::new(0),
+            last_failure: Mutex::new(None),
             loads: AtomicU64::new(0),
         })
     }
 
-    /// The first read or decode failure, if any segment could not be loaded.
-    pub fn failure(&self) -> Option<StorageError> {
-        self.failure.get().cloned()
+    /// The mark a read takes before it starts: how many loads had failed so far.
+    pub fn mark(&self) -> u64 {
+        self.failures.load(AtomicOrdering::Acquire)
     }
 
-    /// Record a failure found outside the cache (e.g. by `verify`).
+    /// The failure a read that took `mark` must report: the corruption found so far, if any,
+    /// else a load that failed after the mark was taken (in any thread: a read may be failed
+    /// by another's transient error that it did not need, never passed by one it did).
+    pub fn failure_since(&self, mark: u64) -> Option<StorageError> {
+        if let Some(c) = self.corruption.get() {
+            return Some(c.clone());
+        }
+        if self.failures.load(AtomicOrdering::Acquire) == mark {
+            return None;
+        }
+        let last = self.last_failure.lock().unwrap_or_else(|p| p.into_inner());
+        last.clone()
+    }
+
+    /// Record a failure (of a load, or found outside the cache, e.g. by `verify`).
     pub fn fail(&self, e: StorageError) {
-        let _ = self.failure.set(e);
+        if matches!(e, StorageError::Corruption { .. }) {
+            let _ = self.corruption.set(e.clone());
+        }
+        *self.last_failure.lock().unwrap_or_else(|p| p.into_inner()) = Some(e);
+        self.failures.fetch_add(1, AtomicOrdering::AcqRel);
     }
 
     /// How many segments have been read from the store so far.

@@ -73,7 +73,8 @@ impl Source for Db {
             });
             return;
         }
-        for d in self.datoms(order, prefix) {
+        // The engine checks for storage failures once, after the query.
+        for d in self.datoms_unchecked(order, prefix) {
             if !visit(&d) {
                 return;
             }
@@ -142,7 +143,7 @@ impl Source for Db {
             Bound::Included(v) | Bound::Excluded(v) => Some(v.clone()),
             Bound::Unbounded => None,
         };
-        for d in self.index_range(a, start_v, None) {
+        for d in self.index_range_unchecked(a, start_v, None) {
             if !inside(&d) {
                 return;
             }
@@ -168,8 +169,12 @@ impl Source for Db {
         current + count(self.state.retired.tree(order))
     }
 
-    fn storage_failure(&self) -> Option<vev_core::StorageError> {
-        Db::storage_failure(self)
+    fn storage_mark(&self) -> u64 {
+        Db::storage_mark(self)
+    }
+
+    fn storage_failure_since(&self, mark: u64) -> Option<vev_core::StorageError> {
+        Db::storage_failure_since(self, mark)
     }
 
     fn count_range_estimate(&self, a: EntityId, start: Bound<&Value>, end: Bound<&Value>) -> usize {

@@ -138,6 +138,7 @@ fn tx_text(db: &Db, tx: &[Op]) -> String {
     let key_attr = db.entid(&Keyword::new("b/key")).expect("schema");
     let exists = |k: &u8| {
         db.entity_with_value(key_attr, &Value::String(format!("k{k}").into()))
+            .expect("in memory")
             .is_some()
     };
     let body: Vec<String> = tx
@@ -163,7 +164,9 @@ fn ctx(i: usize) -> TxContext<'static> {
 }
 
 fn all(db: &Db, order: IndexOrder) -> Vec<Datom> {
-    db.datoms(order, &[]).collect()
+    db.datoms(order, &[])
+        .collect::<Result<_, _>>()
+        .expect("in memory")
 }
 
 fn same_db(bulk: &Db, one_by_one: &Db) -> Result<(), TestCaseError> {

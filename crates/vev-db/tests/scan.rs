@@ -53,7 +53,7 @@ fn scans_match_datoms_for_id_and_value_prefixes() {
     let (n, tag, rf) = (a("s/n"), a("s/tag"), a("s/ref"));
     let entities: Vec<u64> = db
         .datoms(IndexOrder::Aevt, &[Component::Entity(n)])
-        .map(|d| d.e)
+        .map(|d| d.unwrap().e)
         .collect();
     let mut prefixes: Vec<(IndexOrder, Vec<Component>)> = Vec::new();
     for &e in entities.iter().step_by(13).chain([0, 1, u64::MAX].iter()) {
@@ -90,7 +90,7 @@ fn scans_match_datoms_for_id_and_value_prefixes() {
     ));
     let mut nonempty = 0;
     for (order, prefix) in &prefixes {
-        let want: Vec<Datom> = db.datoms(*order, prefix).collect();
+        let want: Vec<Datom> = db.datoms(*order, prefix).map(Result::unwrap).collect();
         nonempty += usize::from(!want.is_empty());
         assert_eq!(scanned(&db, *order, prefix), want, "{order:?} {prefix:?}");
     }
@@ -108,7 +108,7 @@ fn batch_scans_match_one_scan_per_prefix() {
     let (n, tag) = (a("s/n"), a("s/tag"));
     let entities: Vec<u64> = db
         .datoms(IndexOrder::Aevt, &[Component::Entity(n)])
-        .map(|d| d.e)
+        .map(|d| d.unwrap().e)
         .step_by(3)
         .collect();
     let batches: Vec<(IndexOrder, Vec<Vec<Component>>)> = vec![
@@ -143,7 +143,7 @@ fn batch_scans_match_one_scan_per_prefix() {
         let want: Vec<(usize, Datom)> = prefixes
             .iter()
             .enumerate()
-            .flat_map(|(k, p)| db.datoms(*order, p).map(move |d| (k, d)))
+            .flat_map(|(k, p)| db.datoms(*order, p).map(move |d| (k, d.unwrap())))
             .collect();
         assert!(!want.is_empty());
         assert_eq!(got, want, "{order:?}");

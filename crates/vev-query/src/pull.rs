@@ -119,6 +119,7 @@ pub fn pull_many(
         return Err(PullError::HistoryView);
     }
     let plan = Plan::new(src.schema(), pattern)?;
+    let mark = src.storage_mark();
     let mut puller = Puller {
         src,
         plan: &plan,
@@ -126,7 +127,7 @@ pub fn pull_many(
         scratch: Vec::new(),
     };
     let out: Result<Vec<Edn>, PullError> = es.iter().map(|&e| puller.pull(e)).collect();
-    match src.storage_failure() {
+    match src.storage_failure_since(mark) {
         Some(f) => Err(PullError::Storage(f)),
         None => out,
     }

@@ -365,10 +365,11 @@ impl Query {
         sorted: bool,
         mut sink: impl FnMut(Vec<Edn>) -> Result<(), E>,
     ) -> Result<usize, E> {
+        let marks = storage_marks(inputs);
         self.execute(inputs, opts, false, |q, ctx, rel| {
             // Every scan is done: a storage failure now means the rows are incomplete, so
             // none may be handed over (`execute` checks again after the pulls).
-            storage_failure(ctx.sources.iter().flatten().copied())?;
+            storage_failure(inputs, &marks)?;
             q.emit(ctx, rel, sorted, &mut FnSink(&mut sink))
         })
         .map(|(n, _)| n)
@@ -437,11 +438,9 @@ impl Query {
         explain: bool,
         finish: impl FnOnce(&Query, &Ctx<'_>, Rel) -> Result<T, E>,
     ) -> Result<(T, Vec<PlanStep>), E> {
+        let marks = storage_marks(inputs);
         let out = self.execute_inner(inputs, opts, explain, finish);
-        storage_failure(inputs.iter().filter_map(|i| match i {
-            Input::Db(src) => Some(*src),
-            Input::Edn(_) => None,
-        }))?;
+        storage_failure(inputs, &marks)?;
         let (result, plan) = out?;
         Ok((result?, plan))
     }
@@ -1184,11 +1183,24 @@ fn bind_input(
     }
 }
 
-/// The storage failure any of these databases met, as an error.
-fn storage_failure<'a>(
-    sources: impl IntoIterator<Item = &'a dyn Source>,
-) -> Result<(), QueryError> {
-    match sources.into_iter().find_map(|s| s.storage_failure()) {
+/// The storage failure marks of the database inputs, taken before a run (one per input).
+fn storage_marks(inputs: &[Input<'_>]) -> Vec<u64> {
+    inputs
+        .iter()
+        .map(|i| match i {
+            Input::Db(src) => src.storage_mark(),
+            Input::Edn(_) => 0,
+        })
+        .collect()
+}
+
+/// The storage failure any database input met since its mark, as an error.
+fn storage_failure(inputs: &[Input<'_>], marks: &[u64]) -> Result<(), QueryError> {
+    let failure = inputs.iter().zip(marks).find_map(|(i, &mark)| match i {
+        Input::Db(src) => src.storage_failure_since(mark),
+        Input::Edn(_) => None,
+    });
+    match failure {
         Some(f) => Err(QueryError::Storage(f)),
         None => Ok(()),
     }

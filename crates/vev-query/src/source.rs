@@ -65,9 +65,17 @@ pub trait Source: Send + Sync {
     /// An estimate of how many AVET datoms of `a` lie inside the bounds.
     fn count_range_estimate(&self, a: EntityId, start: Bound<&Value>, end: Bound<&Value>) -> usize;
 
-    /// A storage failure met while reading (a segment that could not be loaded). Scans cannot
-    /// return errors, so the engine asks after running and fails the whole query.
-    fn storage_failure(&self) -> Option<vev_core::StorageError> {
+    /// A mark to give `storage_failure_since` when the reads it covers are done.
+    fn storage_mark(&self) -> u64 {
+        0
+    }
+
+    /// A storage failure met while reading since `mark` was taken (a segment that could not
+    /// be loaded; a lasting one such as corruption whenever it was met). Scans cannot return
+    /// errors, so the engine takes a mark before running and asks after, and fails the whole
+    /// query.
+    fn storage_failure_since(&self, mark: u64) -> Option<vev_core::StorageError> {
+        let _ = mark;
         None
     }
 }

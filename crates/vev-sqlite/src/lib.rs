@@ -407,6 +407,7 @@ impl Store {
 
     /// The root and the log after it, read in one snapshot, made into a `Db`.
     fn load(&self) -> Result<(Db, BasisT, usize), StorageError> {
+        let mark = self.cache.mark();
         let mut conn = self.conn();
         let tx = conn.transaction().map_err(io("open read"))?;
         let root: Option<(i64, i64, Vec<u8>)> = tx
@@ -454,7 +455,7 @@ impl Store {
             tail += rec.datoms.len();
             db = replay(db, &rec)?;
         }
-        if let Some(f) = self.cache.failure() {
+        if let Some(f) = self.cache.failure_since(mark) {
             return Err(f);
         }
         Ok((db, root_t, tail))
@@ -531,12 +532,13 @@ impl Store {
         }
         // Ids are taken for good, even if this checkpoint fails: the cache may already hold
         // segments under them, and a later checkpoint must not reuse an id for other bytes.
+        let mark = self.cache.mark();
         let mut ids = self.next_segment.lock().unwrap_or_else(|p| p.into_inner());
         let mut next = *ids;
         let cp = persist::checkpoint(db, &self.cache, &mut next);
         *ids = next;
         drop(ids);
-        if let Some(f) = self.cache.failure() {
+        if let Some(f) = self.cache.failure_since(mark) {
             return Err(f);
         }
         Ok(cp)

@@ -25,7 +25,7 @@ pub fn check(run: &Run, db: &Db, c: &Edn) -> Result<(), String> {
         "reverse" => {
             let e = resolve(run, db, arg(0)?)?;
             let a = keyword_of(arg(1)?)?;
-            let got: BTreeSet<EntityId> = db.entity(e).reverse(a).into_iter().collect();
+            let got: BTreeSet<EntityId> = stored(db.entity(e).reverse(a))?.into_iter().collect();
             let want = entity_set(run, db, arg(2)?)?;
             expect_eq(&got, &want)
         }
@@ -43,17 +43,17 @@ pub fn check(run: &Run, db: &Db, c: &Edn) -> Result<(), String> {
                     value(run, db, attr.id, x).map(Some)
                 }
             };
-            let got: Vec<Datom> = db
-                .index_range(attr.id, bound(arg(1)?)?, bound(arg(2)?)?)
-                .collect();
+            let got: Vec<Datom> = stored(
+                db.index_range(attr.id, bound(arg(1)?)?, bound(arg(2)?)?)
+                    .collect(),
+            )?;
             compare_datoms(run, db, &got, arg(3)?)
         }
         "tx-data" => check_tx_data(run, db, arg(0)?, arg(1)?),
         "tx-range" => {
             let start = run.t_of(index(arg(0)?)?)?;
             let end = run.t_of(index(arg(1)?)?).ok();
-            let got: Vec<i64> = db
-                .tx_range(Some(start), end)
+            let got: Vec<i64> = stored(db.tx_range(Some(start), end))?
                 .iter()
                 .map(|e| e.datoms.len() as i64)
                 .collect();
@@ -351,14 +351,8 @@ pub fn resolve(run: &Run, db: &Db, r: &Edn) -> Result<EntityId, String> {
                 .ok_or_else(|| format!("unknown attribute {a}"))?
                 .id;
             let v = value(run, db, attr, &items[1])?;
-            let cur = db.current();
-            cur.datoms(
-                IndexOrder::Avet,
-                &[Component::Entity(attr), Component::Value(v)],
-            )
-            .next()
-            .map(|d| d.e)
-            .ok_or_else(|| format!("lookup ref {r} names no entity"))
+            stored(db.current().entity_with_value(attr, &v))?
+                .ok_or_else(|| format!("lookup ref {r} names no entity"))
         }
         _ => Err(format!("not an entity reference: {r}")),
     }
@@ -410,7 +404,7 @@ fn value_set(
 
 fn check_entity(run: &Run, db: &Db, e: &Edn, want: &Edn) -> Result<(), String> {
     let id = resolve(run, db, e)?;
-    let got = db.entity(id).attrs();
+    let got = stored(db.entity(id).attrs())?;
     let want_map = want.as_map().ok_or("expected an attribute map")?;
     let got_keys: BTreeSet<String> = got.keys().map(|k| k.to_string()).collect();
     let want_keys: BTreeSet<String> = want_map.keys().map(|k| k.to_string()).collect();
@@ -432,7 +426,7 @@ fn check_entity_attr(run: &Run, db: &Db, e: &Edn, a: &Edn, want: &Edn) -> Result
         .attribute(k)
         .ok_or_else(|| format!("unknown attribute {k}"))?
         .clone();
-    let got: BTreeSet<Value> = db.entity(id).get_all(k).into_iter().collect();
+    let got: BTreeSet<Value> = stored(db.entity(id).get_all(k))?.into_iter().collect();
     let want = value_set(run, db, attr.id, want, attr.is_many())?;
     expect_eq(&got, &want).map_err(|m| format!("entity {e} attribute {k}: {m}"))
 }
@@ -481,18 +475,18 @@ fn check_datoms(run: &Run, db: &Db, head: &str, args: &[Edn]) -> Result<(), Stri
                 .get(2)
                 .and_then(Edn::as_integer)
                 .ok_or("expected a count")?;
-            expect_eq(&(db.count(order, &comps) as i64), &n)
+            expect_eq(&(stored(db.count(order, &comps))? as i64), &n)
         }
         "seek" => {
             let n = args
                 .get(2)
                 .and_then(Edn::as_integer)
                 .ok_or("expected a count")? as usize;
-            let got: Vec<Datom> = db.seek_datoms(order, &comps).take(n).collect();
+            let got: Vec<Datom> = stored(db.seek_datoms(order, &comps).take(n).collect())?;
             compare_datoms(run, db, &got, args.get(3).ok_or("expected datoms")?)
         }
         _ => {
-            let got: Vec<Datom> = db.datoms(order, &comps).collect();
+            let got: Vec<Datom> = stored(db.datoms(order, &comps).collect())?;
             compare_datoms(run, db, &got, args.get(2).ok_or("expected datoms")?)
         }
     }
@@ -570,4 +564,9 @@ fn check_tx_data(run: &Run, db: &Db, k: &Edn, want: &Edn) -> Result<(), String> 
     got.sort();
     expected.sort();
     expect_eq(&got, &expected)
+}
+
+/// A storage failure as a check failure.
+fn stored<T>(r: Result<T, vev::StorageError>) -> Result<T, String> {
+    r.map_err(|e| format!("error[{}]: {e}", e.code()))
 }

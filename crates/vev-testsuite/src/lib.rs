@@ -295,7 +295,7 @@ fn same_datoms(x: &Db, y: &Db) -> bool {
     let all = |db: &Db| {
         db.history()
             .datoms(vev::IndexOrder::Eavt, &[])
-            .collect::<Vec<_>>()
+            .collect::<Result<Vec<_>, _>>()
     };
     all(x) == all(y)
 }
@@ -306,14 +306,12 @@ fn same_indexes(x: &Db, y: &Db) -> bool {
         let mut out = Vec::new();
         for view in [db.current(), db.history()] {
             for order in vev::IndexOrder::ALL {
-                out.push(view.datoms(order, &[]).collect::<Vec<_>>());
+                out.push(view.datoms(order, &[]).collect::<Result<Vec<_>, _>>());
             }
         }
         out.push(
             db.tx_range(None, None)
-                .into_iter()
-                .flat_map(|e| e.datoms)
-                .collect(),
+                .map(|txs| txs.into_iter().flat_map(|e| e.datoms).collect()),
         );
         out
     };

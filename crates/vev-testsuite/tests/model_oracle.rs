@@ -185,6 +185,11 @@ struct Harness {
     basis_t: BasisT,
 }
 
+/// A storage failure as an oracle failure.
+fn stored<T>(r: Result<T, vev::StorageError>) -> Result<T, String> {
+    r.map_err(|e| format!("error[{}]: {e}", e.code()))
+}
+
 fn fail<T>(msg: impl Into<String>) -> Result<T, String> {
     Err(msg.into())
 }
@@ -512,7 +517,8 @@ impl Harness {
     ) -> Result<(), String> {
         let datoms = self.model.view(spec);
         for &order in orders {
-            let got: Vec<Datom> = db.datoms(order, &[]).filter(|d| self.in_scope(d)).collect();
+            let got: Vec<Datom> = stored(db.datoms(order, &[]).collect())?;
+            let got = got.into_iter().filter(|d| self.in_scope(d)).collect();
             let want = datoms
                 .iter()
                 .filter(|d| order != IndexOrder::Vaet || self.is_ref(d.a))
@@ -534,7 +540,7 @@ impl Harness {
     /// `tx_range(start, end)` (`None` start: from the schema transaction on).
     fn check_log(&self, db: &Db, start: Option<BasisT>, end: Option<BasisT>) -> Result<(), String> {
         let start = start.unwrap_or(self.schema_t);
-        let got = db.tx_range(Some(start), end);
+        let got = stored(db.tx_range(Some(start), end))?;
         let mut want: Vec<(BasisT, EntityId, Vec<Datom>)> = Vec::new();
         for d in &self.model.log {
             let t = t_of(d.tx);
@@ -665,7 +671,7 @@ impl Harness {
         let shown = format!("{label} {} {}", order.name(), self.show_prefix(&prefix));
         match p.kind {
             0 => {
-                let got: Vec<Datom> = view.datoms(order, &prefix).collect();
+                let got: Vec<Datom> = stored(view.datoms(order, &prefix).collect())?;
                 let want = all
                     .into_iter()
                     .filter(|d| cmp_prefix(order, d, &prefix).is_eq())
@@ -673,7 +679,7 @@ impl Harness {
                 self.same(&format!("datoms {shown}"), got, sorted(order, want))
             }
             1 => {
-                let got = view.count(order, &prefix);
+                let got = stored(view.count(order, &prefix))?;
                 let want = all
                     .iter()
                     .filter(|d| cmp_prefix(order, d, &prefix).is_eq())
@@ -685,10 +691,8 @@ impl Harness {
                 }
             }
             2 => {
-                let got: Vec<Datom> = view
-                    .seek_datoms(order, &prefix)
-                    .filter(|d| self.in_scope(d))
-                    .collect();
+                let got: Vec<Datom> = stored(view.seek_datoms(order, &prefix).collect())?;
+                let got = got.into_iter().filter(|d| self.in_scope(d)).collect();
                 let want = all
                     .into_iter()
                     .filter(|d| cmp_prefix(order, d, &prefix).is_ge())
@@ -709,7 +713,7 @@ impl Harness {
         let bound = |pick: u8| (pick < 200).then(|| self.value(a, pick % 6));
         let (start, end) = (bound(p.picks[1]), bound(p.picks[2]));
         let attr = self.attrs[usize::from(a)];
-        let got: Vec<Datom> = view.index_range(attr, start.clone(), end.clone()).collect();
+        let got: Vec<Datom> = stored(view.index_range(attr, start.clone(), end.clone()).collect())?;
         let want = self
             .model
             .view(spec)

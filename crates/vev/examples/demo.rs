@@ -83,13 +83,13 @@ fn main() -> Result<(), vev::Error> {
     );
     let db = conn.db();
     let kw = Keyword::new;
-    let p1 = db.entity(lookup(&db, "p1@example.com"));
+    let p1 = db.entity(lookup(&db, "p1@example.com")?);
     println!(
         "p1 is now {:?} years old; as of t {t_loaded} they were {:?}",
-        p1.get(&kw("person/age")).and_then(|v| v.as_long()),
+        p1.get(&kw("person/age"))?.and_then(|v| v.as_long()),
         db.as_of(TimePoint::T(t_loaded))
             .entity(p1.id())
-            .get(&kw("person/age"))
+            .get(&kw("person/age"))?
             .and_then(|v| v.as_long())
     );
 
@@ -97,16 +97,18 @@ fn main() -> Result<(), vev::Error> {
     let age = db.entid(&kw("person/age")).expect("installed");
     let young = db
         .index_range(age, Some(Value::Long(20)), Some(Value::Long(25)))
-        .count();
+        .collect::<Result<Vec<_>, _>>()?
+        .len();
     println!("{young} people are aged 20 to 24 (AVET index range)");
 
     // Reverse navigation and components.
     let who_befriends_p3 = db
-        .entity(lookup(&db, "p3@example.com"))
-        .reverse(&kw("person/friend"));
-    let city = p1
-        .get_ref(&kw("person/address"))
-        .and_then(|a| a.get(&kw("address/city")));
+        .entity(lookup(&db, "p3@example.com")?)
+        .reverse(&kw("person/friend"))?;
+    let city = match p1.get_ref(&kw("person/address"))? {
+        Some(address) => address.get(&kw("address/city"))?,
+        None => None,
+    };
     println!(
         "p3 is befriended by {} people; p1 lives in {}",
         who_befriends_p3.len(),
@@ -114,12 +116,13 @@ fn main() -> Result<(), vev::Error> {
     );
 
     // History: every assertion and retraction of p2's name.
-    let p2 = lookup(&db, "p2@example.com");
+    let p2 = lookup(&db, "p2@example.com")?;
     let name = db.entid(&kw("person/name")).expect("installed");
     for d in db.history().datoms(
         IndexOrder::Eavt,
         &[Component::Entity(p2), Component::Entity(name)],
     ) {
+        let d = d?;
         println!(
             "history of p2's name: {} at t {} ({})",
             d.v,
@@ -192,22 +195,17 @@ fn main() -> Result<(), vev::Error> {
         "verified {} log rows and {} index segments ({} datoms)",
         report.log_rows, report.segments, report.index_datoms
     );
-    let last = db.tx_range(Some(db.basis_t()), None);
+    let last = db.tx_range(Some(db.basis_t()), None)?;
     println!(
         "the last transaction has {} datoms; the database holds {} datoms",
         last[0].datoms.len(),
-        db.count(IndexOrder::Eavt, &[])
+        db.count(IndexOrder::Eavt, &[])?
     );
     Ok(())
 }
 
-fn lookup(db: &Db, email: &str) -> u64 {
+fn lookup(db: &Db, email: &str) -> Result<u64, vev::StorageError> {
     let a = db.entid(&Keyword::new("person/email")).expect("installed");
-    db.datoms(
-        IndexOrder::Avet,
-        &[Component::Entity(a), Component::Value(Value::string(email))],
-    )
-    .next()
-    .map(|d| d.e)
-    .expect("a person with that email")
+    let found = db.entity_with_value(a, &Value::string(email))?;
+    Ok(found.expect("a person with that email"))
 }

@@ -413,9 +413,6 @@ impl Connection {
         let before = self.latest();
         let report = self.apply(&before, ops)?;
         if let Some(durable) = &self.inner.durable {
-            if let Some(f) = report.db_after.storage_failure() {
-                return Err(f.into());
-            }
             if let Err(e) = durable.store.append(&report.db_after, &report.tx_data) {
                 writer.needs_catch_up = true;
                 return Err(e.into());
@@ -490,6 +487,14 @@ impl Connection {
         let (to_log, from_main) = std::sync::mpsc::sync_channel::<Batch>(1);
         let (to_main, acks) = channel::<Result<(u64, u64), Error>>();
         let durable = self.inner.durable.as_ref();
+        // Segment loads that fail during the import (in the transactor or in `Bulk`'s merges)
+        // fail it: the log thread checks before each batch, and the end before publishing.
+        let mark = durable.map(|d| d.store.cache().mark());
+        let load_failure = move || {
+            durable
+                .zip(mark)
+                .and_then(|(d, m)| d.store.cache().failure_since(m))
+        };
         let mut done = BulkProgress {
             txs: 0,
             datoms: 0,
@@ -512,7 +517,7 @@ impl Connection {
         let imported = std::thread::scope(|scope| {
             scope.spawn(move || {
                 for batch in from_main {
-                    if let Some(f) = durable.and_then(|d| d.store.cache().failure()) {
+                    if let Some(f) = load_failure() {
                         let _ = to_main.send(Err(f.into()));
                         return;
                     }
@@ -621,6 +626,9 @@ impl Connection {
             for ack in acks.iter() {
                 committed(ack, &mut failed, &mut done);
             }
+            if let Some(f) = load_failure() {
+                failed.get_or_insert(f.into());
+            }
             imported
         });
         if let Some(e) = failed {
@@ -679,8 +687,9 @@ impl Connection {
             functions: &Registry(&functions),
             now_ms: now_ms(),
         };
+        let mark = segments.as_ref().map(|c| c.mark());
         let result = run(&ctx);
-        if let Some(f) = segments.and_then(|c| c.failure()) {
+        if let Some(f) = segments.zip(mark).and_then(|(c, m)| c.failure_since(m)) {
             return Err(f.into());
         }
         Ok(result?)

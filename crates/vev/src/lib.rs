@@ -13,10 +13,10 @@
 //! // Upsert through the identity attribute: same entity, new age.
 //! conn.transact_edn(r#"[{:person/name "Ivan" :person/age 31}]"#).unwrap();
 //! let db = conn.db();
-//! assert_eq!(db.entity(ivan).get(&vev::Keyword::new("person/age")), Some(vev::Value::Long(31)));
+//! assert_eq!(db.entity(ivan).get(&vev::Keyword::new("person/age")).unwrap(), Some(vev::Value::Long(31)));
 //! // The past stays: as of the first data transaction Ivan was 30.
 //! let then = db.as_of(report.db_after.basis_t());
-//! assert_eq!(then.entity(ivan).get(&vev::Keyword::new("person/age")), Some(vev::Value::Long(30)));
+//! assert_eq!(then.entity(ivan).get(&vev::Keyword::new("person/age")).unwrap(), Some(vev::Value::Long(30)));
 //! ```
 
 /// The README's example runs as a doctest too.

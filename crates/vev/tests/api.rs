@@ -18,17 +18,11 @@ fn kw(s: &str) -> Keyword {
 
 fn balance(db: &Db, id: &str) -> Option<i64> {
     let e = db.attribute(&kw("account/id")).map(|a| a.id)?;
-    let holder = db
-        .datoms(
-            vev::IndexOrder::Avet,
-            &[
-                vev::Component::Entity(e),
-                vev::Component::Value(Value::string(id)),
-            ],
-        )
-        .next()?
-        .e;
-    db.entity(holder).get(&kw("account/balance"))?.as_long()
+    let holder = db.entity_with_value(e, &Value::string(id)).unwrap()?;
+    db.entity(holder)
+        .get(&kw("account/balance"))
+        .unwrap()?
+        .as_long()
 }
 
 fn bank() -> Connection {
@@ -115,7 +109,7 @@ fn rust_built_transaction_data() {
     let report = conn.transact(&ops).unwrap();
     let e = report.tempid("acc").unwrap();
     assert_eq!(
-        conn.db().entity(e).get(&kw("account/balance")),
+        conn.db().entity(e).get(&kw("account/balance")).unwrap(),
         Some(Value::Long(5))
     );
     // A tempid as the value of a non-ref attribute is a typed error.
@@ -241,7 +235,7 @@ fn tx_log_and_time_points() {
     conn.transact_edn(r#"[{:account/id "a" :account/balance 7}]"#)
         .unwrap();
     let db = conn.db();
-    let log = db.tx_range(Some(t), None);
+    let log = db.tx_range(Some(t), None).unwrap();
     assert_eq!(log.len(), 2);
     assert_eq!(log[1].t, t + 1);
     // txInstant + retraction of 100 + assertion of 7
@@ -252,6 +246,7 @@ fn tx_log_and_time_points() {
     assert_eq!(
         db.since(t)
             .datoms(vev::IndexOrder::Eavt, &[])
+            .map(Result::unwrap)
             .filter(|d| d.a != vev::schema::sys::TX_INSTANT)
             .count(),
         1

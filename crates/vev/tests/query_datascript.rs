@@ -144,6 +144,7 @@ fn json_str(s: &str) -> String {
 fn datoms_json(db: &Db, ds_id: &HashMap<u64, u64>) -> String {
     let mut rows = Vec::new();
     for d in db.datoms(IndexOrder::Eavt, &[]) {
+        let d = d.expect("an in-memory database");
         let Some(attr) = db.ident(d.a).and_then(|k| Attr::by_ident(k.name())) else {
             continue;
         };

@@ -77,7 +77,10 @@ fn run(query: &Query, src: &dyn Source, args: &[Edn], naive: bool) -> Outcome {
 
 /// The view's datoms in a `VecSource`, with the Db's schema.
 fn reference(view: &Db) -> VecSource {
-    let datoms = view.datoms(IndexOrder::Eavt, &[]).collect();
+    let datoms = view
+        .datoms(IndexOrder::Eavt, &[])
+        .collect::<Result<_, _>>()
+        .expect("an in-memory database");
     VecSource::new(view.schema().clone(), datoms).with_history(Source::is_history(view))
 }
 

@@ -515,7 +515,7 @@ fn lookup_ref(db: &Db, a: &vev_core::Keyword, v: &TxValue) -> Result<u64, TxErro
 
 /// The entity holding `value` for unique attribute `a` in db's current view.
 pub(crate) fn lookup_unique(db: &Db, a: u64, value: &Value) -> Option<u64> {
-    db.entity_with_value(a, value)
+    db.holder_of(a, value)
 }
 
 /// Interpret an EDN form as a value of a non-ref attribute's type.

@@ -181,7 +181,7 @@ impl Gen<'_> {
         }
         let own: Vec<Datom> = self
             .db
-            .datoms(IndexOrder::Eavt, &[Component::Entity(e)])
+            .datoms_unchecked(IndexOrder::Eavt, &[Component::Entity(e)])
             .collect();
         for d in own {
             let component = schema.attribute(d.a).is_some_and(|a| a.is_component);
@@ -192,7 +192,7 @@ impl Gen<'_> {
         }
         let refs: Vec<Datom> = self
             .db
-            .datoms(IndexOrder::Vaet, &[Component::Value(Value::Ref(e))])
+            .datoms_unchecked(IndexOrder::Vaet, &[Component::Value(Value::Ref(e))])
             .collect();
         for d in refs {
             self.retract(d);

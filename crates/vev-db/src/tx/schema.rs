@@ -53,7 +53,7 @@ pub(crate) fn next_schema(before: &Db, tx_data: &[Datom]) -> Result<Option<Schem
 /// The schema attributes of entity `e` after the transaction.
 fn props_after(before: &Db, e: EntityId, datoms: &[&Datom]) -> HashMap<EntityId, Value> {
     let mut props = HashMap::new();
-    for d in before.datoms(IndexOrder::Eavt, &[Component::Entity(e)]) {
+    for d in before.datoms_unchecked(IndexOrder::Eavt, &[Component::Entity(e)]) {
         if SCHEMA_ATTRS.contains(&d.a) {
             props.insert(d.a, d.v);
         }
@@ -348,7 +348,7 @@ fn check_alteration(before: &Db, old: &Attribute, new: &Attribute) -> Result<(),
 fn entity_with_many_values(db: &Db, a: EntityId) -> Option<EntityId> {
     let mut prev: Option<EntityId> = None;
     let mut found = None;
-    db.datoms(IndexOrder::Aevt, &[Component::Entity(a)])
+    db.datoms_unchecked(IndexOrder::Aevt, &[Component::Entity(a)])
         .find(|d| {
             let dup = prev == Some(d.e);
             prev = Some(d.e);
@@ -362,7 +362,7 @@ fn entity_with_many_values(db: &Db, a: EntityId) -> Option<EntityId> {
 
 fn duplicate_value(db: &Db, a: EntityId) -> Option<Value> {
     let mut prev: Option<Value> = None;
-    for d in db.datoms(IndexOrder::Avet, &[Component::Entity(a)]) {
+    for d in db.datoms_unchecked(IndexOrder::Avet, &[Component::Entity(a)]) {
         if prev.as_ref() == Some(&d.v) {
             return Some(d.v);
         }

@@ -1,0 +1,180 @@
+//! A database file written by the current format version (`tests/fixtures/format-v3.vev`,
+//! written by `examples/format_fixture.rs`) must keep opening with the same answers: a
+//! format change has to migrate it or refuse it with `storage/format-version`, as files of
+//! other versions are refused now.
+
+use std::path::{Path, PathBuf};
+
+use vev::{Component, Connection, Db, Edn, IndexOrder, Keyword, OpenOptions, TimePoint, Value};
+
+#[allow(dead_code)]
+#[path = "../examples/format_fixture.rs"]
+mod generator;
+
+const FIXTURE: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures/format-v3.vev");
+
+/// A copy of the fixture in a temporary directory (opening a file may add `-wal`/`-shm`
+/// files beside it; the committed one stays untouched).
+fn copy(dir: &tempfile::TempDir) -> PathBuf {
+    let path = dir.path().join("format-v3.vev");
+    std::fs::copy(FIXTURE, &path).unwrap();
+    path
+}
+
+fn open(path: &Path) -> Connection {
+    Connection::open_with(path, &OpenOptions::read_only()).unwrap()
+}
+
+fn q(db: &Db, query: &str, args: &[Edn]) -> String {
+    db.q(query, args).unwrap().to_edn().to_string()
+}
+
+fn email(i: &str) -> Edn {
+    Edn::String(format!("{i}@example.com"))
+}
+
+/// Every index, current and history, and the log.
+fn everything(db: &Db) -> Vec<Vec<vev::Datom>> {
+    let mut out = Vec::new();
+    for view in [db.current(), db.history()] {
+        for order in IndexOrder::ALL {
+            out.push(view.datoms(order, &[]).collect::<Result<_, _>>().unwrap());
+        }
+    }
+    out.push(
+        db.tx_range(None, None)
+            .unwrap()
+            .into_iter()
+            .flat_map(|e| e.datoms)
+            .collect(),
+    );
+    out
+}
+
+#[test]
+fn the_fixture_has_segments_and_a_log_tail() {
+    let sqlite =
+        rusqlite::Connection::open_with_flags(FIXTURE, rusqlite::OpenFlags::SQLITE_OPEN_READ_ONLY)
+            .unwrap();
+    let one = |sql: &str| -> i64 { sqlite.query_row(sql, [], |r| r.get(0)).unwrap() };
+    assert_eq!(one("PRAGMA user_version"), 3);
+    assert!(one("SELECT count(*) FROM vev_segment") > 0);
+    assert_eq!(
+        one("SELECT t FROM vev_root"),
+        generator::CHECKPOINTED as i64
+    );
+    assert_eq!(
+        one("SELECT max(t) FROM vev_log"),
+        generator::transactions().len() as i64
+    );
+    let wal = PathBuf::from(format!("{FIXTURE}-wal"));
+    assert!(!wal.exists() || std::fs::metadata(&wal).unwrap().len() == 0);
+}
+
+#[test]
+fn the_fixture_opens_with_the_same_datoms_as_its_transactions_in_memory() {
+    let dir = tempfile::tempdir().unwrap();
+    let conn = open(&copy(&dir));
+    let db = conn.db();
+    assert_eq!(db.basis_t(), 6);
+    let memory = Connection::open_in_memory();
+    generator::fill(&memory, false).unwrap();
+    assert!(everything(&db) == everything(&memory.db()));
+    assert_eq!(db.next_user(), memory.db().next_user());
+    assert!(db.tree_segment_ids().iter().any(|(_, ids)| !ids.is_empty()));
+    let report = conn.verify().unwrap().unwrap();
+    assert_eq!(report.log_rows, 6);
+    assert!(report.segments > 0);
+}
+
+#[test]
+fn the_fixture_answers_queries_as_of_its_past_and_through_history() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = open(&copy(&dir)).db();
+    let age_of = "[:find ?a . :in $ ?m :where [?e :person/email ?m] [?e :person/age ?a]]";
+    assert_eq!(q(&db, age_of, &[email("p0")]), "99");
+    assert_eq!(q(&db.as_of(3), age_of, &[email("p0")]), "20");
+    // p2 was retracted at t 5: gone now, there as of t 4, and no one's friend any more.
+    assert_eq!(q(&db, age_of, &[email("p2")]), "nil");
+    assert_eq!(q(&db.as_of(4), age_of, &[email("p2")]), "22");
+    let friends_of = "[:find [?m ...] :in $ ?f :where [?x :person/email ?f] [?e :person/friend ?x] [?e :person/email ?m]]";
+    assert_eq!(q(&db, friends_of, &[email("p2")]), "[]");
+    assert_eq!(
+        q(&db.as_of(4), friends_of, &[email("p2")]),
+        r#"["p1@example.com"]"#
+    );
+    let people = "[:find (count ?e) . :where [?e :person/email]]";
+    assert_eq!(q(&db, people, &[]), "80");
+    let total = "[:find (sum ?a) . :with ?e :where [?e :person/age ?a]]";
+    let want: i64 = (0..80)
+        .filter(|&i| i != 0 && i != 2)
+        .map(|i| 20 + i % 50)
+        .sum::<i64>()
+        + 99
+        + 7;
+    assert_eq!(q(&db, total, &[]), want.to_string());
+    // p1's :tag/all was retracted at t 4; the history shows the assertion and the retraction.
+    let tags = "[:find [?t ...] :in $ ?m :where [?e :person/email ?m] [?e :person/tag ?t]]";
+    assert_eq!(q(&db, tags, &[email("p1")]), "[:tag/t1]");
+    let history =
+        "[:find ?v ?tx ?op :in $ ?m :where [?e :person/email ?m] [?e :person/age ?v ?tx ?op]]";
+    let ages = db.history().q(history, &[email("p0")]).unwrap().to_edn();
+    let (tx2, tx4) = (vev::ids::tx_id(2), vev::ids::tx_id(4));
+    let want = format!("#{{[20 {tx2} true] [20 {tx4} false] [99 {tx4} true]}}");
+    assert_eq!(ages, vev::edn::parse(&want).unwrap());
+    let since = "[:find [?n ...] :where [?e :person/name ?n]]";
+    assert_eq!(q(&db.since(5), since, &[]), r#"["Zed"]"#);
+    // Time points: an instant resolves to its transaction's t.
+    let jan4 = 1_704_369_600_000; // 2024-01-04T12:00:00Z
+    assert_eq!(db.t_of(TimePoint::Instant(jan4)).unwrap(), 4);
+    assert_eq!(
+        q(
+            &db.as_of(TimePoint::Instant(jan4 - 1)),
+            age_of,
+            &[email("p0")]
+        ),
+        "20"
+    );
+    // Entities, lookup refs, pull.
+    let email_attr = db.entid(&Keyword::new("person/email")).unwrap();
+    let p0 = db
+        .entity_with_value(email_attr, &Value::string("p0@example.com"))
+        .unwrap()
+        .unwrap();
+    let friend = Keyword::new("person/friend");
+    let back = db.entity(p0).reverse(&friend).unwrap();
+    assert_eq!(back.len(), 2, "p79 and Zed point at p0");
+    assert_eq!(
+        db.pull("[:person/name {:person/friend [:person/email]}]", p0)
+            .unwrap()
+            .to_string(),
+        r#"{:person/friend [{:person/email "p1@example.com"}], :person/name "Person 0"}"#
+    );
+    let n = db
+        .count(IndexOrder::Aevt, &[Component::Entity(email_attr)])
+        .unwrap();
+    assert_eq!(n, 80);
+}
+
+#[test]
+fn a_file_of_another_format_version_is_refused_with_format_version() {
+    let dir = tempfile::tempdir().unwrap();
+    for version in [99, 2] {
+        let path = copy(&dir);
+        rusqlite::Connection::open(&path)
+            .unwrap()
+            .pragma_update(None, "user_version", version)
+            .unwrap();
+        for opts in [OpenOptions::read_only(), OpenOptions::default()] {
+            let Err(e) = Connection::open_with(&path, &opts) else {
+                panic!("a file of version {version} opened");
+            };
+            assert_eq!(e.code(), "storage/format-version", "{e}");
+            let msg = e.to_string();
+            assert!(
+                msg.contains(&format!("version {version}")) && msg.contains("version 3"),
+                "{msg}"
+            );
+        }
+    }
+}

@@ -1,0 +1,401 @@
+//! The corruption matrix: one flipped byte in a segment of each index (the four current
+//! orders, the four orders of retired datoms, the log) of a real database file, against every
+//! public read API. Each read either reports `storage/corruption` or gives exactly the answer
+//! of the intact file (it did not need that segment); none answers with less. The reads that
+//! must touch the segment (a full scan of its index, `verify`) report the error.
+
+use std::path::{Path, PathBuf};
+
+use vev::{
+    Component, Connection, Db, EntityId, IndexOrder, Keyword, OpenOptions, TimePoint, Value,
+};
+
+const SCHEMA: &str = r#"[
+ {:db/ident :p/email :db/valueType :db.type/string :db/cardinality :db.cardinality/one
+  :db/unique :db.unique/identity}
+ {:db/ident :p/name :db/valueType :db.type/string :db/cardinality :db.cardinality/one}
+ {:db/ident :p/age :db/valueType :db.type/long :db/cardinality :db.cardinality/one}
+ {:db/ident :p/tag :db/valueType :db.type/string :db/cardinality :db.cardinality/many}
+ {:db/ident :p/friend :db/valueType :db.type/ref :db/cardinality :db.cardinality/many}]"#;
+
+const PEOPLE: usize = 900;
+
+/// Schema, people, friendships, then retractions and renames (so the retired datoms' four
+/// indexes hold something), checkpointed: every tree is in segments, the log tail is empty.
+fn build(path: &Path) {
+    let conn = Connection::open(path).unwrap();
+    conn.transact_edn(SCHEMA).unwrap();
+    let people: Vec<String> = (0..PEOPLE)
+        .map(|i| {
+            format!(
+                r#"{{:p/email "p{i}@x" :p/name "name {i}" :p/age {} :p/tag ["t{}" "u{}"]}}"#,
+                i % 90,
+                i % 7,
+                i % 3
+            )
+        })
+        .collect();
+    conn.transact_edn(&format!("[{}]", people.join(" ")))
+        .unwrap();
+    let friends: Vec<String> = (0..PEOPLE)
+        .map(|i| {
+            format!(
+                r#"[:db/add [:p/email "p{i}@x"] :p/friend [:p/email "p{}@x"]]"#,
+                (i * 7 + 1) % PEOPLE
+            )
+        })
+        .collect();
+    conn.transact_edn(&format!("[{}]", friends.join(" ")))
+        .unwrap();
+    let changes: Vec<String> = (0..PEOPLE)
+        .step_by(3)
+        .map(|i| {
+            format!(
+                r#"[:db/retract [:p/email "p{i}@x"] :p/friend [:p/email "p{}@x"]]
+                   [:db/retract [:p/email "p{i}@x"] :p/tag "t{}"]
+                   [:db/add [:p/email "p{i}@x"] :p/name "renamed {i}"]"#,
+                (i * 7 + 1) % PEOPLE,
+                i % 7
+            )
+        })
+        .collect();
+    conn.transact_edn(&format!("[{}]", changes.join(" ")))
+        .unwrap();
+    conn.checkpoint().unwrap();
+    let db = conn.db();
+    for (tree, ids) in db.tree_segment_ids() {
+        assert!(
+            ids.len() >= 2 || tree.starts_with("retired"),
+            "{tree}: {ids:?}"
+        );
+        assert!(!ids.is_empty(), "{tree} has no segments");
+    }
+}
+
+/// What the probes need to know of the intact database.
+struct Known {
+    people: Vec<EntityId>,
+    email: EntityId,
+    age: EntityId,
+    /// A basis-t in the middle, and its transaction's instant.
+    mid_t: u64,
+    mid_ms: i64,
+}
+
+fn known(db: &Db) -> Known {
+    let email = db.entid(&Keyword::new("p/email")).unwrap();
+    let people = db
+        .datoms(IndexOrder::Aevt, &[Component::Entity(email)])
+        .map(|d| d.unwrap().e)
+        .collect::<Vec<_>>();
+    assert_eq!(people.len(), PEOPLE);
+    let log = db.tx_range(None, None).unwrap();
+    let mid = &log[log.len() - 2];
+    let instant = db.entid(&Keyword::new("db/txInstant")).unwrap();
+    let mid_ms = mid
+        .datoms
+        .iter()
+        .find(|d| d.a == instant)
+        .and_then(|d| match d.v {
+            Value::Instant(ms) => Some(ms),
+            _ => None,
+        })
+        .unwrap();
+    Known {
+        people,
+        email,
+        age: db.entid(&Keyword::new("p/age")).unwrap(),
+        mid_t: mid.t,
+        mid_ms,
+    }
+}
+
+/// A read's answer as text, or its error code.
+type Answer = Result<String, String>;
+
+fn text<T: std::fmt::Debug, E: std::fmt::Display + HasCode>(r: Result<T, E>) -> Answer {
+    r.map(|x| format!("{x:?}"))
+        .map_err(|e| format!("{}: {e}", e.code()))
+}
+
+trait HasCode {
+    fn code(&self) -> &'static str;
+}
+impl HasCode for vev::StorageError {
+    fn code(&self) -> &'static str {
+        vev::StorageError::code(self)
+    }
+}
+impl HasCode for vev::Error {
+    fn code(&self) -> &'static str {
+        vev::Error::code(self)
+    }
+}
+impl HasCode for vev::QueryError {
+    fn code(&self) -> &'static str {
+        vev::QueryError::code(self)
+    }
+}
+impl HasCode for vev::PullError {
+    fn code(&self) -> &'static str {
+        vev::PullError::code(self)
+    }
+}
+
+fn all(scan: vev::Datoms) -> Answer {
+    text(scan.collect::<Result<Vec<_>, _>>())
+}
+
+/// Each entity through `read`, stopping at the first error.
+fn each<T: std::fmt::Debug>(
+    k: &Known,
+    read: impl Fn(EntityId) -> Result<T, vev::StorageError>,
+) -> Answer {
+    text(
+        k.people
+            .iter()
+            .map(|&e| read(e))
+            .collect::<Result<Vec<_>, _>>(),
+    )
+}
+
+type Probe = Box<dyn Fn(&Connection, &Known) -> Answer>;
+
+/// Every public read API, each over the whole database where it can be.
+fn probes() -> Vec<(String, Probe)> {
+    let mut out: Vec<(String, Probe)> = Vec::new();
+    let mut add = |name: String, p: Probe| out.push((name, p));
+    for order in IndexOrder::ALL {
+        let n = order.name();
+        add(
+            format!("datoms {n}"),
+            Box::new(move |c, _| all(c.db().datoms(order, &[]))),
+        );
+        add(
+            format!("history datoms {n}"),
+            Box::new(move |c, _| all(c.db().history().datoms(order, &[]))),
+        );
+        add(
+            format!("seek_datoms {n}"),
+            Box::new(move |c, _| all(c.db().seek_datoms(order, &[]))),
+        );
+        add(
+            format!("count {n}"),
+            Box::new(move |c, _| text(c.db().count(order, &[]))),
+        );
+        add(
+            format!("history count {n}"),
+            Box::new(move |c, _| text(c.db().history().count(order, &[]))),
+        );
+    }
+    add(
+        "as_of datoms".into(),
+        Box::new(|c, k| all(c.db().as_of(k.mid_t).datoms(IndexOrder::Eavt, &[]))),
+    );
+    add(
+        "since datoms".into(),
+        Box::new(|c, k| all(c.db().since(k.mid_t).datoms(IndexOrder::Aevt, &[]))),
+    );
+    add(
+        "index_range".into(),
+        Box::new(|c, k| all(c.db().index_range(k.age, None, None))),
+    );
+    add(
+        "t_of instant".into(),
+        Box::new(|c, k| text(c.db().t_of(TimePoint::Instant(k.mid_ms)))),
+    );
+    add(
+        "as_of instant".into(),
+        Box::new(|c, k| {
+            all(c
+                .db()
+                .as_of(TimePoint::Instant(k.mid_ms))
+                .datoms(IndexOrder::Avet, &[]))
+        }),
+    );
+    add(
+        "tx_range".into(),
+        Box::new(|c, _| text(c.db().tx_range(None, None))),
+    );
+    add(
+        "values".into(),
+        Box::new(|c, k| each(k, |e| c.db().values(e, k.age))),
+    );
+    add(
+        "entity_with_value".into(),
+        Box::new(|c, k| {
+            let db = c.db();
+            let holders: Result<Vec<_>, _> = (0..PEOPLE)
+                .map(|i| db.entity_with_value(k.email, &Value::string(&format!("p{i}@x"))))
+                .collect();
+            text(holders)
+        }),
+    );
+    let kw = Keyword::new;
+    add(
+        "entity get".into(),
+        Box::new(move |c, k| each(k, |e| c.db().entity(e).get(&kw("p/name")))),
+    );
+    add(
+        "entity get_all".into(),
+        Box::new(move |c, k| each(k, |e| c.db().entity(e).get_all(&kw("p/tag")))),
+    );
+    add(
+        "entity get_ref".into(),
+        Box::new(move |c, k| {
+            each(k, |e| {
+                Ok(c.db().entity(e).get_ref(&kw("p/friend"))?.map(|x| x.id()))
+            })
+        }),
+    );
+    add(
+        "entity reverse".into(),
+        Box::new(move |c, k| each(k, |e| c.db().entity(e).reverse(&kw("p/friend")))),
+    );
+    add(
+        "entity attrs".into(),
+        Box::new(|c, k| each(k, |e| c.db().entity(e).attrs())),
+    );
+    add(
+        "entity is_empty".into(),
+        Box::new(|c, k| each(k, |e| c.db().entity(e).is_empty())),
+    );
+    add(
+        "query".into(),
+        Box::new(|c, _| {
+            text(c.db().q(
+                "[:find ?e ?n ?a ?t ?f :where [?e :p/name ?n] [?e :p/age ?a] [?e :p/tag ?t] [?e :p/friend ?f]]",
+                &[],
+            ))
+        }),
+    );
+    add(
+        "history query".into(),
+        Box::new(|c, _| {
+            text(
+                c.db()
+                    .history()
+                    .q("[:find ?e ?a ?v ?op :where [?e ?a ?v _ ?op]]", &[]),
+            )
+        }),
+    );
+    add(
+        "pull".into(),
+        Box::new(|c, k| {
+            let db = c.db();
+            let pulled: Result<Vec<_>, _> = k
+                .people
+                .iter()
+                .map(|&e| db.pull("[* {:p/_friend [:p/email]}]", e))
+                .collect();
+            text(pulled)
+        }),
+    );
+    add(
+        "pull_many".into(),
+        Box::new(|c, k| {
+            let pattern = vev::parse_pull("[*]").unwrap();
+            text(vev::pull_many(&c.db(), &pattern, &k.people))
+        }),
+    );
+    add(
+        "verify".into(),
+        Box::new(|c, _| text(c.verify().map(|r| r.map(|r| r.index_datoms)))),
+    );
+    out
+}
+
+/// The probes that must read some segment of each tree.
+fn must_fail(tree: &str) -> Vec<String> {
+    let order = |name: &str| IndexOrder::from_name(name).unwrap().name();
+    let mut out = vec!["verify".to_string()];
+    match tree.split_once(' ') {
+        Some(("retired", name)) => out.push(format!("history datoms {}", order(name))),
+        _ if tree == "log" => out.push("tx_range".into()),
+        _ => {
+            out.push(format!("datoms {}", order(tree)));
+            out.push(format!("seek_datoms {}", order(tree)));
+            out.push(format!("history datoms {}", order(tree)));
+        }
+    }
+    out
+}
+
+fn open(path: &Path) -> Connection {
+    Connection::open_with(path, &OpenOptions::read_only()).unwrap()
+}
+
+/// A copy of the database file with one byte of segment `id` flipped.
+fn corrupt_copy(intact: &Path, dir: &Path, name: &str, id: u64) -> PathBuf {
+    let path = dir.join(format!("{}.vev", name.replace(' ', "-")));
+    std::fs::copy(intact, &path).unwrap();
+    let c = rusqlite::Connection::open(&path).unwrap();
+    let mut payload: Vec<u8> = c
+        .query_row(
+            "SELECT payload FROM vev_segment WHERE id = ?1",
+            [id as i64],
+            |r| r.get(0),
+        )
+        .unwrap();
+    let mid = payload.len() / 2;
+    payload[mid] ^= 0x5a;
+    c.execute(
+        "UPDATE vev_segment SET payload = ?1 WHERE id = ?2",
+        rusqlite::params![payload, id as i64],
+    )
+    .unwrap();
+    path
+}
+
+#[test]
+fn a_corrupt_segment_of_any_index_fails_every_read_that_needs_it_and_no_read_comes_up_short() {
+    let dir = tempfile::tempdir().unwrap();
+    let intact = dir.path().join("intact.vev");
+    build(&intact);
+    // One file: nothing committed may wait in a -wal for the copies to miss.
+    rusqlite::Connection::open(&intact)
+        .unwrap()
+        .execute_batch("PRAGMA wal_checkpoint(TRUNCATE)")
+        .unwrap();
+    let conn = open(&intact);
+    let k = known(&conn.db());
+    let probes = probes();
+    let want: Vec<Answer> = probes.iter().map(|(_, p)| p(&conn, &k)).collect();
+    for ((name, _), w) in probes.iter().zip(&want) {
+        assert!(w.is_ok(), "{name} fails on the intact file: {w:?}");
+    }
+    let trees = conn.db().tree_segment_ids();
+    drop(conn);
+    assert_eq!(trees.len(), 9);
+    for (tree, ids) in trees {
+        let id = ids[ids.len() / 2];
+        let path = corrupt_copy(&intact, dir.path(), tree, id);
+        let required = must_fail(tree);
+        let mut failed = 0;
+        for ((name, probe), w) in probes.iter().zip(&want) {
+            // A fresh connection each time: its segment cache has loaded nothing yet.
+            let got = probe(&open(&path), &k);
+            match &got {
+                Err(code) => {
+                    assert!(
+                        code.starts_with("storage/corruption")
+                            && code.contains(&format!("segment {id}")),
+                        "{tree} segment {id}, {name}: {code}"
+                    );
+                    failed += 1;
+                }
+                Ok(_) => {
+                    assert!(
+                        !required.contains(name),
+                        "{tree} segment {id}: {name} did not fail"
+                    );
+                    assert!(
+                        &got == w,
+                        "{tree} segment {id}: {name} answered differently"
+                    );
+                }
+            }
+        }
+        assert!(failed >= required.len(), "{tree}: {failed} reads failed");
+    }
+}
