@@ -61,16 +61,10 @@ fn read_input(file: Option<&str>) -> CliResult<(String, String)> {
     }
 }
 
+/// A time point as the flags and the REPL take it: a basis-t, a transaction id or an instant
+/// (`TimePoint::parse`).
 pub fn time_point(arg: &str) -> CliResult<TimePoint> {
-    if let Ok(t) = arg.parse::<u64>() {
-        return Ok(TimePoint::T(t));
-    }
-    match vev::edn::parse(arg) {
-        Ok(Edn::Inst(ms)) => Ok(TimePoint::Instant(ms)),
-        _ => Err(CliError::argument(format!(
-            "time {arg:?} is neither a basis-t nor an #inst \"...\""
-        ))),
-    }
+    Ok(TimePoint::parse(arg).map_err(vev::Error::from)?)
 }
 
 /// The database value the time flags select.
@@ -562,9 +556,13 @@ pub fn datoms(
     Ok(rows.finish()?)
 }
 
-pub fn log(path: &Path, from: Option<u64>, to: Option<u64>, format: Format) -> CliResult<()> {
+pub fn log(path: &Path, from: Option<&str>, to: Option<&str>, format: Format) -> CliResult<()> {
     let conn = open_read(path)?;
     let db = conn.sync()?;
+    let bound = |arg: Option<&str>| -> CliResult<Option<u64>> {
+        arg.map(|a| Ok(db.log_t_of(time_point(a)?))).transpose()
+    };
+    let (from, to) = (bound(from)?, bound(to)?);
     let header = ["t", "e", "a", "v", "added"].map(String::from).to_vec();
     let mut rows = Rows::new(stdout(), format, header)?;
     for entry in db.tx_range(from, to) {

@@ -36,10 +36,12 @@ struct Cli {
 /// Which database value a read command sees.
 #[derive(clap::Args, Debug, Default)]
 pub struct TimeArgs {
-    /// The database as of basis-t T (or an #inst "..." instant).
+    /// The database as of T: a basis-t, a transaction id (as ?tx binds) or an instant
+    /// (#inst "2024-01-31T12:00:00Z", or the same without #inst).
     #[arg(long, value_name = "T")]
     pub as_of: Option<String>,
-    /// Only what was asserted or retracted after basis-t T (or an #inst "..." instant).
+    /// Only what was asserted or retracted after T (a basis-t, a transaction id or an
+    /// instant).
     #[arg(long, value_name = "T")]
     pub since: Option<String>,
     /// Every assertion and retraction, past and present.
@@ -107,12 +109,14 @@ enum Command {
     /// Print the transaction log, one datom a row: basis-t, entity, attribute, value, added.
     Log {
         db: PathBuf,
-        /// First basis-t (inclusive).
+        /// First transaction (inclusive): a basis-t, a transaction id, or an instant (the
+        /// first transaction at or after it).
         #[arg(long, value_name = "T")]
-        from: Option<u64>,
-        /// Last basis-t (exclusive).
+        from: Option<String>,
+        /// End (exclusive): a basis-t, a transaction id, or an instant (the transactions
+        /// before it).
         #[arg(long, value_name = "T")]
-        to: Option<u64>,
+        to: Option<String>,
         #[arg(long, value_enum)]
         format: Option<Format>,
     },
@@ -232,7 +236,7 @@ fn run(cli: Cli) -> error::CliResult<()> {
             from,
             to,
             format,
-        } => commands::log(&db, from, to, Format::resolve(format)),
+        } => commands::log(&db, from.as_deref(), to.as_deref(), Format::resolve(format)),
         Command::Schema { db, system, format } => {
             commands::schema(&db, system, Format::resolve(format))
         }

@@ -37,7 +37,7 @@ const COMMANDS: &[(&str, &str, &str)] = &[
     (
         ":as-of",
         "[T]",
-        "query the database as of basis-t T (or #inst); no T: now",
+        "query the database as of T (basis-t, tx id or #inst); no T: now",
     ),
     (
         ":since",

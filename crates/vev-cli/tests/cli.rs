@@ -231,6 +231,67 @@ fn query_inputs_files_and_time_travel() {
     );
 }
 
+/// `--as-of`, `--since` and `vev log --from/--to` take a basis-t, a transaction id (what `?tx`
+/// binds to) or an instant, and each names the same point.
+#[test]
+fn time_flags_take_a_t_a_tx_id_or_an_instant() {
+    let f = fixture();
+    // Transaction 2 (Ann and Bo): its id and its instant.
+    let q_tx = "[:find ?tx . :where [?e :person/email \"bo@x\" ?tx]]";
+    let tx = run_ok(&["query", s(&f.db), q_tx], "").trim().to_string();
+    let q_inst = format!("[:find ?i . :where [{tx} :db/txInstant ?i]]");
+    let inst = run_ok(&["query", s(&f.db), &q_inst], "").trim().to_string();
+    assert!(inst.starts_with("#inst \""), "{inst}");
+    let bare = inst
+        .trim_start_matches("#inst ")
+        .trim_matches('"')
+        .to_string();
+    let age = "[:find ?a . :where [?e :person/email \"ann@x\"] [?e :person/age ?a]]";
+    let names = "[:find ?n :where [?e :person/name ?n]]";
+    for point in ["2", tx.as_str(), inst.as_str(), bare.as_str()] {
+        let as_of = run_ok(&["query", s(&f.db), age, "--as-of", point], "");
+        assert_eq!(as_of.trim(), "30", "--as-of {point}");
+        let since = run_ok(&["query", s(&f.db), names, "--since", point], "");
+        assert_eq!(
+            parse(&since).unwrap(),
+            parse("#{}").unwrap(),
+            "--since {point}"
+        );
+        let log = run_ok(&["log", s(&f.db), "--from", point, "--to", point], "");
+        assert_eq!(log, "", "--from {point} --to {point}");
+        let log = run_ok(&["log", s(&f.db), "--from", point], "");
+        let ts: std::collections::BTreeSet<String> = log
+            .lines()
+            .map(|l| parse(l).unwrap().as_seq().unwrap()[0].to_string())
+            .collect();
+        assert_eq!(
+            ts.into_iter().collect::<Vec<_>>(),
+            ["2", "3"],
+            "--from {point}"
+        );
+    }
+    // Since the schema: Ann and Bo were both added after it.
+    let since = run_ok(&["query", s(&f.db), names, "--since", "1"], "");
+    assert_eq!(
+        parse(&since).unwrap(),
+        parse(r#"#{["Ann"] ["Bo, \"the\" second"]}"#).unwrap()
+    );
+    // A user entity's id is neither a t nor a transaction id.
+    let ann = run_ok(
+        &[
+            "query",
+            s(&f.db),
+            "[:find ?e . :where [?e :person/email \"ann@x\"]]",
+        ],
+        "",
+    );
+    let err = run_err(&["query", s(&f.db), age, "--as-of", ann.trim()], "");
+    assert!(err.starts_with("error[time/not-a-time]: "), "{err}");
+    assert!(err.contains("partition 4"), "{err}");
+    let err = run_err(&["log", s(&f.db), "--from", "yesterday"], "");
+    assert!(err.starts_with("error[time/unreadable]: "), "{err}");
+}
+
 #[test]
 fn query_explain_and_timing() {
     let f = fixture();
@@ -433,7 +494,7 @@ fn errors_name_their_code_and_point_at_the_column() {
         ],
         "",
     );
-    assert!(err.starts_with("error[cli/invalid-argument]: "), "{err}");
+    assert!(err.starts_with("error[time/unreadable]: "), "{err}");
     let not_db = f.db.with_file_name("not.vev");
     std::fs::write(
         &not_db,

@@ -280,6 +280,8 @@ impl std::fmt::Debug for Db {
 }
 
 /// A point in time for `as_of` and `since`: a basis-t, a transaction id, or an instant.
+/// `TimePoint::parse` and `TimePoint::from_long` read one from text or a number (module
+/// `time`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum TimePoint {
     T(BasisT),
@@ -341,17 +343,18 @@ impl Db {
         self.state.last_instant
     }
 
-    /// Resolve a time point to a basis-t.
+    /// Resolve a time point to a basis-t. A transaction id given as `T` (a plain number
+    /// through `From<u64>`) is read as its t too, as Datomic's `as-of` does.
     pub fn t_of(&self, point: TimePoint) -> BasisT {
         match point {
-            TimePoint::T(t) => t,
+            TimePoint::T(t) => ids::t_of(t),
             TimePoint::Tx(tx) => ids::t_of(tx),
             TimePoint::Instant(ms) => self.t_at_instant(ms),
         }
     }
 
     /// The latest basis-t whose transaction instant is at or before `ms`.
-    fn t_at_instant(&self, ms: i64) -> BasisT {
+    pub(crate) fn t_at_instant(&self, ms: i64) -> BasisT {
         let tx_instant = Component::Entity(sys::TX_INSTANT);
         let mut best = 0;
         self.state

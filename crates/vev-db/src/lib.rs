@@ -10,6 +10,7 @@ mod log;
 pub mod persist;
 mod segment;
 mod source;
+mod time;
 pub mod tree;
 mod tx;
 
@@ -17,6 +18,7 @@ pub use codec::DecodeError;
 pub use db::{Datoms, Db, TimePoint, View};
 pub use entity::Entity;
 pub use log::TxLogEntry;
+pub use time::TimePointError;
 pub use tx::{
     transact, transact_owned, Bulk, BulkTx, NoFunctions, TxContext, TxFunctions, TxOutcome,
     TxReport,
