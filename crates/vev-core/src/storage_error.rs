@@ -32,6 +32,9 @@ pub enum StorageError {
     /// A write was attempted through a read-only connection.
     #[error("connection to {path} is read-only")]
     ReadOnly { path: String },
+    /// A file Vev was asked to create (a backup's destination) already exists.
+    #[error("{path} already exists")]
+    Exists { path: String },
     /// A fault injected by a test backend.
     #[error("injected fault at {op} (operation {n})")]
     Injected { op: String, n: u64 },
@@ -47,6 +50,7 @@ impl StorageError {
             StorageError::NotVev { .. } => "storage/not-vev",
             StorageError::Io { .. } => "storage/io",
             StorageError::ReadOnly { .. } => "storage/read-only",
+            StorageError::Exists { .. } => "storage/exists",
             StorageError::Injected { .. } => "storage/injected",
         }
     }

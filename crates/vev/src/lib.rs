@@ -47,4 +47,4 @@ pub use vev_query::{
     pull_many, q, Input, Limits, PlanStep, PullError, Query, QueryError, QueryOptions, QueryResult,
     Registry, ResultKind, Rows, Source,
 };
-pub use vev_sqlite::{FaultPlan, LockMode, VerifyReport};
+pub use vev_sqlite::{BackupProgress, BackupReport, FaultPlan, LockMode, VerifyReport};
