@@ -7,8 +7,8 @@ use std::path::Path;
 use std::time::Instant;
 
 use vev::{
-    Attribute, Component, Connection, Datom, Db, Edn, EntityId, IndexOrder, Keyword, OpenOptions,
-    Query, ResultKind, TempId, TimePoint, Value,
+    Attribute, Component, Connection, Datom, Db, Edn, EntityId, IndexOrder, Keyword, LockMode,
+    OpenOptions, Query, ResultKind, TempId, TimePoint, Value,
 };
 
 use crate::error::{CliError, CliResult, WithSource};
@@ -108,24 +108,25 @@ pub fn report_edn(report: &vev::TxReport) -> Edn {
     ]))
 }
 
-pub fn transact(path: &Path, file: Option<&str>, batch: bool) -> CliResult<()> {
+/// Open a database file as its writer (created if missing); `lock` says what to do when
+/// another process holds the writer lock (`--wait`).
+pub fn open_write(path: &Path, lock: LockMode) -> CliResult<Connection> {
+    let opts = OpenOptions {
+        lock,
+        ..OpenOptions::default()
+    };
+    Ok(Connection::open_with(path, &opts)?)
+}
+
+pub fn transact(path: &Path, file: Option<&str>, batch: bool, lock: LockMode) -> CliResult<()> {
+    if batch {
+        return crate::batch::transact_stream(path, file, lock);
+    }
     let (name, text) = read_input(file)?;
-    let conn = Connection::open(path)?;
+    let conn = open_write(path, lock)?;
     let mut out = stdout();
-    if !batch {
-        let report = conn.transact_edn(&text).in_text(&name, &text, 0)?;
-        writeln!(out, "{}", report_edn(&report))?;
-        return Ok(out.flush()?);
-    }
-    // Each top-level form is one transaction; errors point into the whole input.
-    let forms = vev::edn::parse_all_spanned(&text).in_text(&name, &text, 0)?;
-    for form in forms {
-        let (start, end) = (form.span.start.offset, form.span.end.offset);
-        let report = conn
-            .transact_edn(&text[start..end])
-            .in_form(&name, &text, start)?;
-        writeln!(out, "{}", report_edn(&report))?;
-    }
+    let report = conn.transact_edn(&text).in_text(&name, &text, 0)?;
+    writeln!(out, "{}", report_edn(&report))?;
     Ok(out.flush()?)
 }
 

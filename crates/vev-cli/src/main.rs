@@ -5,6 +5,8 @@ use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
 
+mod backup;
+mod batch;
 mod commands;
 mod csv;
 mod demo;
@@ -31,6 +33,37 @@ static ALLOCATOR: vev::alloc::MiMalloc = vev::alloc::MiMalloc;
 struct Cli {
     #[command(subcommand)]
     command: Command,
+    /// When another process holds the writer lock, wait for it to be released (up to SECS
+    /// seconds; --wait alone: without limit) instead of failing at once with storage/locked.
+    /// For the commands that write: transact, import, repl.
+    #[arg(
+        long,
+        global = true,
+        value_name = "SECS",
+        num_args = 0..=1,
+        require_equals = true,
+        value_parser = parse_wait
+    )]
+    wait: Option<Option<std::time::Duration>>,
+}
+
+/// `--wait=SECS`: a non-negative number of seconds.
+fn parse_wait(text: &str) -> Result<std::time::Duration, String> {
+    text.parse::<f64>()
+        .ok()
+        .and_then(|s| std::time::Duration::try_from_secs_f64(s).ok())
+        .ok_or_else(|| format!("{text:?} is not a number of seconds"))
+}
+
+impl Cli {
+    /// What a writer does when the lock is taken.
+    fn lock_mode(&self) -> vev::LockMode {
+        match self.wait {
+            None => vev::LockMode::Fail,
+            Some(None) => vev::LockMode::Wait(std::time::Duration::MAX),
+            Some(Some(limit)) => vev::LockMode::Wait(limit),
+        }
+    }
 }
 
 /// Which database value a read command sees.
@@ -169,6 +202,15 @@ enum Command {
     Repl { db: PathBuf },
     /// Check every log row and index segment of a database file.
     Verify { db: PathBuf },
+    /// Copy the database SRC to a new file DEST (or into the directory DEST), consistently,
+    /// while another process may be writing to it (SQLite's online backup; a progress bar on
+    /// a terminal). The copy is one complete file. Prints {:backup DEST :basis-t T :bytes N}.
+    Backup {
+        /// The database to copy.
+        src: PathBuf,
+        /// The new file (it must not exist), or a directory to copy into.
+        dest: PathBuf,
+    },
     /// Create a database in DIR (default: a temporary directory), load a generated data set of
     /// people and friendships, and run example queries with their timings.
     Demo {
@@ -187,9 +229,12 @@ pub enum Index {
     Vaet,
 }
 
-fn run(cli: Cli) -> error::CliResult<()> {
-    match cli.command {
-        Command::Transact { db, file, batch } => commands::transact(&db, file.as_deref(), batch),
+fn run(cli: Cli) -> error::CliResult<ExitCode> {
+    let lock = cli.lock_mode();
+    let done = match cli.command {
+        Command::Transact { db, file, batch } => {
+            commands::transact(&db, file.as_deref(), batch, lock)
+        }
         Command::Query {
             db,
             query,
@@ -241,8 +286,10 @@ fn run(cli: Cli) -> error::CliResult<()> {
             commands::schema(&db, system, Format::resolve(format))
         }
         Command::Stats { db, format } => commands::stats(&db, Format::resolve(format)),
-        Command::Repl { db } => repl::repl(&db),
+        // The one command whose failures (of entries) are printed as they happen.
+        Command::Repl { db } => return repl::repl(&db, lock),
         Command::Verify { db } => commands::verify(&db),
+        Command::Backup { src, dest } => backup::backup(&src, &dest),
         Command::Export { db, out } => export::export(&db, out.as_deref()),
         Command::Import {
             db,
@@ -257,17 +304,19 @@ fn run(cli: Cli) -> error::CliResult<()> {
                 format,
                 attr_prefix: attr_prefix.as_deref(),
                 batch_records,
+                lock,
             },
         ),
         Command::Demo { dir, people } => demo::run(dir, people),
-    }
+    };
+    done.map(|()| ExitCode::SUCCESS)
 }
 
 fn main() -> ExitCode {
     vev::alloc::keep_freed_memory();
     let cli = Cli::parse();
     match run(cli) {
-        Ok(()) => ExitCode::SUCCESS,
+        Ok(code) => code,
         Err(e) if e.is_broken_pipe() => ExitCode::SUCCESS,
         Err(e) => {
             eprint!("{}", e.render());
