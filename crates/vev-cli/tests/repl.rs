@@ -351,6 +351,31 @@ mod pty {
         assert!(saved.contains(":person/name ?n]]"), "{saved}");
     }
 
+    /// Lines typed ahead (pasted, or typed while an entry runs) all run, and so do two
+    /// entries on one line.
+    #[test]
+    fn type_ahead_on_a_terminal_runs_every_entry() {
+        let dir = tempfile::tempdir().unwrap();
+        let db = dir.path().join("t.vev");
+        scripted(&db, SCHEMA);
+        let mut p = spawn(&db, &dir.path().join("history"));
+        prompt(&mut p);
+        p.send(
+            ":tx [{:person/name \"Ann\"}]\n:tx [{:person/name \"Bo\"}]\n\
+             [:find (count ?e) . :where [?e :person/name]] :timing\n:as-of 2\n",
+        )
+        .unwrap();
+        p.flush().unwrap();
+        p.exp_string("{:basis-t 2,").unwrap();
+        p.exp_string("{:basis-t 3,").unwrap();
+        p.exp_string("(count ?e)").unwrap();
+        p.exp_string("timing on").unwrap();
+        p.exp_string("queries see the database as of 2").unwrap();
+        prompt(&mut p);
+        p.send_line(":quit").unwrap();
+        p.exp_eof().unwrap();
+    }
+
     #[test]
     fn tab_completes_commands_and_ctrl_c_drops_an_entry() {
         let dir = tempfile::tempdir().unwrap();

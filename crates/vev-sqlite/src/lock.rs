@@ -8,8 +8,8 @@
 //! file stayed open in the process (`vev repl` opens a writer for each `:tx` beside its
 //! reader) silently dropped the reader's lock: the next writer elsewhere deleted the `-wal`
 //! under it, and the reader went on reading the unlinked one, never seeing a later commit.
-//! So each file's descriptor stays open in `LOCKS` for the life of the process; releasing
-//! the lock is `flock(LOCK_UN)` on it, which leaves `fcntl` locks alone. The `held` flag
+//! So each file's descriptor stays open in `LOCKS` while the file exists; releasing the
+//! lock is `flock(LOCK_UN)` on it, which leaves `fcntl` locks alone. The `held` flag
 //! keeps a second writer in the same process out (a `flock` through the same descriptor
 //! would succeed).
 
@@ -57,6 +57,9 @@ pub(crate) enum TryLock {
 /// Take the writer lock of the file at `path` (created if missing) if it is free.
 pub(crate) fn try_lock(path: &Path) -> Result<WriterLock, TryLock> {
     let mut locks = locks().lock().unwrap_or_else(|p| p.into_inner());
+    // Descriptors of deleted files go (no path reaches them, so no connection can lock
+    // them any more); while one is open its inode number is not reused, so keys stay unique.
+    locks.retain(|_, e| e.held || e.file.metadata().is_ok_and(|m| m.nlink() > 0));
     let known = std::fs::metadata(path)
         .ok()
         .map(|m| (m.dev(), m.ino()))
