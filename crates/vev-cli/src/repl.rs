@@ -234,7 +234,9 @@ impl Session {
 
     /// Transact through a writer opened for this transaction only: the lock is held while
     /// it runs, and the reader sees the commit at its next query.
-    fn transact(&self, data: &str) -> Result<vev::TxReport, vev::Error> {
+    /// `data` is `entry[offset..]` (so errors point into the entry).
+    fn transact(&self, entry: &str, offset: usize) -> CliResult<vev::TxReport> {
+        let data = &entry[offset..];
         let opts = vev::OpenOptions {
             lock: self.lock,
             create: false,
@@ -243,7 +245,8 @@ impl Session {
             checkpoint_on_close: false,
             ..vev::OpenOptions::default()
         };
-        Connection::open_with(&self.path, &opts)?.transact_edn(data)
+        let writer = Connection::open_with(&self.path, &opts)?;
+        writer.transact_edn(data).in_text("input", entry, offset)
     }
 
     fn run(&mut self, entry: &str, out: &mut impl Write) -> CliResult<Flow> {
@@ -271,7 +274,7 @@ impl Session {
                 }
                 // Carets point into the whole entry.
                 let offset = entry.len() - entry.trim_start().len() + trimmed.len() - rest.len();
-                let report = self.transact(rest).in_text("input", entry, offset)?;
+                let report = self.transact(entry, offset)?;
                 writeln!(out, "{}", commands::report_edn(&report))?;
             }
             ":as-of" | ":since" => {

@@ -258,6 +258,46 @@ fn an_idle_repl_lets_another_process_write() {
     let err = String::from_utf8(out.stderr).unwrap();
     assert!(err.starts_with("error[storage/locked]: "), "{err}");
     assert_eq!(out.status.code(), Some(1), "an entry failed");
+
+    // With --wait, a :tx waits for the other writer to finish.
+    let mut repl = Live::spawn(&["repl", path, "--wait=20"]);
+    let writer = vev::Connection::open(&db).unwrap();
+    repl.write(":tx [{:person/name \"Fi\"}]\n");
+    let early = repl
+        .lines
+        .recv_timeout(std::time::Duration::from_millis(300));
+    assert!(early.is_err(), "the :tx waits for the lock: {early:?}");
+    drop(writer);
+    assert!(repl.line().starts_with("{:basis-t 6,"));
+    assert!(repl.finish().status.success());
+}
+
+/// `:as-of` and `:since` take a basis-t, a transaction id or an instant.
+#[test]
+fn views_take_a_t_a_tx_id_or_an_instant() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("t.vev");
+    scripted(&db, SCHEMA);
+    scripted(
+        &db,
+        ":tx [{:person/name \"Ann\"}]\n:tx [{:person/name \"Bo\"}]\n",
+    );
+    let tx = vev::ids::tx_id(2);
+    let count = "[:find (count ?e) . :where [?e :person/name]]";
+    for point in ["2".to_string(), tx.to_string()] {
+        let (out, _) = scripted(
+            &db,
+            &format!(":as-of {point}\n{count}\n:as-of\n:since {point}\n{count}\n"),
+        );
+        let counts: Vec<&str> = out
+            .lines()
+            .filter(|l| l.len() == 1 || l.starts_with("(0"))
+            .collect();
+        assert_eq!(counts, ["1", "1"], "{point}: {out}");
+    }
+    let (_, err, code) = scripted_status(&db, &format!(":as-of {}\n", vev::ids::user_id(1)));
+    assert_eq!(code, Some(1));
+    assert!(err.starts_with("error[time/not-a-time]: "), "{err}");
 }
 
 #[cfg(unix)]

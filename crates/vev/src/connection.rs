@@ -400,6 +400,7 @@ impl Connection {
     /// Works from any connection to the file, read-only ones included; the copy is a
     /// complete Vev file (no `-wal` beside it needed). `progress` is called after each step
     /// of SQLite's online backup. In memory there is no file to copy (`storage/io`).
+    #[allow(clippy::result_large_err)] // `Error`, as every method here returns
     pub fn backup(
         &self,
         dest: impl AsRef<Path>,
