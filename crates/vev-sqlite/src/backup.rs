@@ -12,6 +12,9 @@
 //! and the writer never waits for it), into a temporary file beside the destination that is
 //! synced and then linked to the destination's name (so a failure or a crash leaves no
 //! half-written destination, and an existing file is never replaced).
+//!
+//! `check_wal_sibling` (part of `verify`) looks at the `-wal` beside a file: SQLite ignores
+//! one whose header is damaged, silently, and with it every transaction it holds.
 
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -182,4 +185,99 @@ fn copy_into(
         pages: done.pages_total,
         bytes: done.pages_total * page_size.max(0) as u64,
     })
+}
+
+/// SQLite's write-ahead log magic numbers (checksums in little- or big-endian words).
+const WAL_MAGIC_LE: u32 = 0x377f_0682;
+const WAL_MAGIC_BE: u32 = 0x377f_0683;
+
+/// SQLite's WAL checksum over `bytes` (a multiple of 8), words in the byte order `big`.
+fn wal_checksum(bytes: &[u8], big: bool) -> (u32, u32) {
+    let (mut s0, mut s1) = (0u32, 0u32);
+    for pair in bytes.chunks_exact(8) {
+        let word = |b: &[u8]| {
+            let b = [b[0], b[1], b[2], b[3]];
+            if big {
+                u32::from_be_bytes(b)
+            } else {
+                u32::from_le_bytes(b)
+            }
+        };
+        s0 = s0.wrapping_add(word(&pair[..4])).wrapping_add(s1);
+        s1 = s1.wrapping_add(word(&pair[4..])).wrapping_add(s0);
+    }
+    (s0, s1)
+}
+
+/// Whether a write-ahead log header is one SQLite reads: its magic number and checksum.
+/// All zeros (a log a writer's open preallocated, or one it reset) holds nothing.
+fn wal_header_ok(header: &[u8; 32]) -> bool {
+    if header.iter().all(|b| *b == 0) {
+        return true;
+    }
+    let field = |at: usize| {
+        u32::from_be_bytes([header[at], header[at + 1], header[at + 2], header[at + 3]])
+    };
+    let big = match field(0) {
+        WAL_MAGIC_LE => false,
+        WAL_MAGIC_BE => true,
+        _ => return false,
+    };
+    wal_checksum(&header[..24], big) == (field(24), field(28))
+}
+
+/// The `-wal` beside `path`, if there is one that is not empty, must be a log SQLite uses:
+/// one with a damaged header is ignored, and the transactions in it are not in the
+/// database `path` opens as (a `-wal` copied half-way, say).
+pub(crate) fn check_wal_sibling(path: &Path) -> Result<(), StorageError> {
+    use std::io::Read;
+    let mut wal = path.as_os_str().to_owned();
+    wal.push("-wal");
+    let Ok(mut file) = std::fs::File::open(&wal) else {
+        return Ok(());
+    };
+    let mut header = [0u8; 32];
+    let mut read = 0;
+    while read < header.len() {
+        match file.read(&mut header[read..]) {
+            Ok(0) => break,
+            Ok(n) => read += n,
+            Err(e) => return Err(backup_io(Path::new(&wal), e)),
+        }
+    }
+    if read == 0 || (read == header.len() && wal_header_ok(&header)) {
+        return Ok(());
+    }
+    Err(StorageError::corruption(
+        format!("write-ahead log {}", Path::new(&wal).display()),
+        format!(
+            "its {read}-byte header is not one SQLite reads, so it ignores the file and any \
+             transactions in it are not in {}",
+            path.display()
+        ),
+    ))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn wal_headers_are_checked_like_sqlite() {
+        let mut header = [0u8; 32];
+        assert!(wal_header_ok(&header), "zeros: a preallocated log");
+        header[..4].copy_from_slice(&WAL_MAGIC_LE.to_be_bytes());
+        header[4..8].copy_from_slice(&3_007_000u32.to_be_bytes());
+        header[8..12].copy_from_slice(&4096u32.to_be_bytes());
+        header[16..24].copy_from_slice(&[1, 2, 3, 4, 5, 6, 7, 8]);
+        let (s0, s1) = wal_checksum(&header[..24], false);
+        header[24..28].copy_from_slice(&s0.to_be_bytes());
+        header[28..32].copy_from_slice(&s1.to_be_bytes());
+        assert!(wal_header_ok(&header));
+        for i in 0..32 {
+            let mut bad = header;
+            bad[i] ^= 0x40;
+            assert!(!wal_header_ok(&bad), "byte {i} flipped");
+        }
+    }
 }

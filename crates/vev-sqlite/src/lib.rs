@@ -736,8 +736,10 @@ impl Store {
     }
 
     /// Check every log row and segment: checksums, decoding, order and counts, and that the
-    /// log replays into the indexes `db` holds (the latest database).
+    /// log replays into the indexes `db` holds (the latest database); and that a `-wal`
+    /// beside the file is one SQLite reads (`backup::check_wal_sibling`).
     pub fn verify(&self, db: &Db) -> Result<VerifyReport, StorageError> {
+        backup::check_wal_sibling(&self.path)?;
         let conn = self.conn();
         let mut report = VerifyReport {
             log_rows: 0,

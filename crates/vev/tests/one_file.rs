@@ -139,3 +139,34 @@ fn a_backup_taken_while_a_writer_commits_is_one_committed_state() {
         .unwrap_err();
     assert_eq!(err.code(), "storage/io");
 }
+
+/// `verify` reads the -wal beside the file: a live writer's is fine; one with a damaged
+/// header (SQLite ignores it, and the transactions in it) is reported, not passed as ok.
+#[test]
+fn verify_reports_a_write_ahead_log_sqlite_would_ignore() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("a.vev");
+    drop(write_with_segments(&path, 50));
+    // The first 51 transactions are in the file, the next ones in the live writer's -wal.
+    let writer = Connection::open(&path).unwrap();
+    for n in 50..60 {
+        writer.transact_edn(&tx(n)).unwrap();
+    }
+    let reader = Connection::open_with(&path, &OpenOptions::read_only()).unwrap();
+    assert_eq!(reader.verify().unwrap().unwrap().log_rows, 61);
+    // A copy of both files whose -wal header got damaged on the way.
+    let wal = std::fs::read(sibling(&path, "-wal")).unwrap();
+    assert_ne!(&wal[..4], &[0, 0, 0, 0], "the writer's -wal has a header");
+    let other = tempfile::tempdir().unwrap();
+    let copy = other.path().join("a.vev");
+    std::fs::copy(&path, &copy).unwrap();
+    let mut damaged = wal.clone();
+    damaged[12] ^= 1;
+    std::fs::write(sibling(&copy, "-wal"), &damaged).unwrap();
+    let opened = Connection::open_with(&copy, &OpenOptions::read_only()).unwrap();
+    assert_eq!(opened.db().basis_t(), 51, "SQLite ignored the -wal");
+    let err = opened.verify().unwrap_err();
+    assert_eq!(err.code(), "storage/corruption");
+    assert!(err.to_string().contains("-wal"), "{err}");
+    drop((writer, reader));
+}
