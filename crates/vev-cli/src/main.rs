@@ -89,7 +89,9 @@ enum Command {
     Transact {
         db: PathBuf,
         file: Option<String>,
-        /// The input is a stream of transactions, one top-level vector each; one report a line.
+        /// The input is a stream of transactions, one top-level vector each: each is committed
+        /// and its report line printed as soon as it has arrived (the writer lock is held
+        /// until the input ends). The first failing one stops the stream.
         #[arg(long)]
         batch: bool,
     },
