@@ -7,8 +7,8 @@ use std::path::Path;
 use std::time::Instant;
 
 use vev::{
-    Attribute, Component, Connection, Datom, Db, Edn, EntityId, IndexOrder, Keyword, OpenOptions,
-    Query, ResultKind, TempId, TimePoint, Value,
+    Attribute, Component, Connection, Datom, Db, Edn, EntityId, IndexOrder, Keyword, LockMode,
+    OpenOptions, Query, ResultKind, TempId, TimePoint, Value,
 };
 
 use crate::error::{CliError, CliResult, WithSource};
@@ -62,16 +62,10 @@ fn read_input(file: Option<&str>) -> CliResult<(String, String)> {
     }
 }
 
+/// A time point as the flags and the REPL take it: a basis-t, a transaction id or an instant
+/// (`TimePoint::parse`).
 pub fn time_point(arg: &str) -> CliResult<TimePoint> {
-    if let Ok(t) = arg.parse::<u64>() {
-        return Ok(TimePoint::T(t));
-    }
-    match vev::edn::parse(arg) {
-        Ok(Edn::Inst(ms)) => Ok(TimePoint::Instant(ms)),
-        _ => Err(CliError::argument(format!(
-            "time {arg:?} is neither a basis-t nor an #inst \"...\""
-        ))),
-    }
+    Ok(TimePoint::parse(arg).map_err(vev::Error::from)?)
 }
 
 /// The database value the time flags select.
@@ -115,24 +109,25 @@ pub fn report_edn(report: &vev::TxReport) -> Edn {
     ]))
 }
 
-pub fn transact(path: &Path, file: Option<&str>, batch: bool) -> CliResult<()> {
+/// Open a database file as its writer (created if missing); `lock` says what to do when
+/// another process holds the writer lock (`--wait`).
+pub fn open_write(path: &Path, lock: LockMode) -> CliResult<Connection> {
+    let opts = OpenOptions {
+        lock,
+        ..OpenOptions::default()
+    };
+    Ok(Connection::open_with(path, &opts)?)
+}
+
+pub fn transact(path: &Path, file: Option<&str>, batch: bool, lock: LockMode) -> CliResult<()> {
+    if batch {
+        return crate::batch::transact_stream(path, file, lock);
+    }
     let (name, text) = read_input(file)?;
-    let conn = Connection::open(path)?;
+    let conn = open_write(path, lock)?;
     let mut out = stdout();
-    if !batch {
-        let report = conn.transact_edn(&text).in_text(&name, &text, 0)?;
-        writeln!(out, "{}", report_edn(&report))?;
-        return Ok(out.flush()?);
-    }
-    // Each top-level form is one transaction; errors point into the whole input.
-    let forms = vev::edn::parse_all_spanned(&text).in_text(&name, &text, 0)?;
-    for form in forms {
-        let (start, end) = (form.span.start.offset, form.span.end.offset);
-        let report = conn
-            .transact_edn(&text[start..end])
-            .in_form(&name, &text, start)?;
-        writeln!(out, "{}", report_edn(&report))?;
-    }
+    let report = conn.transact_edn(&text).in_text(&name, &text, 0)?;
+    writeln!(out, "{}", report_edn(&report))?;
     Ok(out.flush()?)
 }
 
@@ -553,9 +548,13 @@ pub fn datoms(
     Ok(rows.finish()?)
 }
 
-pub fn log(path: &Path, from: Option<u64>, to: Option<u64>, format: Format) -> CliResult<()> {
+pub fn log(path: &Path, from: Option<&str>, to: Option<&str>, format: Format) -> CliResult<()> {
     let conn = open_read(path)?;
     let db = conn.sync()?;
+    let bound = |arg: Option<&str>| -> CliResult<Option<u64>> {
+        arg.map(|a| Ok(db.log_t_of(time_point(a)?)?)).transpose()
+    };
+    let (from, to) = (bound(from)?, bound(to)?);
     let header = ["t", "e", "a", "v", "added"].map(String::from).to_vec();
     let mut rows = Rows::new(stdout(), format, header)?;
     for entry in db.tx_range(from, to)? {

@@ -39,6 +39,8 @@ pub struct ImportArgs<'a> {
     pub format: Option<InputFormat>,
     pub attr_prefix: Option<&'a str>,
     pub batch_records: usize,
+    /// What to do when another process holds the writer lock (`--wait`).
+    pub lock: vev::LockMode,
 }
 
 /// The transactions to load and where each came from.
@@ -79,7 +81,7 @@ pub fn import(path: &Path, args: &ImportArgs<'_>) -> CliResult<()> {
         }
     };
     let text = read_file(args.file)?;
-    let conn = Connection::open(path)?;
+    let conn = crate::commands::open_write(path, args.lock)?;
     let db = conn.db();
     let progress = Progress::new();
     let parsed = match format {

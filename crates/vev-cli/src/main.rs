@@ -5,6 +5,8 @@ use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
 
+mod backup;
+mod batch;
 mod commands;
 mod csv;
 mod demo;
@@ -31,15 +33,48 @@ static ALLOCATOR: vev::alloc::MiMalloc = vev::alloc::MiMalloc;
 struct Cli {
     #[command(subcommand)]
     command: Command,
+    /// When another process holds the writer lock, wait for it to be released (up to SECS
+    /// seconds; --wait alone: without limit) instead of failing at once with storage/locked.
+    /// For the commands that write: transact, import, repl.
+    #[arg(
+        long,
+        global = true,
+        value_name = "SECS",
+        num_args = 0..=1,
+        require_equals = true,
+        value_parser = parse_wait
+    )]
+    wait: Option<Option<std::time::Duration>>,
+}
+
+/// `--wait=SECS`: a non-negative number of seconds.
+fn parse_wait(text: &str) -> Result<std::time::Duration, String> {
+    text.parse::<f64>()
+        .ok()
+        .and_then(|s| std::time::Duration::try_from_secs_f64(s).ok())
+        .ok_or_else(|| format!("{text:?} is not a number of seconds"))
+}
+
+impl Cli {
+    /// What a writer does when the lock is taken.
+    fn lock_mode(&self) -> vev::LockMode {
+        match self.wait {
+            None => vev::LockMode::Fail,
+            Some(None) => vev::LockMode::Wait(std::time::Duration::MAX),
+            Some(Some(limit)) => vev::LockMode::Wait(limit),
+        }
+    }
 }
 
 /// Which database value a read command sees.
 #[derive(clap::Args, Debug, Default)]
 pub struct TimeArgs {
-    /// The database as of basis-t T (or an #inst "..." instant).
+    /// The database as of T: a basis-t, a transaction id (as ?tx binds) or an instant
+    /// (#inst "2024-01-31T12:00:00Z", or the same without #inst).
     #[arg(long, value_name = "T")]
     pub as_of: Option<String>,
-    /// Only what was asserted or retracted after basis-t T (or an #inst "..." instant).
+    /// Only what was asserted or retracted after T (a basis-t, a transaction id or an
+    /// instant).
     #[arg(long, value_name = "T")]
     pub since: Option<String>,
     /// Every assertion and retraction, past and present.
@@ -57,7 +92,9 @@ enum Command {
         /// The EDN transaction data (a vector of operations; with --batch, a stream of them);
         /// - or absent for stdin.
         file: Option<String>,
-        /// The input is a stream of transactions, one top-level vector each; one report a line.
+        /// The input is a stream of transactions, one top-level vector each: each is committed
+        /// and its report line printed as soon as it has arrived (the writer lock is held
+        /// until the input ends). The first failing one stops the stream.
         #[arg(long)]
         batch: bool,
     },
@@ -121,12 +158,14 @@ enum Command {
     Log {
         /// The database file.
         db: PathBuf,
-        /// First basis-t (inclusive).
+        /// First transaction (inclusive): a basis-t, a transaction id, or an instant (the
+        /// first transaction at or after it).
         #[arg(long, value_name = "T")]
-        from: Option<u64>,
-        /// Last basis-t (exclusive).
+        from: Option<String>,
+        /// End (exclusive): a basis-t, a transaction id, or an instant (the transactions
+        /// before it).
         #[arg(long, value_name = "T")]
-        to: Option<u64>,
+        to: Option<String>,
         #[arg(long, value_enum)]
         format: Option<Format>,
     },
@@ -190,6 +229,15 @@ enum Command {
         /// The database file.
         db: PathBuf,
     },
+    /// Copy the database SRC to a new file DEST (or into the directory DEST), consistently,
+    /// while another process may be writing to it (SQLite's online backup; a progress bar on
+    /// a terminal). The copy is one complete file. Prints {:backup DEST :basis-t T :bytes N}.
+    Backup {
+        /// The database to copy.
+        src: PathBuf,
+        /// The new file (it must not exist), or a directory to copy into.
+        dest: PathBuf,
+    },
     /// Create a database in DIR (default: a temporary directory), load a generated data set of
     /// people and friendships, and run example queries with their timings.
     Demo {
@@ -210,9 +258,12 @@ pub enum Index {
     Vaet,
 }
 
-fn run(cli: Cli) -> error::CliResult<()> {
-    match cli.command {
-        Command::Transact { db, file, batch } => commands::transact(&db, file.as_deref(), batch),
+fn run(cli: Cli) -> error::CliResult<ExitCode> {
+    let lock = cli.lock_mode();
+    let done = match cli.command {
+        Command::Transact { db, file, batch } => {
+            commands::transact(&db, file.as_deref(), batch, lock)
+        }
         Command::Query {
             db,
             query,
@@ -259,13 +310,15 @@ fn run(cli: Cli) -> error::CliResult<()> {
             from,
             to,
             format,
-        } => commands::log(&db, from, to, Format::resolve(format)),
+        } => commands::log(&db, from.as_deref(), to.as_deref(), Format::resolve(format)),
         Command::Schema { db, system, format } => {
             commands::schema(&db, system, Format::resolve(format))
         }
         Command::Stats { db, format } => commands::stats(&db, Format::resolve(format)),
-        Command::Repl { db } => repl::repl(&db),
+        // The one command whose failures (of entries) are printed as they happen.
+        Command::Repl { db } => return repl::repl(&db, lock),
         Command::Verify { db } => commands::verify(&db),
+        Command::Backup { src, dest } => backup::backup(&src, &dest),
         Command::Export { db, out } => export::export(&db, out.as_deref()),
         Command::Import {
             db,
@@ -280,17 +333,19 @@ fn run(cli: Cli) -> error::CliResult<()> {
                 format,
                 attr_prefix: attr_prefix.as_deref(),
                 batch_records,
+                lock,
             },
         ),
         Command::Demo { dir, people } => demo::run(dir, people),
-    }
+    };
+    done.map(|()| ExitCode::SUCCESS)
 }
 
 fn main() -> ExitCode {
     vev::alloc::keep_freed_memory();
     let cli = Cli::parse();
     match run(cli) {
-        Ok(()) => ExitCode::SUCCESS,
+        Ok(code) => code,
         Err(e) if e.is_broken_pipe() => ExitCode::SUCCESS,
         Err(e) => {
             eprint!("{}", e.render());

@@ -6,13 +6,22 @@
 //! Queries and transactions go through the same code as `vev query` and `vev transact`
 //! (`commands::run_query`, `commands::report_edn`), errors through `CliError::render`.
 //!
+//! Several entries may come in one line (typed ahead, pasted, or written by a script at
+//! once): `entries` splits them where a top-level form closes or a line ends, and each runs.
+//!
+//! The session reads through a read-only connection, so an idle REPL holds no lock and other
+//! processes write meanwhile (each query sees their commits). `:tx` opens the file as its
+//! writer for that one transaction (waiting for the lock as `--wait` says) and closes it.
+//!
 //! On a terminal, rustyline edits lines (history, multi-line entries through its validator,
 //! Tab completion of attribute idents and commands). Otherwise stdin is read line by line,
-//! without prompts, so a session can be scripted; the output is the same.
+//! without prompts, so a session can be scripted; the output is the same, and the exit
+//! status is 1 when an entry failed.
 
 use std::borrow::Cow;
 use std::io::{self, BufRead, IsTerminal, Write};
 use std::path::{Path, PathBuf};
+use std::process::ExitCode;
 
 use rustyline::completion::Completer;
 use rustyline::highlight::Highlighter;
@@ -20,7 +29,7 @@ use rustyline::hint::Hinter;
 use rustyline::history::FileHistory;
 use rustyline::validate::{ValidationContext, ValidationResult, Validator};
 use rustyline::{Context, Editor, Helper};
-use vev::{Connection, Db, Query};
+use vev::{Connection, Db, LockMode, Query};
 
 use crate::commands::{self, QuerySource};
 use crate::error::{CliError, CliResult, WithSource};
@@ -37,7 +46,7 @@ const COMMANDS: &[(&str, &str, &str)] = &[
     (
         ":as-of",
         "[T]",
-        "query the database as of basis-t T (or #inst); no T: now",
+        "query the database as of T (basis-t, tx id or #inst); no T: now",
     ),
     (
         ":since",
@@ -112,6 +121,68 @@ pub fn balanced(text: &str) -> bool {
     depth <= 0
 }
 
+/// Split complete text (`balanced`) into entries: an entry ends where a bracket closes its
+/// outermost form (a query, or the data of `:tx`) or, outside brackets, at a line's end.
+/// Entries with nothing but whitespace and comments are left out.
+pub fn entries(text: &str) -> Vec<&str> {
+    let mut out = Vec::new();
+    let mut depth: i64 = 0;
+    let mut start = 0;
+    let mut chars = text.char_indices();
+    let mut end_here = |start: &mut usize, end: usize| {
+        let entry = &text[*start..end];
+        if has_code(entry) {
+            out.push(entry);
+        }
+        *start = end;
+    };
+    while let Some((i, c)) = chars.next() {
+        match c {
+            '"' => loop {
+                match chars.next() {
+                    None => break,
+                    Some((_, '\\')) => {
+                        chars.next();
+                    }
+                    Some((_, '"')) => break,
+                    Some(_) => {}
+                }
+            },
+            ';' => {
+                // Outside brackets a comment ends the entry before it (a command's
+                // argument is the rest of its line) and is dropped with its line.
+                if depth <= 0 {
+                    end_here(&mut start, i);
+                }
+                let mut end = text.len();
+                for (j, c) in chars.by_ref() {
+                    if c == '\n' {
+                        end = j + 1;
+                        break;
+                    }
+                }
+                if depth <= 0 {
+                    start = end;
+                }
+            }
+            '\\' => {
+                chars.next();
+            }
+            '(' | '[' | '{' => depth += 1,
+            ')' | ']' | '}' => {
+                depth -= 1;
+                if depth == 0 {
+                    end_here(&mut start, i + 1);
+                }
+            }
+            '\n' if depth <= 0 => end_here(&mut start, i + 1),
+            _ => {}
+        }
+    }
+    end_here(&mut start, text.len());
+    out
+}
+
 /// The view and switches a session has set.
 #[derive(Default)]
 struct State {
@@ -126,11 +197,28 @@ enum Flow {
 }
 
 struct Session {
+    /// Read-only: the session holds no lock between transactions.
     conn: Connection,
+    path: PathBuf,
+    /// How `:tx` waits for the writer lock.
+    lock: LockMode,
     state: State,
+    /// An entry failed (the exit status of a scripted session).
+    failed: bool,
 }
 
 impl Session {
+    /// Run every entry of complete text, printing their output; errors are printed, never
+    /// returned. Stops at `:quit`.
+    fn entries(&mut self, text: &str, out: &mut impl Write) -> Flow {
+        for entry in entries(text) {
+            if let Flow::Quit = self.entry(entry, out) {
+                return Flow::Quit;
+            }
+        }
+        Flow::Continue
+    }
+
     /// Run one entry, printing its output; errors are printed, never returned.
     fn entry(&mut self, entry: &str, out: &mut impl Write) -> Flow {
         match self.run(entry, out) {
@@ -138,9 +226,27 @@ impl Session {
             Err(e) => {
                 let _ = out.flush();
                 eprint!("{}", e.render());
+                self.failed = true;
                 Flow::Continue
             }
         }
+    }
+
+    /// Transact through a writer opened for this transaction only: the lock is held while
+    /// it runs, and the reader sees the commit at its next query.
+    /// `data` is `entry[offset..]` (so errors point into the entry).
+    fn transact(&self, entry: &str, offset: usize) -> CliResult<vev::TxReport> {
+        let data = &entry[offset..];
+        let opts = vev::OpenOptions {
+            lock: self.lock,
+            create: false,
+            // A checkpoint per REPL transaction would cost more than the transaction; the
+            // next long-lived writer checkpoints the tail.
+            checkpoint_on_close: false,
+            ..vev::OpenOptions::default()
+        };
+        let writer = Connection::open_with(&self.path, &opts)?;
+        writer.transact_edn(data).in_text("input", entry, offset)
     }
 
     fn run(&mut self, entry: &str, out: &mut impl Write) -> CliResult<Flow> {
@@ -168,10 +274,7 @@ impl Session {
                 }
                 // Carets point into the whole entry.
                 let offset = entry.len() - entry.trim_start().len() + trimmed.len() - rest.len();
-                let report = self
-                    .conn
-                    .transact_edn(rest)
-                    .in_text("input", entry, offset)?;
+                let report = self.transact(entry, offset)?;
                 writeln!(out, "{}", commands::report_edn(&report))?;
             }
             ":as-of" | ":since" => {
@@ -309,17 +412,28 @@ impl Validator for ReplHelper {
 
 impl Helper for ReplHelper {}
 
-pub fn repl(path: &Path) -> CliResult<()> {
-    let conn = Connection::open(path)?;
+pub fn repl(path: &Path, lock: LockMode) -> CliResult<ExitCode> {
+    if !path.exists() {
+        // Create the file, then let go of it.
+        drop(commands::open_write(path, lock)?);
+    }
     let mut session = Session {
-        conn,
+        conn: commands::open_read(path)?,
+        path: path.to_path_buf(),
+        lock,
         state: State::default(),
+        failed: false,
     };
     if io::stdin().is_terminal() {
-        interactive(&mut session, path)
-    } else {
-        scripted(&mut session)
+        interactive(&mut session, path)?;
+        return Ok(ExitCode::SUCCESS);
     }
+    scripted(&mut session)?;
+    Ok(if session.failed {
+        ExitCode::FAILURE
+    } else {
+        ExitCode::SUCCESS
+    })
 }
 
 /// Stdin is not a terminal: one entry per balanced run of lines, no prompts.
@@ -337,13 +451,14 @@ fn scripted(session: &mut Session) -> CliResult<()> {
         if !balanced(&entry) {
             continue;
         }
-        let flow = session.entry(&entry, &mut out);
+        let flow = session.entries(&entry, &mut out);
         entry.clear();
         if let Flow::Quit = flow {
             return Ok(());
         }
     }
-    if !entry.trim().is_empty() {
+    if has_code(&entry) {
+        // Unfinished: the reader says what is missing.
         session.entry(&entry, &mut out);
     }
     Ok(())
@@ -372,7 +487,8 @@ fn interactive(session: &mut Session, path: &Path) -> CliResult<()> {
         let _ = editor.load_history(h);
     }
     println!(
-        "vev repl on {} (basis-t {}). :help for commands, :quit to leave.",
+        "vev repl on {} (basis-t {}; read-only until a :tx takes the writer lock for its \
+         transaction). :help for commands, :quit to leave.",
         path.display(),
         session.conn.db().basis_t()
     );
@@ -400,7 +516,7 @@ fn interactive(session: &mut Session, path: &Path) -> CliResult<()> {
                 }
             }
         }
-        let flow = session.entry(&entry, &mut out);
+        let flow = session.entries(&entry, &mut out);
         if let Some(helper) = editor.helper_mut() {
             // A transaction may have installed attributes.
             helper.idents = attribute_idents(&session.conn.db());
@@ -414,7 +530,28 @@ fn interactive(session: &mut Session, path: &Path) -> CliResult<()> {
 
 #[cfg(test)]
 mod tests {
-    use super::balanced;
+    use super::{balanced, entries};
+
+    #[test]
+    fn entries_end_where_a_form_closes_or_a_line_ends() {
+        for (text, expected) in [
+            ("[:find ?e]\n", vec!["[:find ?e]"]),
+            ("[:a] [:b]\n", vec!["[:a]", " [:b]"]),
+            (
+                ":tx [{:a 1}] :history\n",
+                vec![":tx [{:a 1}]", " :history\n"],
+            ),
+            (":as-of 2 ; why\n:now\n", vec![":as-of 2 ", ":now\n"]),
+            (
+                "[:find ?e\n ; a ] comment\n :where [?e :a]]",
+                vec!["[:find ?e\n ; a ] comment\n :where [?e :a]]"],
+            ),
+            ("[:a \"]\" \\]] [:b]", vec!["[:a \"]\" \\]]", " [:b]"]),
+            ("; only a comment\n\n", vec![]),
+        ] {
+            assert_eq!(entries(text), expected, "{text:?}");
+        }
+    }
 
     #[test]
     fn balanced_skips_strings_chars_and_comments() {

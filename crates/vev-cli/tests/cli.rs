@@ -100,6 +100,201 @@ fn transact_batch_runs_one_transaction_per_vector() {
     assert_eq!(ts, [&Edn::Integer(4), &Edn::Integer(5), &Edn::Integer(6)]);
 }
 
+/// A `vev` process on pipes whose stdout is read a line at a time while it runs.
+struct Live {
+    child: std::process::Child,
+    lines: std::sync::mpsc::Receiver<String>,
+}
+
+impl Live {
+    fn spawn(args: &[&str]) -> Live {
+        use std::io::BufRead;
+        let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_vev"))
+            .args(args)
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .expect("spawns");
+        let stdout = child.stdout.take().unwrap();
+        let (tx, lines) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            for line in std::io::BufReader::new(stdout).lines() {
+                if tx.send(line.unwrap()).is_err() {
+                    return;
+                }
+            }
+        });
+        Live { child, lines }
+    }
+
+    fn write(&mut self, text: &str) {
+        use std::io::Write;
+        let stdin = self.child.stdin.as_mut().unwrap();
+        stdin.write_all(text.as_bytes()).unwrap();
+        stdin.flush().unwrap();
+    }
+
+    /// The next line of output, read while stdin is still open.
+    fn line(&self) -> String {
+        self.lines
+            .recv_timeout(std::time::Duration::from_secs(20))
+            .expect("a line of output before stdin is closed")
+    }
+
+    fn finish(mut self) -> std::process::Output {
+        drop(self.child.stdin.take());
+        self.child.wait_with_output().unwrap()
+    }
+}
+
+fn count_emails(db: &Path) -> String {
+    let q = "[:find (count ?e) . :where [?e :person/email]]";
+    run_ok(&["query", s(db), q], "").trim().to_string()
+}
+
+/// `producer | vev transact --batch DB` commits each transaction as it arrives and reports
+/// it at once; a stream killed midway has committed what it reported.
+#[test]
+fn transact_batch_commits_and_reports_each_transaction_as_it_arrives() {
+    let f = fixture();
+    let mut batch = Live::spawn(&["transact", s(&f.db), "--batch"]);
+    batch.write("[{:person/email \"cy@x\"}]\n");
+    let report = parse(&batch.line()).unwrap();
+    assert_eq!(get(&report, "basis-t"), &Edn::Integer(4));
+    // Two in one line, and one over two lines.
+    batch.write("[{:person/email \"di@x\"}] [{:person/email \"ed@x\"}]\n[{:person/email\n");
+    assert_eq!(
+        get(&parse(&batch.line()).unwrap(), "basis-t"),
+        &Edn::Integer(5)
+    );
+    assert_eq!(
+        get(&parse(&batch.line()).unwrap(), "basis-t"),
+        &Edn::Integer(6)
+    );
+    batch.write(" \"fa@x\"}]\n");
+    assert_eq!(
+        get(&parse(&batch.line()).unwrap(), "basis-t"),
+        &Edn::Integer(7)
+    );
+    // Killed while it waits for more: everything reported is in the file.
+    batch.child.kill().unwrap();
+    let _ = batch.finish();
+    assert_eq!(count_emails(&f.db), "6");
+}
+
+/// A malformed transaction mid-stream stops it with the error at its line; the ones before
+/// it are committed and were reported.
+#[test]
+fn transact_batch_stops_at_a_bad_transaction_keeping_the_earlier_ones() {
+    for (bad, code, at) in [
+        (
+            "[{:person/age \"old\"}]\n",
+            "tx/wrong-value-type",
+            "--> stdin:3:1",
+        ),
+        (
+            "[{:person/email \"x@x\" :oops}]\n",
+            "edn/odd-map",
+            "--> stdin:3:",
+        ),
+        ("[{:person/email \"x@x\"}]]\n", "edn/", "--> stdin:3:"),
+    ] {
+        let f = fixture();
+        let mut batch = Live::spawn(&["transact", s(&f.db), "--batch"]);
+        batch.write("[{:person/email \"cy@x\"}]\n; a comment line\n");
+        assert!(batch.line().starts_with("{:basis-t 4,"));
+        batch.write(bad);
+        let out = batch.finish();
+        assert_eq!(out.status.code(), Some(1), "{bad}");
+        let err = String::from_utf8(out.stderr).unwrap();
+        assert!(err.starts_with(&format!("error[{code}")), "{bad}: {err}");
+        assert!(err.contains(at), "{bad}: {err}");
+        assert_eq!(count_emails(&f.db), "3", "{bad}");
+    }
+}
+
+/// `--wait[=SECS]`: a second writer waits for the first instead of failing at once.
+#[test]
+fn a_second_writer_waits_with_wait() {
+    let f = fixture();
+    // A first writer holds the lock while its batch stream is open.
+    let mut first = Live::spawn(&["transact", s(&f.db), "--batch"]);
+    first.write("[{:person/email \"cy@x\"}]\n");
+    assert!(first.line().starts_with("{:basis-t 4,"));
+    let err = run_err(&["transact", s(&f.db)], r#"[{:person/email "di@x"}]"#);
+    assert!(err.starts_with("error[storage/locked]: "), "{err}");
+    let started = std::time::Instant::now();
+    let err = run_err(
+        &["transact", s(&f.db), "--wait=0.3"],
+        r#"[{:person/email "di@x"}]"#,
+    );
+    assert!(err.starts_with("error[storage/locked]: "), "{err}");
+    assert!(err.contains("waited 300 ms"), "{err}");
+    assert!(started.elapsed() >= std::time::Duration::from_millis(300));
+    // Waiting without a limit (global flag before the command): done once the first ends.
+    let second = std::process::Command::new(env!("CARGO_BIN_EXE_vev"))
+        .args(["--wait", "transact", s(&f.db)])
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut second = second;
+    {
+        use std::io::Write;
+        let mut stdin = second.stdin.take().unwrap();
+        stdin.write_all(br#"[{:person/email "di@x"}]"#).unwrap();
+    }
+    std::thread::sleep(std::time::Duration::from_millis(500));
+    assert!(
+        second.try_wait().unwrap().is_none(),
+        "the second writer waits"
+    );
+    assert!(first.finish().status.success());
+    let out = second.wait_with_output().unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let report = parse(&String::from_utf8(out.stdout).unwrap()).unwrap();
+    assert_eq!(get(&report, "basis-t"), &Edn::Integer(5));
+    assert_eq!(count_emails(&f.db), "4");
+    vev()
+        .args(["transact", s(&f.db), "--wait=soon"])
+        .assert()
+        .code(2);
+}
+
+/// `vev backup` copies a database another process is writing to; the copy opens on its own.
+#[test]
+fn backup_copies_a_live_database() {
+    let f = fixture();
+    let writer = vev::Connection::open(&f.db).unwrap();
+    writer
+        .transact_edn(r#"[{:person/email "cy@x" :person/age 5}]"#)
+        .unwrap();
+    let dest = f.db.with_file_name("copy.vev");
+    let out = parse(&run_ok(&["backup", s(&f.db), s(&dest)], "")).unwrap();
+    assert_eq!(get(&out, "basis-t"), &Edn::Integer(4));
+    assert_eq!(get(&out, "backup"), &Edn::string(s(&dest)));
+    let verified = parse(&run_ok(&["verify", s(&dest)], "")).unwrap();
+    assert_eq!(get(&verified, "log-rows"), &Edn::Integer(4));
+    let q = "[:find ?e ?a ?v :where [?e ?a ?v]]";
+    assert_eq!(
+        run_ok(&["query", s(&dest), q], ""),
+        run_ok(&["query", s(&f.db), q, "--as-of", "4"], "")
+    );
+    // Into a directory, under the source's name; never over an existing file.
+    let dir = tempfile::tempdir().unwrap();
+    run_ok(&["backup", s(&f.db), s(dir.path())], "");
+    assert_eq!(count_emails(&dir.path().join("t.vev")), "3");
+    let err = run_err(&["backup", s(&f.db), s(&dest)], "");
+    assert!(err.starts_with("error[storage/exists]: "), "{err}");
+    drop(writer);
+}
+
 #[test]
 fn query_edn_reads_back_as_the_result() {
     let f = fixture();
@@ -229,6 +424,67 @@ fn query_inputs_files_and_time_travel() {
         parse(&h).unwrap(),
         parse("#{[30 true] [30 false] [31 true]}").unwrap()
     );
+}
+
+/// `--as-of`, `--since` and `vev log --from/--to` take a basis-t, a transaction id (what `?tx`
+/// binds to) or an instant, and each names the same point.
+#[test]
+fn time_flags_take_a_t_a_tx_id_or_an_instant() {
+    let f = fixture();
+    // Transaction 2 (Ann and Bo): its id and its instant.
+    let q_tx = "[:find ?tx . :where [?e :person/email \"bo@x\" ?tx]]";
+    let tx = run_ok(&["query", s(&f.db), q_tx], "").trim().to_string();
+    let q_inst = format!("[:find ?i . :where [{tx} :db/txInstant ?i]]");
+    let inst = run_ok(&["query", s(&f.db), &q_inst], "").trim().to_string();
+    assert!(inst.starts_with("#inst \""), "{inst}");
+    let bare = inst
+        .trim_start_matches("#inst ")
+        .trim_matches('"')
+        .to_string();
+    let age = "[:find ?a . :where [?e :person/email \"ann@x\"] [?e :person/age ?a]]";
+    let names = "[:find ?n :where [?e :person/name ?n]]";
+    for point in ["2", tx.as_str(), inst.as_str(), bare.as_str()] {
+        let as_of = run_ok(&["query", s(&f.db), age, "--as-of", point], "");
+        assert_eq!(as_of.trim(), "30", "--as-of {point}");
+        let since = run_ok(&["query", s(&f.db), names, "--since", point], "");
+        assert_eq!(
+            parse(&since).unwrap(),
+            parse("#{}").unwrap(),
+            "--since {point}"
+        );
+        let log = run_ok(&["log", s(&f.db), "--from", point, "--to", point], "");
+        assert_eq!(log, "", "--from {point} --to {point}");
+        let log = run_ok(&["log", s(&f.db), "--from", point], "");
+        let ts: std::collections::BTreeSet<String> = log
+            .lines()
+            .map(|l| parse(l).unwrap().as_seq().unwrap()[0].to_string())
+            .collect();
+        assert_eq!(
+            ts.into_iter().collect::<Vec<_>>(),
+            ["2", "3"],
+            "--from {point}"
+        );
+    }
+    // Since the schema: Ann and Bo were both added after it.
+    let since = run_ok(&["query", s(&f.db), names, "--since", "1"], "");
+    assert_eq!(
+        parse(&since).unwrap(),
+        parse(r#"#{["Ann"] ["Bo, \"the\" second"]}"#).unwrap()
+    );
+    // A user entity's id is neither a t nor a transaction id.
+    let ann = run_ok(
+        &[
+            "query",
+            s(&f.db),
+            "[:find ?e . :where [?e :person/email \"ann@x\"]]",
+        ],
+        "",
+    );
+    let err = run_err(&["query", s(&f.db), age, "--as-of", ann.trim()], "");
+    assert!(err.starts_with("error[time/not-a-time]: "), "{err}");
+    assert!(err.contains("partition 4"), "{err}");
+    let err = run_err(&["log", s(&f.db), "--from", "yesterday"], "");
+    assert!(err.starts_with("error[time/unreadable]: "), "{err}");
 }
 
 #[test]
@@ -433,7 +689,7 @@ fn errors_name_their_code_and_point_at_the_column() {
         ],
         "",
     );
-    assert!(err.starts_with("error[cli/invalid-argument]: "), "{err}");
+    assert!(err.starts_with("error[time/unreadable]: "), "{err}");
     let not_db = f.db.with_file_name("not.vev");
     std::fs::write(
         &not_db,

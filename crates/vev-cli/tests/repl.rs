@@ -11,6 +11,13 @@ const SCHEMA: &str = r#":tx [{:db/ident :person/name :db/valueType :db.type/stri
 
 /// Run a scripted session (stdin a pipe); returns (stdout, stderr) and checks exit status 0.
 fn scripted(db: &Path, script: &str) -> (String, String) {
+    let (out, err, code) = scripted_status(db, script);
+    assert_eq!(code, Some(0), "the session ends with status 0: {err}");
+    (out, err)
+}
+
+/// Run a scripted session; returns (stdout, stderr, exit code).
+fn scripted_status(db: &Path, script: &str) -> (String, String, Option<i32>) {
     let out = Command::cargo_bin("vev")
         .expect("the vev binary is built")
         .args(["repl", db.to_str().expect("utf-8 path")])
@@ -18,10 +25,10 @@ fn scripted(db: &Path, script: &str) -> (String, String) {
         .write_stdin(script)
         .output()
         .expect("runs");
-    assert!(out.status.success(), "the session ends with status 0");
     (
         String::from_utf8(out.stdout).expect("utf-8"),
         String::from_utf8(out.stderr).expect("utf-8"),
+        out.status.code(),
     )
 }
 
@@ -44,7 +51,8 @@ fn scripted_session_without_a_terminal() {
          :quit\n\
          [:find ?n :where [_ :person/name ?n]]\n"
     );
-    let (out, err) = scripted(&db, &script);
+    let (out, err, code) = scripted_status(&db, &script);
+    assert_eq!(code, Some(1), "two entries failed");
     let expected = "\
 {:basis-t 1, :datoms 7, :tempids {}, :tx 13194139533313}
 {:basis-t 2, :datoms 3, :tempids {}, :tx 13194139533314}
@@ -81,9 +89,215 @@ history view on
 fn scripted_unfinished_entry_is_an_error_not_a_hang() {
     let dir = tempfile::tempdir().unwrap();
     let db = dir.path().join("t.vev");
-    let (out, err) = scripted(&db, "[:find ?e :where [?e :db/ident]\n");
+    let (out, err, code) = scripted_status(&db, "[:find ?e :where [?e :db/ident]\n");
+    assert_eq!(code, Some(1));
     assert_eq!(out, "");
     assert!(err.starts_with("error[edn/"), "{err}");
+}
+
+/// Piped input: the exit status says whether every entry succeeded.
+#[test]
+fn scripted_exit_status_is_one_when_an_entry_failed() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("t.vev");
+    let (_, err, code) = scripted_status(
+        &db,
+        &format!("{SCHEMA}[:find ?e :where [?e :person/name]]\n"),
+    );
+    assert_eq!((code, err.as_str()), (Some(0), ""));
+    for bad in [
+        ":tx [{:person/age \"old\"}]\n",
+        "[:find ?x :where [?e :person/nmae ?x]]\n",
+        ":as-of soon\n",
+        ":nope\n",
+    ] {
+        let (_, err, code) = scripted_status(
+            &db,
+            &format!("{bad}[:find ?e . :where [?e :person/name]]\n"),
+        );
+        assert_eq!(code, Some(1), "{bad}: {err}");
+        assert!(err.starts_with("error["), "{err}");
+    }
+}
+
+/// Several entries in one line, and several lines in one write: every entry runs, in order.
+#[test]
+fn type_ahead_runs_every_entry() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("t.vev");
+    scripted(&db, SCHEMA);
+    let (out, err) = scripted(
+        &db,
+        ":tx [{:person/name \"Ann\"}] :tx [{:person/name \"Bo\"}] ; two\n\
+         [:find (count ?e) . :where [?e :person/name]] [:find ?n . :where [?e :person/name ?n] [(= ?n \"Bo\")]]\n\
+         :as-of 2 ; a comment\n\
+         [:find ?n :where [_ :person/name ?n]] :now\n\
+         [:find (count ?e) . :where [?e :person/name]]\n",
+    );
+    assert_eq!(err, "");
+    let lines: Vec<&str> = out.lines().collect();
+    assert!(lines[0].starts_with("{:basis-t 2,"), "{out}");
+    assert!(lines[1].starts_with("{:basis-t 3,"), "{out}");
+    assert_eq!(
+        &lines[2..],
+        [
+            "(count ?e)",
+            "----------",
+            "2",
+            "(1 row)",
+            "?n",
+            "--",
+            "Bo",
+            "(1 row)",
+            "queries see the database as of 2",
+            "?n",
+            "---",
+            "Ann",
+            "(1 row)",
+            "queries see the database now",
+            "(count ?e)",
+            "----------",
+            "2",
+            "(1 row)",
+        ],
+        "{out}"
+    );
+}
+
+/// A session on pipes, read a line at a time while it runs.
+struct Live {
+    child: std::process::Child,
+    lines: std::sync::mpsc::Receiver<String>,
+}
+
+impl Live {
+    fn spawn(args: &[&str]) -> Live {
+        use std::io::BufRead;
+        let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_vev"))
+            .args(args)
+            .env("VEV_HISTORY", "")
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .expect("spawns");
+        let stdout = child.stdout.take().unwrap();
+        let (tx, lines) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            for line in std::io::BufReader::new(stdout).lines() {
+                if tx.send(line.unwrap()).is_err() {
+                    return;
+                }
+            }
+        });
+        Live { child, lines }
+    }
+
+    fn write(&mut self, text: &str) {
+        use std::io::Write;
+        let stdin = self.child.stdin.as_mut().unwrap();
+        stdin.write_all(text.as_bytes()).unwrap();
+        stdin.flush().unwrap();
+    }
+
+    /// The next line of output, while stdin stays open.
+    fn line(&self) -> String {
+        self.lines
+            .recv_timeout(std::time::Duration::from_secs(20))
+            .expect("a line of output before stdin is closed")
+    }
+
+    fn finish(mut self) -> std::process::Output {
+        drop(self.child.stdin.take());
+        self.child.wait_with_output().unwrap()
+    }
+}
+
+/// An idle REPL holds no lock: another process writes meanwhile, and the REPL's next query
+/// sees it. Its own `:tx` takes the lock only while it runs.
+#[test]
+fn an_idle_repl_lets_another_process_write() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("t.vev");
+    scripted(&db, SCHEMA);
+    let path = db.to_str().unwrap();
+    let mut repl = Live::spawn(&["repl", path]);
+    // Entries written in one write run as they arrive, before stdin closes.
+    repl.write(":tx [{:person/name \"Ann\"}]\n[:find (count ?e) . :where [?e :person/name]]\n");
+    assert!(repl.line().starts_with("{:basis-t 2,"));
+    assert_eq!(
+        [repl.line(), repl.line(), repl.line(), repl.line()],
+        ["(count ?e)", "----------", "1", "(1 row)"]
+    );
+    // The REPL sits idle, its file open: a writer in another process gets the lock.
+    let out = Command::cargo_bin("vev")
+        .unwrap()
+        .args(["transact", path])
+        .write_stdin("[{:person/name \"Bo\"}]")
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let writer = vev::Connection::open(&db).expect("no lock is held by the idle repl");
+    writer.transact_edn("[{:person/name \"Cy\"}]").unwrap();
+    repl.write("[:find (count ?e) . :where [?e :person/name]]\n");
+    assert_eq!(
+        [repl.line(), repl.line(), repl.line(), repl.line()],
+        ["(count ?e)", "----------", "3", "(1 row)"]
+    );
+    // While another writer holds the lock, a :tx fails at once (no --wait) and the session
+    // goes on.
+    repl.write(":tx [{:person/name \"Di\"}]\n");
+    drop(writer);
+    repl.write(":tx [{:person/name \"Ed\"}]\n");
+    assert!(repl.line().starts_with("{:basis-t 5,"));
+    let out = repl.finish();
+    let err = String::from_utf8(out.stderr).unwrap();
+    assert!(err.starts_with("error[storage/locked]: "), "{err}");
+    assert_eq!(out.status.code(), Some(1), "an entry failed");
+
+    // With --wait, a :tx waits for the other writer to finish.
+    let mut repl = Live::spawn(&["repl", path, "--wait=20"]);
+    let writer = vev::Connection::open(&db).unwrap();
+    repl.write(":tx [{:person/name \"Fi\"}]\n");
+    let early = repl
+        .lines
+        .recv_timeout(std::time::Duration::from_millis(300));
+    assert!(early.is_err(), "the :tx waits for the lock: {early:?}");
+    drop(writer);
+    assert!(repl.line().starts_with("{:basis-t 6,"));
+    assert!(repl.finish().status.success());
+}
+
+/// `:as-of` and `:since` take a basis-t, a transaction id or an instant.
+#[test]
+fn views_take_a_t_a_tx_id_or_an_instant() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("t.vev");
+    scripted(&db, SCHEMA);
+    scripted(
+        &db,
+        ":tx [{:person/name \"Ann\"}]\n:tx [{:person/name \"Bo\"}]\n",
+    );
+    let tx = vev::ids::tx_id(2);
+    let count = "[:find (count ?e) . :where [?e :person/name]]";
+    for point in ["2".to_string(), tx.to_string()] {
+        let (out, _) = scripted(
+            &db,
+            &format!(":as-of {point}\n{count}\n:as-of\n:since {point}\n{count}\n"),
+        );
+        let counts: Vec<&str> = out
+            .lines()
+            .filter(|l| l.len() == 1 || l.starts_with("(0"))
+            .collect();
+        assert_eq!(counts, ["1", "1"], "{point}: {out}");
+    }
+    let (_, err, code) = scripted_status(&db, &format!(":as-of {}\n", vev::ids::user_id(1)));
+    assert_eq!(code, Some(1));
+    assert!(err.starts_with("error[time/not-a-time]: "), "{err}");
 }
 
 #[cfg(unix)]
@@ -175,6 +389,31 @@ mod pty {
         let saved = std::fs::read_to_string(&history).expect("history is saved");
         assert!(saved.contains(":as-of 2"), "{saved}");
         assert!(saved.contains(":person/name ?n]]"), "{saved}");
+    }
+
+    /// Lines typed ahead (pasted, or typed while an entry runs) all run, and so do two
+    /// entries on one line.
+    #[test]
+    fn type_ahead_on_a_terminal_runs_every_entry() {
+        let dir = tempfile::tempdir().unwrap();
+        let db = dir.path().join("t.vev");
+        scripted(&db, SCHEMA);
+        let mut p = spawn(&db, &dir.path().join("history"));
+        prompt(&mut p);
+        p.send(
+            ":tx [{:person/name \"Ann\"}]\n:tx [{:person/name \"Bo\"}]\n\
+             [:find (count ?e) . :where [?e :person/name]] :timing\n:as-of 2\n",
+        )
+        .unwrap();
+        p.flush().unwrap();
+        p.exp_string("{:basis-t 2,").unwrap();
+        p.exp_string("{:basis-t 3,").unwrap();
+        p.exp_string("(count ?e)").unwrap();
+        p.exp_string("timing on").unwrap();
+        p.exp_string("queries see the database as of 2").unwrap();
+        prompt(&mut p);
+        p.send_line(":quit").unwrap();
+        p.exp_eof().unwrap();
     }
 
     #[test]

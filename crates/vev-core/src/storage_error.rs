@@ -56,6 +56,9 @@ pub enum StorageError {
     /// A write was attempted through a read-only connection.
     #[error("connection to {path} is read-only")]
     ReadOnly { path: String },
+    /// A file Vev was asked to create (a backup's destination) already exists.
+    #[error("{path} already exists")]
+    Exists { path: String },
     /// A fault injected by a test backend.
     #[error("injected fault at {op} (operation {n})")]
     Injected { op: String, n: u64 },
@@ -74,6 +77,7 @@ impl StorageError {
             StorageError::ReadOnlyDirectory { .. } => "storage/read-only-directory",
             StorageError::Io { .. } => "storage/io",
             StorageError::ReadOnly { .. } => "storage/read-only",
+            StorageError::Exists { .. } => "storage/exists",
             StorageError::Injected { .. } => "storage/injected",
         }
     }

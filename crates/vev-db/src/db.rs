@@ -291,6 +291,8 @@ impl std::fmt::Debug for Db {
 }
 
 /// A point in time for `as_of` and `since`: a basis-t, a transaction id, or an instant.
+/// `TimePoint::parse` and `TimePoint::from_long` read one from text or a number (module
+/// `time`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum TimePoint {
     T(BasisT),
@@ -353,11 +355,12 @@ impl Db {
         self.state.last_instant
     }
 
-    /// Resolve a time point to a basis-t (an instant is looked up in the AVET index, which
-    /// may read storage).
+    /// Resolve a time point to a basis-t. A transaction id given as `T` (a plain number
+    /// through `From<u64>`) is read as its t too, as Datomic's `as-of` does. An instant is
+    /// looked up in the AVET index, which may read storage.
     pub fn t_of(&self, point: TimePoint) -> Result<BasisT, StorageError> {
         match point {
-            TimePoint::T(t) => Ok(t),
+            TimePoint::T(t) => Ok(ids::t_of(t)),
             TimePoint::Tx(tx) => Ok(ids::t_of(tx)),
             TimePoint::Instant(ms) => {
                 let mark = self.storage_mark();
@@ -368,7 +371,7 @@ impl Db {
     }
 
     /// The latest basis-t whose transaction instant is at or before `ms`.
-    fn t_at_instant(&self, ms: i64) -> BasisT {
+    pub(crate) fn t_at_instant(&self, ms: i64) -> BasisT {
         let tx_instant = Component::Entity(sys::TX_INSTANT);
         let mut best = 0;
         self.state

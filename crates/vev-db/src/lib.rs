@@ -14,6 +14,7 @@ mod log;
 pub mod persist;
 mod segment;
 mod source;
+mod time;
 mod tree;
 mod tx;
 
@@ -21,6 +22,7 @@ pub use codec::DecodeError;
 pub use db::{Datoms, Db, TimePoint, View};
 pub use entity::Entity;
 pub use log::TxLogEntry;
+pub use time::TimePointError;
 pub use tx::{
     transact, transact_owned, Bulk, BulkTx, NoFunctions, TxContext, TxFunctions, TxOutcome,
     TxReport,

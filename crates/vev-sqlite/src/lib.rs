@@ -22,7 +22,6 @@
 //!
 //! Only this crate knows SQL.
 
-use std::fs::File;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
@@ -34,6 +33,18 @@ use rusqlite::{params, OpenFlags, OptionalExtension, TransactionBehavior};
 use vev_core::{BasisT, StorageError};
 use vev_db::persist::{self, Checkpoint, LogRecord, SegmentCache, SegmentStore};
 use vev_db::Db;
+
+mod backup;
+#[cfg(unix)]
+mod lock;
+#[cfg(not(unix))]
+#[path = "lock_portable.rs"]
+mod lock;
+// The portable lock is compiled on Unix too, so that its tests run here.
+#[cfg(all(unix, test))]
+mod lock_portable;
+pub use backup::{BackupProgress, BackupReport};
+use lock::{TryLock, WriterLock};
 
 /// The version of the file format this build reads and writes.
 pub const FORMAT_VERSION: i64 = 3;
@@ -181,6 +192,9 @@ fn unseal(what: &dyn Fn() -> String, mut bytes: Vec<u8>) -> Result<Vec<u8>, Stor
     Ok(bytes)
 }
 
+/// How long a statement waits for a lock another connection holds.
+const BUSY_TIMEOUT: Duration = Duration::from_secs(10);
+
 fn open_sqlite(path: &Path, read_only: bool) -> Result<rusqlite::Connection, StorageError> {
     let flags = if read_only {
         OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_NO_MUTEX
@@ -190,8 +204,7 @@ fn open_sqlite(path: &Path, read_only: bool) -> Result<rusqlite::Connection, Sto
             | OpenFlags::SQLITE_OPEN_NO_MUTEX
     };
     let conn = rusqlite::Connection::open_with_flags(path, flags).map_err(io("open"))?;
-    conn.busy_timeout(Duration::from_secs(10))
-        .map_err(io("open"))?;
+    conn.busy_timeout(BUSY_TIMEOUT).map_err(io("open"))?;
     Ok(conn)
 }
 
@@ -295,7 +308,16 @@ pub struct Store {
     /// each checkpoint's segments instead of holding in memory every path the log changed.
     root_seen: Mutex<Option<(i64, i64)>>,
     /// Held for a writer's life; dropping it releases the lock.
-    _lock: Option<File>,
+    _lock: Option<WriterLock>,
+}
+
+impl Drop for Store {
+    /// A writer's close leaves the whole database in the `.vev` file (`checkpoint_wal`).
+    fn drop(&mut self) {
+        if !self.read_only {
+            let _ = self.checkpoint_wal();
+        }
+    }
 }
 
 /// What `Store::open` found in the file.
@@ -735,8 +757,10 @@ impl Store {
     }
 
     /// Check every log row and segment: checksums, decoding, order and counts, and that the
-    /// log replays into the indexes `db` holds (the latest database).
+    /// log replays into the indexes `db` holds (the latest database); and that a `-wal`
+    /// beside the file is one SQLite reads (`backup::check_wal_sibling`).
     pub fn verify(&self, db: &Db) -> Result<VerifyReport, StorageError> {
+        backup::check_wal_sibling(&self.path)?;
         let conn = self.conn();
         let mut report = VerifyReport {
             log_rows: 0,
@@ -852,22 +876,12 @@ fn read_log_after(
     Ok(out)
 }
 
-fn take_lock(path: &Path, display: &str, mode: LockMode) -> Result<File, StorageError> {
-    let file = File::options()
-        .read(true)
-        .write(true)
-        .create(true)
-        .truncate(false)
-        .open(path)
-        .map_err(|e| StorageError::Io {
-            op: "open".into(),
-            reason: format!("{display}: {e}"),
-        })?;
+fn take_lock(path: &Path, display: &str, mode: LockMode) -> Result<WriterLock, StorageError> {
     let started = Instant::now();
     loop {
-        match file.try_lock() {
-            Ok(()) => return Ok(file),
-            Err(std::fs::TryLockError::WouldBlock) => match mode {
+        match lock::try_lock(path) {
+            Ok(held) => return Ok(held),
+            Err(TryLock::Taken) => match mode {
                 LockMode::Wait(limit) if started.elapsed() < limit => {
                     std::thread::sleep(Duration::from_millis(5));
                 }
@@ -884,7 +898,7 @@ fn take_lock(path: &Path, display: &str, mode: LockMode) -> Result<File, Storage
                     })
                 }
             },
-            Err(std::fs::TryLockError::Error(e)) => {
+            Err(TryLock::Failed(e)) => {
                 return Err(StorageError::Io {
                     op: "lock".into(),
                     reason: format!("{display}: {e}"),

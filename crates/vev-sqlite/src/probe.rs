@@ -14,7 +14,6 @@
 //! that extend the file, so while one runs the header may briefly claim more than the file
 //! has. After SQLite failed, the same check explains the failure.
 
-use std::io::Read;
 use std::path::Path;
 
 use vev_core::StorageError;
@@ -101,12 +100,11 @@ fn truncated(display: &str, size: u64, expected: u64) -> StorageError {
 }
 
 /// Up to the first 100 bytes of the file.
+/// The file's first `HEADER_BYTES`, read without opening and closing a descriptor of the
+/// file (which would drop the locks this process's SQLite connections hold on it; see
+/// `lock.rs`).
 fn read_header(path: &Path) -> std::io::Result<Vec<u8>> {
-    let mut header = Vec::with_capacity(HEADER_BYTES as usize);
-    std::fs::File::open(path)?
-        .take(HEADER_BYTES)
-        .read_to_end(&mut header)?;
-    Ok(header)
+    crate::lock::read_prefix(path, HEADER_BYTES as usize)
 }
 
 /// The database size in bytes that a SQLite header records, when it records one validly.

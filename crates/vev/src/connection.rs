@@ -16,7 +16,9 @@
 //! references); `checkpoint()`, `bulk_load` and dropping the last handle of a writer with a
 //! tail (unless `checkpoint_on_close` is off) checkpoint in the calling thread:
 //! it writes the index subtrees that changed as segments plus a new root, so the next open
-//! reads the root and a short tail.
+//! reads the root and a short tail. Closing a writer then empties the `-wal` into the
+//! database file (`Store::checkpoint_wal`), so the `.vev` file alone is the whole database;
+//! `backup` copies a live one.
 
 use std::collections::HashMap;
 use std::path::Path;
@@ -27,7 +29,9 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use vev_core::{Edn, Keyword, StorageError, TxOp};
 use vev_db::{Db, TxContext, TxFunctions, TxReport};
-use vev_sqlite::{FaultPlan, LockMode, Store, StoreOptions, VerifyReport};
+use vev_sqlite::{
+    BackupProgress, BackupReport, FaultPlan, LockMode, Store, StoreOptions, VerifyReport,
+};
 
 use crate::error::Error;
 
@@ -389,6 +393,27 @@ impl Connection {
         };
         let db = self.sync()?;
         Ok(Some(durable.store.verify(&db)?))
+    }
+
+    /// Copy the database, as of its latest commit, to a new file at `dest` (which must not
+    /// exist: `storage/exists`), while this and other connections go on writing and reading.
+    /// Works from any connection to the file, read-only ones included; the copy is a
+    /// complete Vev file (no `-wal` beside it needed). `progress` is called after each step
+    /// of SQLite's online backup. In memory there is no file to copy (`storage/io`).
+    #[allow(clippy::result_large_err)] // `Error`, as every method here returns
+    pub fn backup(
+        &self,
+        dest: impl AsRef<Path>,
+        progress: &mut dyn FnMut(&BackupProgress),
+    ) -> Result<BackupReport, Error> {
+        let Some(durable) = &self.inner.durable else {
+            return Err(StorageError::Io {
+                op: "backup".into(),
+                reason: "an in-memory database has no file to copy".into(),
+            }
+            .into());
+        };
+        Ok(durable.store.backup(dest.as_ref(), progress)?)
     }
 
     /// The file this connection stores to (none in memory).

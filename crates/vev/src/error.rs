@@ -14,6 +14,8 @@ pub enum Error {
     Query(#[from] vev_query::QueryError),
     #[error(transparent)]
     Storage(#[from] StorageError),
+    #[error(transparent)]
+    Time(#[from] vev_db::TimePointError),
 }
 
 impl Error {
@@ -24,6 +26,7 @@ impl Error {
             Error::Edn(e) => e.code(),
             Error::Query(e) => e.code(),
             Error::Storage(e) => e.code(),
+            Error::Time(e) => e.code(),
         }
     }
 }

@@ -39,11 +39,12 @@ pub use vev_core::{
 };
 pub use vev_datalog::{ast as query_ast, parse_pull, parse_query, parse_rules};
 pub use vev_db::{
-    coerce_value, Datoms, Db, Entity, TimePoint, TxContext, TxFunctions, TxLogEntry, TxReport, View,
+    coerce_value, Datoms, Db, Entity, TimePoint, TimePointError, TxContext, TxFunctions,
+    TxLogEntry, TxReport, View,
 };
 pub use vev_edn as edn;
 pub use vev_query::{
     pull_many, q, Input, Limits, PlanStep, PullError, Query, QueryError, QueryOptions, QueryResult,
     Registry, ResultKind, Rows, Source,
 };
-pub use vev_sqlite::{FaultPlan, LockMode, VerifyReport};
+pub use vev_sqlite::{BackupProgress, BackupReport, FaultPlan, LockMode, VerifyReport};
