@@ -6,6 +6,7 @@ pub mod error;
 pub mod ids;
 pub mod schema;
 pub mod storage_error;
+pub mod sync;
 pub mod txdata;
 pub mod value;
 

@@ -10,9 +10,13 @@ pub enum StorageError {
     /// an impossible value. `what` names the record (`segment 17`, `log row t=42`).
     #[error("{what} is corrupt: {reason}")]
     Corruption { what: String, reason: String },
-    /// Another connection holds the writer lock of this database.
-    #[error("database {path} is locked by another writer{waited}")]
-    Locked { path: String, waited: String },
+    /// Another connection holds the writer lock of this database. `waited` is how long the
+    /// open waited for it (`LockMode::Wait`), `None` when it failed at once.
+    #[error("database {path} is locked by another writer{}", waited_suffix(.waited))]
+    Locked {
+        path: String,
+        waited: Option<std::time::Duration>,
+    },
     /// The file was written by an unknown version of Vev's file format.
     #[error(
         "database {path} has file format version {found}; this build reads version {supported}"
@@ -50,9 +54,17 @@ pub enum StorageError {
         dir: String,
         reason: String,
     },
-    /// The operating system or SQLite failed an operation.
-    #[error("storage i/o failed during {op}: {reason}")]
-    Io { op: String, reason: String },
+    /// The operating system or SQLite failed an operation. `kind` is the operating system's
+    /// error kind (`Other` when the failure carries none), `sqlite_code` SQLite's extended
+    /// result code when SQLite reported the failure, `message` their text (with the path
+    /// where there is one).
+    #[error("storage i/o failed during {op}: {message}")]
+    Io {
+        op: String,
+        kind: std::io::ErrorKind,
+        sqlite_code: Option<i32>,
+        message: String,
+    },
     /// A write was attempted through a read-only connection.
     #[error("connection to {path} is read-only")]
     ReadOnly { path: String },
@@ -82,11 +94,43 @@ impl StorageError {
         }
     }
 
+    /// An operating-system failure of `op` on the file at `path`.
+    pub fn from_io(op: impl Into<String>, path: &str, e: &std::io::Error) -> StorageError {
+        StorageError::Io {
+            op: op.into(),
+            kind: e.kind(),
+            sqlite_code: None,
+            message: format!("{path}: {e}"),
+        }
+    }
+
+    /// A failure of `op` of the given kind that no `std::io::Error` describes.
+    pub fn io_kind(
+        op: impl Into<String>,
+        kind: std::io::ErrorKind,
+        message: impl Into<String>,
+    ) -> StorageError {
+        StorageError::Io {
+            op: op.into(),
+            kind,
+            sqlite_code: None,
+            message: message.into(),
+        }
+    }
+
+    /// A `Corruption` of the record `what`.
     pub fn corruption(what: impl Into<String>, reason: impl Into<String>) -> StorageError {
         StorageError::Corruption {
             what: what.into(),
             reason: reason.into(),
         }
+    }
+}
+
+fn waited_suffix(waited: &Option<std::time::Duration>) -> String {
+    match waited {
+        Some(d) => format!(" (waited {} ms)", d.as_millis()),
+        None => String::new(),
     }
 }
 
@@ -101,7 +145,7 @@ mod tests {
             StorageError::corruption("x", "y"),
             StorageError::Locked {
                 path: s(),
-                waited: s(),
+                waited: None,
             },
             StorageError::FormatVersion {
                 path: s(),
@@ -123,10 +167,7 @@ mod tests {
                 dir: s(),
                 reason: s(),
             },
-            StorageError::Io {
-                op: s(),
-                reason: s(),
-            },
+            StorageError::io_kind("open", std::io::ErrorKind::NotFound, "x"),
             StorageError::ReadOnly { path: s() },
             StorageError::Injected { op: s(), n: 1 },
         ];
@@ -141,6 +182,38 @@ mod tests {
         assert_eq!(
             e.to_string(),
             "database a.vev is truncated: the file has 3000 bytes but its header says 28672"
+        );
+    }
+
+    #[test]
+    fn io_errors_keep_their_kind_and_locked_its_wait() {
+        let e = StorageError::from_io(
+            "open",
+            "a.vev",
+            &std::io::Error::from(std::io::ErrorKind::PermissionDenied),
+        );
+        assert!(matches!(
+            e,
+            StorageError::Io {
+                kind: std::io::ErrorKind::PermissionDenied,
+                sqlite_code: None,
+                ..
+            }
+        ));
+        assert!(e
+            .to_string()
+            .starts_with("storage i/o failed during open: a.vev: "));
+        let locked = |waited| StorageError::Locked {
+            path: "a.vev".into(),
+            waited,
+        };
+        assert_eq!(
+            locked(None).to_string(),
+            "database a.vev is locked by another writer"
+        );
+        assert_eq!(
+            locked(Some(std::time::Duration::from_millis(250))).to_string(),
+            "database a.vev is locked by another writer (waited 250 ms)"
         );
     }
 }

@@ -102,7 +102,7 @@ impl SegmentCache {
         if self.failures.load(AtomicOrdering::Acquire) == mark {
             return None;
         }
-        let last = self.last_failure.lock().unwrap_or_else(|p| p.into_inner());
+        let last = vev_core::sync::lock(&self.last_failure);
         last.clone()
     }
 
@@ -111,7 +111,7 @@ impl SegmentCache {
         if matches!(e, StorageError::Corruption { .. }) {
             let _ = self.corruption.set(e.clone());
         }
-        *self.last_failure.lock().unwrap_or_else(|p| p.into_inner()) = Some(e);
+        *vev_core::sync::lock(&self.last_failure) = Some(e);
         self.failures.fetch_add(1, AtomicOrdering::AcqRel);
     }
 
@@ -126,7 +126,7 @@ impl SegmentCache {
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, Lru> {
-        self.lru.lock().unwrap_or_else(|p| p.into_inner())
+        vev_core::sync::lock(&self.lru)
     }
 
     pub(crate) fn load(&self, s: &Stored) -> Node {

@@ -40,10 +40,11 @@ impl SegmentStore for FlakyStore {
         match *fault {
             Fault::Io(n) => {
                 *fault = if n > 1 { Fault::Io(n - 1) } else { Fault::None };
-                return Err(StorageError::Io {
-                    op: format!("read segment {id}"),
-                    reason: "injected read error".into(),
-                });
+                return Err(StorageError::io_kind(
+                    format!("read segment {id}"),
+                    std::io::ErrorKind::Other,
+                    "injected read error",
+                ));
             }
             Fault::Corrupt => return Ok(vec![0xff; 8]),
             Fault::None => {}

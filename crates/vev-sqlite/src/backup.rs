@@ -67,10 +67,11 @@ impl Store {
         conn.busy_timeout(crate::BUSY_TIMEOUT)
             .map_err(io("wal checkpoint"))?;
         if busy != 0 {
-            return Err(StorageError::Io {
-                op: "wal checkpoint".into(),
-                reason: "a reader in another connection kept it from finishing".into(),
-            });
+            return Err(StorageError::io_kind(
+                "wal checkpoint",
+                std::io::ErrorKind::WouldBlock,
+                "a reader in another connection kept it from finishing",
+            ));
         }
         Ok(())
     }
@@ -126,10 +127,7 @@ fn partial_path(dest: &Path) -> PathBuf {
 }
 
 fn backup_io(path: &Path, e: std::io::Error) -> StorageError {
-    StorageError::Io {
-        op: "backup".into(),
-        reason: format!("{}: {e}", path.display()),
-    }
+    StorageError::from_io("backup", &path.display().to_string(), &e)
 }
 
 fn sync_file(path: &Path) -> Result<(), StorageError> {

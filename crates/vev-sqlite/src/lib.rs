@@ -148,9 +148,25 @@ fn io(op: &str) -> impl Fn(rusqlite::Error) -> StorageError + '_ {
         } else {
             StorageError::Io {
                 op: op.to_owned(),
-                reason: e.to_string(),
+                kind: sqlite_error_kind(&e),
+                sqlite_code: e.sqlite_error().map(|f| f.extended_code),
+                message: e.to_string(),
             }
         }
+    }
+}
+
+/// The operating system's error kind that a SQLite failure stands for, where one does.
+fn sqlite_error_kind(e: &rusqlite::Error) -> std::io::ErrorKind {
+    use rusqlite::ErrorCode as C;
+    use std::io::ErrorKind as K;
+    match e.sqlite_error_code() {
+        Some(C::PermissionDenied | C::ReadOnly) => K::PermissionDenied,
+        Some(C::DiskFull) => K::StorageFull,
+        Some(C::DatabaseBusy | C::DatabaseLocked) => K::WouldBlock,
+        Some(C::OutOfMemory) => K::OutOfMemory,
+        Some(C::CannotOpen) => K::NotFound,
+        _ => K::Other,
     }
 }
 
@@ -276,7 +292,7 @@ struct SegmentReader {
 
 impl SegmentStore for SegmentReader {
     fn read_segment(&self, id: u64) -> Result<Vec<u8>, StorageError> {
-        let conn = self.conn.lock().unwrap_or_else(|p| p.into_inner());
+        let conn = vev_core::sync::lock(&self.conn);
         let what = || format!("segment {id}");
         let bytes: Option<Vec<u8>> = conn
             .prepare_cached("SELECT payload FROM vev_segment WHERE id = ?1")
@@ -347,10 +363,11 @@ impl Store {
         let display = path.display().to_string();
         let exists = path.exists();
         if !exists && (opts.read_only || !opts.create) {
-            return Err(StorageError::Io {
-                op: "open".into(),
-                reason: format!("{display} does not exist"),
-            });
+            return Err(StorageError::io_kind(
+                "open",
+                std::io::ErrorKind::NotFound,
+                format!("{display} does not exist"),
+            ));
         }
         probe::check_file(path, &display)?;
         Store::open_file(path, &display, opts)
@@ -417,7 +434,7 @@ impl Store {
     }
 
     fn conn(&self) -> std::sync::MutexGuard<'_, rusqlite::Connection> {
-        self.conn.lock().unwrap_or_else(|p| p.into_inner())
+        vev_core::sync::lock(&self.conn)
     }
 
     fn fault(&self, op: &str) -> Result<(), StorageError> {
@@ -453,9 +470,8 @@ impl Store {
                         format!("it holds the database at t={}", db.basis_t()),
                     ));
                 }
-                *self.next_segment.lock().unwrap_or_else(|p| p.into_inner()) =
-                    next_segment.max(1) as u64;
-                *self.root_seen.lock().unwrap_or_else(|p| p.into_inner()) = Some((t, next_segment));
+                *vev_core::sync::lock(&self.next_segment) = next_segment.max(1) as u64;
+                *vev_core::sync::lock(&self.root_seen) = Some((t, next_segment));
                 (db, t as u64)
             }
         };
@@ -465,7 +481,7 @@ impl Store {
             .query_row("SELECT max(id) FROM vev_segment", [], |r| r.get(0))
             .map_err(io("segment ids"))?;
         {
-            let mut next = self.next_segment.lock().unwrap_or_else(|p| p.into_inner());
+            let mut next = vev_core::sync::lock(&self.next_segment);
             *next = (*next).max(max_id.map_or(1, |m| m as u64 + 1));
         }
         let records = read_log_after(&tx, root_t)?;
@@ -555,7 +571,7 @@ impl Store {
         // Ids are taken for good, even if this checkpoint fails: the cache may already hold
         // segments under them, and a later checkpoint must not reuse an id for other bytes.
         let mark = self.cache.mark();
-        let mut ids = self.next_segment.lock().unwrap_or_else(|p| p.into_inner());
+        let mut ids = vev_core::sync::lock(&self.next_segment);
         let mut next = *ids;
         let cp = persist::checkpoint(db, &self.cache, &mut next);
         *ids = next;
@@ -593,7 +609,7 @@ impl Store {
             }
             self.commit(tx, "segment sync")?;
         }
-        let next = *self.next_segment.lock().unwrap_or_else(|p| p.into_inner());
+        let next = *vev_core::sync::lock(&self.next_segment);
         let mut conn = self.conn();
         let tx = conn
             .transaction_with_behavior(TransactionBehavior::Immediate)
@@ -609,8 +625,7 @@ impl Store {
         .map_err(io("root write"))?;
         self.commit(tx, "checkpoint sync")?;
         // The writer's databases move onto this root as they adopt the checkpoint.
-        *self.root_seen.lock().unwrap_or_else(|p| p.into_inner()) =
-            Some((cp.t as i64, next as i64));
+        *vev_core::sync::lock(&self.root_seen) = Some((cp.t as i64, next as i64));
         Ok(())
     }
 
@@ -739,7 +754,7 @@ impl Store {
             )
             .optional()
             .map_err(io("root read"))?;
-        let seen = *self.root_seen.lock().unwrap_or_else(|p| p.into_inner());
+        let seen = *vev_core::sync::lock(&self.root_seen);
         // A new root, even one older than `db` (which replayed the log past it): adopt it,
         // so that what the log changed leaves memory for the root's segments.
         if root.is_some() && root != seen {
@@ -888,22 +903,17 @@ fn take_lock(path: &Path, display: &str, mode: LockMode) -> Result<WriterLock, S
                 LockMode::Wait(limit) => {
                     return Err(StorageError::Locked {
                         path: display.to_owned(),
-                        waited: format!(" (waited {} ms)", limit.as_millis()),
+                        waited: Some(limit),
                     })
                 }
                 LockMode::Fail => {
                     return Err(StorageError::Locked {
                         path: display.to_owned(),
-                        waited: String::new(),
+                        waited: None,
                     })
                 }
             },
-            Err(TryLock::Failed(e)) => {
-                return Err(StorageError::Io {
-                    op: "lock".into(),
-                    reason: format!("{display}: {e}"),
-                })
-            }
+            Err(TryLock::Failed(e)) => return Err(StorageError::from_io("lock", display, &e)),
         }
     }
 }

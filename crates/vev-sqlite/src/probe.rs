@@ -24,10 +24,7 @@ const HEADER_BYTES: u64 = 100;
 /// Checks, before SQLite opens it, that an existing `path` can be a database file. A path
 /// that does not exist, or an empty file, passes (a writer creates the database there).
 pub(crate) fn check_file(path: &Path, display: &str) -> Result<(), StorageError> {
-    let io = |e: std::io::Error| StorageError::Io {
-        op: "open".into(),
-        reason: format!("{display}: {e}"),
-    };
+    let io = |e: std::io::Error| StorageError::from_io("open", display, &e);
     let meta = match std::fs::metadata(path) {
         Ok(meta) => meta,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(()),
@@ -234,10 +231,7 @@ mod tests {
         let dir = dir().join("explain");
         std::fs::create_dir_all(&dir).unwrap();
         let path = file_with(&dir, &header(4096, 3, true));
-        let io = StorageError::Io {
-            op: "open".into(),
-            reason: "disk I/O error".into(),
-        };
+        let io = StorageError::io_kind("open", std::io::ErrorKind::Other, "disk I/O error");
         let e = explain_failure(&path, "g", io.clone());
         assert_eq!(e.code(), "storage/truncated");
         // A whole file: the failure stays what it was (this directory is writable).

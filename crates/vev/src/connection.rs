@@ -157,11 +157,11 @@ impl Drop for Inner {
         let Some(durable) = &self.durable else {
             return;
         };
-        let writer = self.writer.get_mut().unwrap_or_else(|p| p.into_inner());
+        let writer = vev_core::sync::get_mut(&mut self.writer);
         if let Some(bg) = writer.background.take() {
             if let Ok(Ok(cp)) = bg.handle.join() {
                 writer.tail_datoms = writer.tail_datoms.saturating_sub(bg.tail_datoms);
-                let latest = self.latest.get_mut().unwrap_or_else(|p| p.into_inner());
+                let latest = vev_core::sync::get_mut_rw(&mut self.latest);
                 *latest = cp.rebase(latest);
             }
         }
@@ -172,7 +172,7 @@ impl Drop for Inner {
         {
             return;
         }
-        let latest = self.latest.get_mut().unwrap_or_else(|p| p.into_inner());
+        let latest = vev_core::sync::get_mut_rw(&mut self.latest);
         let _ = durable.store.checkpoint(latest);
     }
 }
@@ -277,18 +277,14 @@ impl Connection {
     }
 
     fn latest(&self) -> Db {
-        self.inner
-            .latest
-            .read()
-            .unwrap_or_else(|p| p.into_inner())
-            .clone()
+        vev_core::sync::read(&self.inner.latest).clone()
     }
 
     /// Make `db` the latest database; returns the one it replaces. The lock is held only for
     /// the swap: the old value (whose nodes may be many, after a checkpoint) is dropped after
     /// it is released, so readers never wait for that.
     fn publish(&self, db: Db) -> Db {
-        let mut latest = self.inner.latest.write().unwrap_or_else(|p| p.into_inner());
+        let mut latest = vev_core::sync::write(&self.inner.latest);
         std::mem::replace(&mut *latest, db)
     }
 
@@ -305,7 +301,7 @@ impl Connection {
         let Some(durable) = &self.inner.durable else {
             return Ok(self.latest());
         };
-        let _writer = self.inner.writer.lock().unwrap_or_else(|p| p.into_inner());
+        let _writer = vev_core::sync::lock(&self.inner.writer);
         let version = durable.store.data_version()?;
         if version != durable.seen_version.load(Ordering::SeqCst) || !durable.store.is_read_only() {
             let db = durable.store.catch_up(&self.latest())?;
@@ -321,7 +317,7 @@ impl Connection {
         let Some(durable) = &self.inner.durable else {
             return Ok(());
         };
-        let mut writer = self.inner.writer.lock().unwrap_or_else(|p| p.into_inner());
+        let mut writer = vev_core::sync::lock(&self.inner.writer);
         self.checkpoint_locked(durable, &mut writer)
     }
 
@@ -407,10 +403,11 @@ impl Connection {
         progress: &mut dyn FnMut(&BackupProgress),
     ) -> Result<BackupReport, Error> {
         let Some(durable) = &self.inner.durable else {
-            return Err(StorageError::Io {
-                op: "backup".into(),
-                reason: "an in-memory database has no file to copy".into(),
-            }
+            return Err(StorageError::io_kind(
+                "backup",
+                std::io::ErrorKind::Unsupported,
+                "an in-memory database has no file to copy",
+            )
             .into());
         };
         Ok(durable.store.backup(dest.as_ref(), progress)?)
@@ -433,7 +430,7 @@ impl Connection {
     /// Transact operations built in Rust. On a durable connection the transaction is in the
     /// log and synced before this returns.
     pub fn transact(&self, ops: &[TxOp]) -> Result<TxReport, Error> {
-        let mut writer = self.inner.writer.lock().unwrap_or_else(|p| p.into_inner());
+        let mut writer = vev_core::sync::lock(&self.inner.writer);
         self.catch_up_locked(&mut writer)?;
         let before = self.latest();
         let report = self.apply(&before, ops)?;
@@ -493,7 +490,7 @@ impl Connection {
     {
         use vev_db::persist::LogRecord;
         let started = Instant::now();
-        let mut writer = self.inner.writer.lock().unwrap_or_else(|p| p.into_inner());
+        let mut writer = vev_core::sync::lock(&self.inner.writer);
         self.catch_up_locked(&mut writer)?;
         let batch = self
             .inner
@@ -703,11 +700,7 @@ impl Connection {
         segments: Option<Arc<vev_db::persist::SegmentCache>>,
         run: impl FnOnce(&TxContext) -> Result<T, vev_core::TxError>,
     ) -> Result<T, Error> {
-        let functions = self
-            .inner
-            .functions
-            .read()
-            .unwrap_or_else(|p| p.into_inner());
+        let functions = vev_core::sync::read(&self.inner.functions);
         let ctx = TxContext {
             functions: &Registry(&functions),
             now_ms: now_ms(),
@@ -727,22 +720,13 @@ impl Connection {
         f: impl Fn(&Db, &[Edn]) -> Result<Vec<TxOp>, String> + Send + Sync + 'static,
     ) {
         let key = Keyword::new(ident.trim_start_matches(':'));
-        self.inner
-            .functions
-            .write()
-            .unwrap_or_else(|p| p.into_inner())
-            .insert(key, Arc::new(f));
+        vev_core::sync::write(&self.inner.functions).insert(key, Arc::new(f));
     }
 
     /// A feed of every transaction report committed from now on, in commit order.
     pub fn subscribe(&self) -> Receiver<TxReport> {
         let (tx, rx) = channel();
-        self.inner
-            .writer
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .listeners
-            .push(tx);
+        vev_core::sync::lock(&self.inner.writer).listeners.push(tx);
         rx
     }
 }

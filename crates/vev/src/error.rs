@@ -8,6 +8,7 @@ use vev_edn::ParseError;
 pub enum Error {
     #[error(transparent)]
     Tx(#[from] TxError),
+    /// EDN text that does not read (the CLI's inputs and entity arguments).
     #[error(transparent)]
     Edn(#[from] ParseError),
     #[error(transparent)]
