@@ -23,7 +23,6 @@
 //! Only this crate knows SQL.
 
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -35,6 +34,11 @@ use vev_db::persist::{self, Checkpoint, LogRecord, SegmentCache, SegmentStore};
 use vev_db::Db;
 
 mod backup;
+mod faults;
+#[cfg(feature = "testing")]
+pub use faults::FaultPlan;
+#[cfg(not(feature = "testing"))]
+use faults::FaultPlan;
 #[cfg(unix)]
 mod lock;
 #[cfg(not(unix))]
@@ -63,42 +67,6 @@ pub enum LockMode {
     Wait(Duration),
 }
 
-/// A test hook that fails the `fail_at`-th storage operation (1-based): a log write, a sync
-/// (commit), a segment write or the root write. With `after_commit`, a failing sync happens
-/// first and then reports the failure (the "did it commit?" case).
-#[derive(Debug, Default)]
-pub struct FaultPlan {
-    pub fail_at: u64,
-    pub after_commit: bool,
-    seen: AtomicU64,
-}
-
-impl FaultPlan {
-    pub fn new(fail_at: u64, after_commit: bool) -> Arc<FaultPlan> {
-        Arc::new(FaultPlan {
-            fail_at,
-            after_commit,
-            seen: AtomicU64::new(0),
-        })
-    }
-
-    /// Operations counted so far.
-    pub fn seen(&self) -> u64 {
-        self.seen.load(Ordering::SeqCst)
-    }
-
-    fn hit(&self, op: &str) -> Result<(), StorageError> {
-        let n = self.seen.fetch_add(1, Ordering::SeqCst) + 1;
-        if n == self.fail_at {
-            return Err(StorageError::Injected {
-                op: op.to_owned(),
-                n,
-            });
-        }
-        Ok(())
-    }
-}
-
 /// How to open a database file.
 #[derive(Clone, Debug)]
 pub struct StoreOptions {
@@ -109,10 +77,24 @@ pub struct StoreOptions {
     pub lock: LockMode,
     /// Decoded segment datoms kept in memory.
     pub cache_datoms_max: usize,
+    /// Storage operations to fail on purpose (tests; the `testing` feature).
+    #[cfg(feature = "testing")]
     pub faults: Option<Arc<FaultPlan>>,
     /// How long a segment stays in the file after no root names it (for readers, in this or
     /// other processes, still reading an older database); `None` keeps every segment.
     pub gc_grace: Option<Duration>,
+}
+
+impl StoreOptions {
+    #[cfg(feature = "testing")]
+    fn faults(&self) -> Option<Arc<FaultPlan>> {
+        self.faults.clone()
+    }
+
+    #[cfg(not(feature = "testing"))]
+    fn faults(&self) -> Option<Arc<FaultPlan>> {
+        None
+    }
 }
 
 /// The default `gc_grace`: an hour.
@@ -125,6 +107,7 @@ impl Default for StoreOptions {
             create: true,
             lock: LockMode::Fail,
             cache_datoms_max: 8_000_000,
+            #[cfg(feature = "testing")]
             faults: None,
             gc_grace: Some(GC_GRACE_DEFAULT),
         }
@@ -406,7 +389,7 @@ impl Store {
             conn: Mutex::new(conn),
             cache,
             read_only: opts.read_only,
-            faults: opts.faults.clone(),
+            faults: opts.faults(),
             next_segment: Mutex::new(1),
             gc_grace: opts.gc_grace,
             root_seen: Mutex::new(None),

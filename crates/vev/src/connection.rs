@@ -29,9 +29,9 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use vev_core::{Edn, Keyword, StorageError, TxOp};
 use vev_db::{Db, TxContext, TxFunctions, TxReport};
-use vev_sqlite::{
-    BackupProgress, BackupReport, FaultPlan, LockMode, Store, StoreOptions, VerifyReport,
-};
+#[cfg(feature = "testing")]
+use vev_sqlite::FaultPlan;
+use vev_sqlite::{BackupProgress, BackupReport, LockMode, Store, StoreOptions, VerifyReport};
 
 use crate::error::Error;
 
@@ -66,8 +66,8 @@ pub struct OpenOptions {
     /// suits a single connection only: a checkpoint may then delete a segment that a reader
     /// (or the writer's own older database) is loading at the same time.
     pub gc_grace: Option<std::time::Duration>,
-    /// For tests: fail the Nth storage operation.
-    #[doc(hidden)]
+    /// For tests: fail the Nth storage operation (the `testing` feature).
+    #[cfg(feature = "testing")]
     pub faults: Option<Arc<FaultPlan>>,
 }
 
@@ -82,6 +82,7 @@ impl Default for OpenOptions {
             bulk_batch_datoms: 200_000,
             checkpoint_on_close: true,
             gc_grace: Some(vev_sqlite::GC_GRACE_DEFAULT),
+            #[cfg(feature = "testing")]
             faults: None,
         }
     }
@@ -222,6 +223,7 @@ impl Connection {
                 create: opts.create && !opts.read_only,
                 lock: opts.lock,
                 cache_datoms_max: opts.cache_datoms_max,
+                #[cfg(feature = "testing")]
                 faults: opts.faults.clone(),
                 gc_grace: opts.gc_grace,
             },

@@ -47,4 +47,7 @@ pub use vev_query::{
     pull_many, q, Input, Limits, PlanStep, PullError, Query, QueryError, QueryOptions, QueryResult,
     Registry, ResultKind, Rows, Source,
 };
-pub use vev_sqlite::{BackupProgress, BackupReport, FaultPlan, LockMode, VerifyReport};
+/// Fault injection for tests (the `testing` feature).
+#[cfg(feature = "testing")]
+pub use vev_sqlite::FaultPlan;
+pub use vev_sqlite::{BackupProgress, BackupReport, LockMode, VerifyReport};

@@ -1,0 +1,46 @@
+//! A test hook that fails a chosen storage operation (the `testing` feature makes it public):
+//! fault injection for the durability tests, which check that every acknowledged
+//! transaction survives a failure and nothing else does.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+
+use vev_core::StorageError;
+
+/// A test hook that fails the `fail_at`-th storage operation (1-based): a log write, a sync
+/// (commit), a segment write or the root write. With `after_commit`, a failing sync happens
+/// first and then reports the failure (the "did it commit?" case).
+#[derive(Debug, Default)]
+pub struct FaultPlan {
+    pub fail_at: u64,
+    pub after_commit: bool,
+    seen: AtomicU64,
+}
+
+// Without the `testing` feature nothing outside this crate can make one.
+#[cfg_attr(not(feature = "testing"), allow(dead_code))]
+impl FaultPlan {
+    pub fn new(fail_at: u64, after_commit: bool) -> Arc<FaultPlan> {
+        Arc::new(FaultPlan {
+            fail_at,
+            after_commit,
+            seen: AtomicU64::new(0),
+        })
+    }
+
+    /// Operations counted so far.
+    pub fn seen(&self) -> u64 {
+        self.seen.load(Ordering::SeqCst)
+    }
+
+    pub(crate) fn hit(&self, op: &str) -> Result<(), StorageError> {
+        let n = self.seen.fetch_add(1, Ordering::SeqCst) + 1;
+        if n == self.fail_at {
+            return Err(StorageError::Injected {
+                op: op.to_owned(),
+                n,
+            });
+        }
+        Ok(())
+    }
+}
