@@ -25,7 +25,7 @@ use std::path::Path;
 use std::sync::atomic::{AtomicI64, Ordering};
 use std::sync::mpsc::{channel, Receiver, Sender};
 use std::sync::{Arc, Mutex, RwLock};
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use vev_core::{Edn, Keyword, StorageError, TxOp};
 use vev_db::{Db, TxContext, TxFunctions, TxReport};
@@ -34,6 +34,8 @@ use vev_sqlite::FaultPlan;
 use vev_sqlite::{BackupProgress, BackupReport, LockMode, Store, StoreOptions, VerifyReport};
 
 use crate::error::Error;
+
+mod bulk;
 
 /// A transaction function: gets db-before and the arguments of its list form, returns the
 /// transaction data to use in its place (or an error message that aborts the transaction).
@@ -105,14 +107,6 @@ pub struct BulkProgress {
     pub txs: u64,
     pub datoms: u64,
     pub elapsed: Duration,
-}
-
-/// What a `bulk_load` builds: a `Bulk` import, or (with subscribers) one full report after
-/// another; `Failed` once a transaction failed (the `Bulk` is consumed then).
-enum Importing {
-    Bulk(vev_db::Bulk),
-    Reports(Db),
-    Failed,
 }
 
 /// A checkpoint running on its own thread: what it returns, and the log tail it covers.
@@ -473,205 +467,6 @@ impl Connection {
             }
         }
         Ok(())
-    }
-
-    /// Import a stream of transactions fast: each runs through the transactor as usual, but
-    /// their log records are written in large synced batches (`bulk_batch_datoms`) by a second
-    /// thread while the next batch is computed, and one checkpoint at the end writes the index
-    /// segments. `progress` is called after each batch is committed. The import's database is
-    /// published when it ends (no other value shares its index nodes meanwhile, so they are
-    /// updated in place). A failure stops the import: the batches committed before it stay,
-    /// and the connection adopts them from the log.
-    pub fn bulk_load<I>(
-        &self,
-        txs: I,
-        progress: &mut dyn FnMut(&BulkProgress),
-    ) -> Result<BulkProgress, Error>
-    where
-        I: IntoIterator<Item = Vec<TxOp>>,
-    {
-        use vev_db::persist::LogRecord;
-        let started = Instant::now();
-        let mut writer = vev_core::sync::lock(&self.inner.writer);
-        self.catch_up_locked(&mut writer)?;
-        let batch = self
-            .inner
-            .durable
-            .as_ref()
-            .map_or(usize::MAX, |d| d.bulk_batch_datoms);
-        /// A batch on its way to the log: its records, the transaction data it came from
-        /// (dropped on the log thread, off the transactor's path), and the counts after it.
-        struct Batch {
-            records: Vec<LogRecord>,
-            #[allow(dead_code)] // only dropped, on the log thread
-            ops: Vec<Vec<TxOp>>,
-            txs: u64,
-            datoms: u64,
-        }
-        let (to_log, from_main) = std::sync::mpsc::sync_channel::<Batch>(1);
-        let (to_main, acks) = channel::<Result<(u64, u64), Error>>();
-        let durable = self.inner.durable.as_ref();
-        // Segment loads that fail during the import (in the transactor or in `Bulk`'s merges)
-        // fail it: the log thread checks before each batch, and the end before publishing.
-        let mark = durable.map(|d| d.store.cache().mark());
-        let load_failure = move || {
-            durable
-                .zip(mark)
-                .and_then(|(d, m)| d.store.cache().failure_since(m))
-        };
-        let mut done = BulkProgress {
-            txs: 0,
-            datoms: 0,
-            elapsed: Duration::ZERO,
-        };
-        let mut failed: Option<Error> = None;
-        let mut committed = |ack: Result<(u64, u64), Error>,
-                             failed: &mut Option<Error>,
-                             done: &mut BulkProgress| match ack {
-            Ok((txs, datoms)) => {
-                done.txs = txs;
-                done.datoms = datoms;
-                done.elapsed = started.elapsed();
-                progress(done);
-            }
-            Err(e) => {
-                failed.get_or_insert(e);
-            }
-        };
-        let imported = std::thread::scope(|scope| {
-            scope.spawn(move || {
-                for batch in from_main {
-                    if let Some(f) = load_failure() {
-                        let _ = to_main.send(Err(f.into()));
-                        return;
-                    }
-                    let written = match durable {
-                        Some(d) => d.store.append_many(&batch.records).map_err(Error::from),
-                        None => Ok(()),
-                    };
-                    let stop = written.is_err();
-                    let counts = (batch.txs, batch.datoms);
-                    drop(batch);
-                    let _ = to_main.send(written.map(|()| counts));
-                    if stop {
-                        return;
-                    }
-                }
-            });
-            // Without subscribers nothing needs db-before or db-after, so the import goes
-            // through `Bulk`: unshared index nodes are updated in place and AVET entries of
-            // non-unique attributes are merged in large batches. With subscribers, each
-            // transaction gets its full report.
-            let mut state = if writer.listeners.is_empty() {
-                Importing::Bulk(vev_db::Bulk::new(self.latest()))
-            } else {
-                Importing::Reports(self.latest())
-            };
-            let mut pending: Vec<LogRecord> = Vec::new();
-            let mut pending_ops: Vec<Vec<TxOp>> = Vec::new();
-            let mut pending_datoms = 0;
-            let (mut txs_seen, mut datoms_seen) = (0u64, 0u64);
-            let send = |pending: &mut Vec<LogRecord>,
-                        pending_ops: &mut Vec<Vec<TxOp>>,
-                        txs: u64,
-                        datoms: u64| {
-                let batch = Batch {
-                    records: std::mem::take(pending),
-                    ops: std::mem::take(pending_ops),
-                    txs,
-                    datoms,
-                };
-                to_log.send(batch).is_ok()
-            };
-            for ops in txs {
-                while let Ok(ack) = acks.try_recv() {
-                    committed(ack, &mut failed, &mut done);
-                }
-                if failed.is_some() {
-                    break;
-                }
-                let applied = match std::mem::replace(&mut state, Importing::Failed) {
-                    Importing::Bulk(bulk) => self
-                        .run_transactor(bulk.segment_cache().cloned(), |ctx| {
-                            bulk.transact(&ops, ctx)
-                        })
-                        .map(|(bulk, tx)| {
-                            let done = (tx.tx_data, bulk.basis_t(), bulk.next_user());
-                            state = Importing::Bulk(bulk);
-                            done
-                        }),
-                    Importing::Reports(db) => self.apply(&db, &ops).map(|report| {
-                        writer
-                            .listeners
-                            .retain(|tx| tx.send(report.clone()).is_ok());
-                        let db = report.db_after;
-                        let done = (report.tx_data, db.basis_t(), db.next_user());
-                        state = Importing::Reports(db);
-                        done
-                    }),
-                    // Failures end the loop before another transaction.
-                    Importing::Failed => break,
-                };
-                let (tx_data, t, next_user) = match applied {
-                    Ok(x) => x,
-                    Err(e) => {
-                        failed = Some(e);
-                        break;
-                    }
-                };
-                txs_seen += 1;
-                datoms_seen += tx_data.len() as u64;
-                pending_datoms += tx_data.len();
-                pending.push(LogRecord {
-                    t,
-                    next_user,
-                    datoms: tx_data,
-                });
-                pending_ops.push(ops);
-                if pending_datoms >= batch {
-                    if !send(&mut pending, &mut pending_ops, txs_seen, datoms_seen) {
-                        break;
-                    }
-                    pending_datoms = 0;
-                }
-            }
-            if failed.is_none() && !pending.is_empty() {
-                send(&mut pending, &mut pending_ops, txs_seen, datoms_seen);
-            }
-            drop(to_log);
-            // The last merges run while the log thread commits the last batches.
-            let imported = match state {
-                // A failed import's value is dropped unfinished (merging would be wasted).
-                _ if failed.is_some() => Db::empty(),
-                Importing::Bulk(bulk) => bulk.finish(),
-                Importing::Reports(db) => db,
-                Importing::Failed => Db::empty(),
-            };
-            for ack in acks.iter() {
-                committed(ack, &mut failed, &mut done);
-            }
-            if let Some(f) = load_failure() {
-                failed.get_or_insert(f.into());
-            }
-            imported
-        });
-        if let Some(e) = failed {
-            // In memory nothing was committed; on a file, adopt the batches that were.
-            if let Some(durable) = durable {
-                match durable.store.catch_up(&self.latest()) {
-                    Ok(db) => drop(self.publish(db)),
-                    Err(_) => writer.needs_catch_up = true,
-                }
-            }
-            return Err(e);
-        }
-        self.publish(imported);
-        if let Some(durable) = durable {
-            writer.tail_datoms += done.datoms as usize;
-            self.checkpoint_locked(durable, &mut writer)?;
-        }
-        done.elapsed = started.elapsed();
-        Ok(done)
     }
 
     /// Apply operations to `db` without committing them (Datomic's `with`).
