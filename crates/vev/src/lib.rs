@@ -24,8 +24,9 @@
 #[doc = include_str!("../../../README.md")]
 struct ReadmeDoctest;
 
+/// mimalloc as a global allocator (the `mimalloc` feature): the `vev-alloc` crate.
 #[cfg(feature = "mimalloc")]
-pub mod alloc;
+pub use vev_alloc as alloc;
 mod connection;
 mod error;
 

@@ -5,15 +5,20 @@
 //! spends more time on that churn than the transactor does once the heap holds millions of
 //! datoms (`bench/RESULTS.md`, core benchmark).
 //!
-//! ```ignore
+//! Through the facade it is `vev::alloc` (the `vev` crate's `mimalloc` feature):
+//!
+//! ```no_run
 //! #[global_allocator]
-//! static ALLOCATOR: vev::alloc::MiMalloc = vev::alloc::MiMalloc;
+//! static ALLOCATOR: vev_alloc::MiMalloc = vev_alloc::MiMalloc;
 //!
 //! fn main() {
-//!     vev::alloc::keep_freed_memory();
+//!     vev_alloc::keep_freed_memory();
 //!     // ...
 //! }
 //! ```
+//!
+//! This is the one crate of the workspace with `unsafe` code (every block with a
+//! `// SAFETY:` comment); the others forbid it.
 
 use std::alloc::{GlobalAlloc, Layout};
 use std::ffi::c_void;
