@@ -452,11 +452,7 @@ impl<'a> Ctx<'a> {
         for (i, c) in remaining.iter().enumerate() {
             let ready = match c {
                 CClause::Pattern { .. } => true,
-                CClause::Or {
-                    join: Some((req, _)),
-                    ..
-                } => req.iter().all(|v| rel.has(*v)),
-                CClause::Or { .. } => true,
+                CClause::Or { .. } => c.or_required().iter().all(|v| rel.has(*v)),
                 CClause::Rule { name, args, .. } => self.rules.required_bound(name, args, rel),
                 _ => self.filter_ready(rel, c, remaining),
             };
@@ -487,13 +483,9 @@ impl<'a> Ctx<'a> {
                     p.range = value_range(env, terms, rel, remaining).filter(|r| p.range_fits(r));
                     p.estimate(rel)?
                 }
-                CClause::Or { join, .. } => {
+                CClause::Or { .. } => {
                     let vars = c.vars();
-                    let required_ok = match join {
-                        Some((req, _)) => req.iter().all(|v| rel.has(*v)),
-                        None => true,
-                    };
-                    if !required_ok {
+                    if !c.or_required().iter().all(|v| rel.has(*v)) {
                         continue;
                     }
                     if vars.iter().any(|v| rel.has(*v)) {
@@ -533,10 +525,13 @@ impl<'a> Ctx<'a> {
             CClause::Pred { args, .. } => (arg_vars(args), "in predicate"),
             CClause::Fn { args, .. } => (arg_vars(args), "in function call"),
             CClause::Not { .. } => (c.vars(), "in not clause"),
-            CClause::Or {
-                join: Some((req, _)),
-                ..
-            } => (req.clone(), "for or-join's required variables"),
+            CClause::Or { join: Some(_), .. } => {
+                (c.or_required(), "for or-join's required variables")
+            }
+            CClause::Or { .. } => (
+                c.or_required(),
+                "for or's variables that not every branch uses",
+            ),
             CClause::Rule { args, .. } => (arg_vars(args), "for rule's required variables"),
             _ => (c.vars(), "in clause"),
         };
