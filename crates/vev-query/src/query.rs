@@ -945,8 +945,9 @@ fn bindable_vars(clauses: &[CClause], inputs: &HashSet<VarId>) -> HashSet<VarId>
 }
 
 /// Checks that do not depend on the data: every predicate and function argument, `not`
-/// variable and `not-join`/`or-join` required variable can be bound; `or` branches use the
-/// same variables; rule calls have their rule's arity.
+/// variable and `not-join`/`or-join` required variable can be bound; a variable only some
+/// branches of an `or`/`or-join` use is bound outside it (`CClause::or_required`); rule
+/// calls have their rule's arity.
 fn check_bindings(
     scope: &Scope,
     clauses: &[CClause],
