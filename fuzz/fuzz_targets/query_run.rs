@@ -37,11 +37,16 @@ fn base() -> &'static vev::Db {
 }
 
 fuzz_target!(|data: &[u8]| {
-    let Ok(text) = std::str::from_utf8(data) else { return };
-    let Ok(query) = vev::Query::parse(text) else { return };
+    let Ok(text) = std::str::from_utf8(data) else {
+        return;
+    };
+    let Ok(query) = vev::Query::parse(text) else {
+        return;
+    };
     let db = base();
-    let rules = vev::edn::parse("[[(r ?x ?y) [?x :follows ?y]] [(r ?x ?y) [?x :follows ?t] (r ?t ?y)]]")
-        .expect("rules");
+    let rules =
+        vev::edn::parse("[[(r ?x ?y) [?x :follows ?y]] [(r ?x ?y) [?x :follows ?t] (r ?t ?y)]]")
+            .expect("rules");
     // Feed every input the same few values; shape errors are fine.
     let inputs: Vec<vev::Input<'_>> = query
         .ast()
@@ -52,6 +57,14 @@ fuzz_target!(|data: &[u8]| {
             _ => vev::Input::Edn(&rules),
         })
         .collect();
-    let strict = Strictness { rows: rows_comparable(&query), eval_errors: false };
-    assert_same(text, &run(&query, &inputs, false), &run(&query, &inputs, true), strict);
+    let strict = Strictness {
+        rows: rows_comparable(&query),
+        eval_errors: false,
+    };
+    assert_same(
+        text,
+        &run(&query, &inputs, false),
+        &run(&query, &inputs, true),
+        strict,
+    );
 });

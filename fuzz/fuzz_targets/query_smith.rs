@@ -48,18 +48,33 @@ fuzz_target!(|data: &[u8]| {
     let view = view(&db, t, tape.pick(5));
     let q = QuerySpec::generate(&mut tape, built.ids.len(), Dialect::Full);
     let text = q.text(&built.ids);
-    let query = Query::parse(&text).unwrap_or_else(|e| panic!("generated query fails: {e}\n{text}"));
+    let query =
+        Query::parse(&text).unwrap_or_else(|e| panic!("generated query fails: {e}\n{text}"));
     let args: Vec<Edn> = q
         .input_edns(&built.ids)
         .iter()
         .map(|e| vev::edn::parse(e).expect("generated inputs parse"))
         .collect();
-    let strict = Strictness { rows: true, eval_errors: true };
+    let strict = Strictness {
+        rows: true,
+        eval_errors: true,
+    };
     let what = format!("{text}\ninputs: {args:?}\ndata:\n{}", built.describe());
     let optimized = run_all(&query, &view, &args, false);
-    assert_same(&what, &optimized, &run_all(&query, &view, &args, true), strict);
+    assert_same(
+        &what,
+        &optimized,
+        &run_all(&query, &view, &args, true),
+        strict,
+    );
     let datoms = view.datoms(IndexOrder::Eavt, &[]).collect();
-    let reference = VecSource::new(view.schema().clone(), datoms).with_history(Source::is_history(&view));
+    let reference =
+        VecSource::new(view.schema().clone(), datoms).with_history(Source::is_history(&view));
     let fresh = Query::parse(&text).expect("compiled before");
-    assert_same(&what, &optimized, &run_all(&fresh, &reference, &args, false), strict);
+    assert_same(
+        &what,
+        &optimized,
+        &run_all(&fresh, &reference, &args, false),
+        strict,
+    );
 });

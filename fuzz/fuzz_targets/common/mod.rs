@@ -58,7 +58,10 @@ pub fn rows_comparable(query: &Query) -> bool {
         matches!(e, FindElem::Aggregate { name, .. } if matches!(name.name(), "rand" | "sample"))
     });
     let picks_one = matches!(find, FindSpec::Scalar(_) | FindSpec::Tuple(_))
-        && find.elems().iter().any(|e| !matches!(e, FindElem::Aggregate { .. }));
+        && find
+            .elems()
+            .iter()
+            .any(|e| !matches!(e, FindElem::Aggregate { .. }));
     !random && !picks_one
 }
 
@@ -89,7 +92,8 @@ pub struct Strictness {
 
 /// Panic (a crash for libFuzzer) when the optimized and naive runs disagree.
 pub fn assert_same(what: &str, optimized: &Outcome, naive: &Outcome, strict: Strictness) {
-    let eval_error = |o: &Outcome| matches!(o, Outcome::Error("query/type-error" | "query/overflow"));
+    let eval_error =
+        |o: &Outcome| matches!(o, Outcome::Error("query/type-error" | "query/overflow"));
     match (optimized, naive) {
         (Outcome::OverLimit, _) | (_, Outcome::OverLimit) => {}
         (Outcome::Rows(_), Outcome::Rows(_)) if !strict.rows => {}
