@@ -619,7 +619,7 @@ impl Gen<'_, '_> {
         // written order and the `or` may be inserted before the clause that binds it.
         let skip_y = self.full()
             && y.as_ref().is_some_and(|y| self.bound.contains(y))
-            && self.tape.chance(30);
+            && self.tape.chance(60);
         let branches: Vec<Vec<Clause>> = (0..2)
             .map(|i| {
                 let y = y.as_deref().filter(|_| !(skip_y && i == 1));
