@@ -10,7 +10,7 @@ use vev_edn::Edn;
 use crate::error::QueryError;
 use crate::funcs::{compare, Registry};
 
-const BUILTIN: &[&str] = &[
+pub(crate) const BUILTIN: &[&str] = &[
     "count",
     "count-distinct",
     "sum",
@@ -46,16 +46,59 @@ fn numbers(name: &str, vals: &[Value]) -> Result<Vec<f64>, QueryError> {
         .collect()
 }
 
+/// Sort by [`compare`], after checking every value can be compared with the others (a sort
+/// must not see an error half-way: its comparator has to be a total order).
 fn sort_values(name: &str, vals: &mut [Value]) -> Result<(), QueryError> {
-    let mut err = None;
-    vals.sort_by(|a, b| match compare(name, a, b) {
-        Ok(o) => o,
-        Err(e) => {
-            err.get_or_insert(e);
-            Ordering::Equal
+    if let Some(first) = vals.iter().find(|v| !matches!(v, Value::Nil)) {
+        for v in vals.iter() {
+            compare(name, first, v)?;
         }
-    });
-    err.map_or(Ok(()), Err)
+    }
+    vals.sort_by(|a, b| compare(name, a, b).unwrap_or(Ordering::Equal));
+    Ok(())
+}
+
+/// The most values `(rand n ?x)` may draw: it draws with replacement, so `n` is not bounded
+/// by the data, and a huge `n` would exhaust memory.
+const RAND_COUNT_MAX: usize = 1_000_000;
+
+/// The sum of longs (in 128 bits, so only the total has to fit), or an overflow error quoting
+/// the values.
+fn sum_longs(name: &str, vals: &[Value]) -> Result<Edn, QueryError> {
+    let mut total: i128 = 0;
+    for v in vals {
+        total += match v {
+            Value::Long(n) => i128::from(*n),
+            Value::Ref(n) => i128::from(*n),
+            _ => unreachable!("sum_longs is given longs and refs"),
+        };
+    }
+    i64::try_from(total)
+        .map(Edn::Integer)
+        .map_err(|_| crate::funcs::overflow(name, vals))
+}
+
+/// The median of values sorted by [`compare`]: the middle one, or the mean of the middle two
+/// (an integer when two longs have an integral mean, computed without overflow).
+fn median(name: &str, mut xs: Vec<Value>) -> Result<Edn, QueryError> {
+    sort_values(name, &mut xs)?;
+    let n = xs.len();
+    if n == 0 {
+        return Ok(Edn::Nil);
+    }
+    if n % 2 == 1 {
+        return Ok(xs[n / 2].to_edn());
+    }
+    if let (Value::Long(a), Value::Long(b)) = (&xs[n / 2 - 1], &xs[n / 2]) {
+        let s = i128::from(*a) + i128::from(*b);
+        return Ok(if s % 2 == 0 {
+            Edn::Integer((s / 2) as i64)
+        } else {
+            Edn::Float(s as f64 / 2.0)
+        });
+    }
+    let pair = numbers(name, &xs[n / 2 - 1..=n / 2])?;
+    Ok(Edn::Float(pair[0] / 2.0 + pair[1] / 2.0))
 }
 
 fn count_arg(name: &str, args: &[Edn]) -> Result<usize, QueryError> {
@@ -90,18 +133,7 @@ pub(crate) fn aggregate(
                 .iter()
                 .all(|v| matches!(v, Value::Long(_) | Value::Ref(_)))
             {
-                let mut total: i64 = 0;
-                for v in &vals {
-                    let n = match v {
-                        Value::Long(n) => *n,
-                        Value::Ref(n) => *n as i64,
-                        _ => unreachable!("checked above"),
-                    };
-                    total = total
-                        .checked_add(n)
-                        .ok_or_else(|| QueryError::type_error(name, "integer overflow".into()))?;
-                }
-                Edn::Integer(total)
+                sum_longs(name, &vals)?
             } else {
                 Edn::Float(numbers(name, &vals)?.iter().sum())
             }
@@ -116,23 +148,11 @@ pub(crate) fn aggregate(
             let var = xs.iter().map(|x| (x - mean) * (x - mean)).sum::<f64>() / xs.len() as f64;
             Edn::Float(if name == "variance" { var } else { var.sqrt() })
         }
-        "median" => {
-            let mut xs = vals;
-            sort_values(name, &mut xs)?;
-            let n = xs.len();
-            if n % 2 == 1 {
-                xs[n / 2].to_edn()
-            } else {
-                let pair = numbers(name, &xs[n / 2 - 1..=n / 2])?;
-                let m = (pair[0] + pair[1]) / 2.0;
-                match (&xs[n / 2 - 1], &xs[n / 2]) {
-                    (Value::Long(_), Value::Long(_)) if m.fract() == 0.0 => Edn::Integer(m as i64),
-                    _ => Edn::Float(m),
-                }
-            }
-        }
+        "median" => median(name, vals)?,
         "min" | "max" if !with_n => {
-            let mut best = vals[0].clone();
+            let Some(mut best) = vals.first().cloned() else {
+                return Ok(Edn::Nil);
+            };
             for v in &vals[1..] {
                 let ord = compare(name, v, &best)?;
                 if (name == "min" && ord == Ordering::Less)
@@ -154,6 +174,12 @@ pub(crate) fn aggregate(
         }
         "rand" => {
             let n = count_arg(name, args)?;
+            if n > RAND_COUNT_MAX {
+                return Err(QueryError::type_error(
+                    name,
+                    format!("count {n} is over the limit of {RAND_COUNT_MAX}"),
+                ));
+            }
             let mut rng = rand::rng();
             Edn::Vector(
                 (0..n)

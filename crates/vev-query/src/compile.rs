@@ -126,6 +126,36 @@ impl CClause {
         out
     }
 
+    /// The variables of an `or`/`or-join` that must be bound before it runs: an `or-join`'s
+    /// required variables, and any of its variables some branch does not use (Datomic: the
+    /// branches must use the same *free* variables, so one a branch leaves out must come bound
+    /// from outside). Empty for other clauses.
+    pub fn or_required(&self) -> Vec<VarId> {
+        let CClause::Or { join, branches, .. } = self else {
+            return Vec::new();
+        };
+        let sets: Vec<Vec<VarId>> = branches
+            .iter()
+            .map(|b| {
+                let mut vs: Vec<VarId> = b.iter().flat_map(CClause::vars).collect();
+                vs.sort_unstable();
+                vs.dedup();
+                vs
+            })
+            .collect();
+        let in_every = |v: &VarId| sets.iter().all(|s| s.binary_search(v).is_ok());
+        let mut out: Vec<VarId> = match join {
+            Some((req, _)) => req.clone(),
+            None => Vec::new(),
+        };
+        for v in self.vars() {
+            if !in_every(&v) && !out.contains(&v) {
+                out.push(v);
+            }
+        }
+        out
+    }
+
     pub fn span(&self) -> Span {
         match self {
             CClause::Pattern { span, .. }

@@ -53,6 +53,10 @@ pub enum QueryError {
         message: String,
         span: Option<Span>,
     },
+    /// Integer arithmetic whose result does not fit a long, e.g. `(/ -9223372036854775808 -1)`
+    /// or a `sum` past `i64::MAX` (Clojure's `+` throws here too; Vev does not promote).
+    #[error("integer overflow in {call}")]
+    Overflow { call: String, span: Option<Span> },
     #[error("lookup ref {lookup} is invalid: {reason}")]
     InvalidLookupRef { lookup: String, reason: String },
     #[error("{message}")]
@@ -81,6 +85,7 @@ impl QueryError {
             QueryError::InputShape { .. } => "query/input-shape",
             QueryError::UnknownSource { .. } => "query/unknown-source",
             QueryError::Type { .. } => "query/type-error",
+            QueryError::Overflow { .. } => "query/overflow",
             QueryError::InvalidLookupRef { .. } => "query/invalid-lookup-ref",
             QueryError::Invalid { .. } => "query/invalid",
             QueryError::Timeout { .. } => "query/timeout",
@@ -102,6 +107,7 @@ impl QueryError {
             | QueryError::UnknownAggregate { span, .. }
             | QueryError::UnknownSource { span, .. }
             | QueryError::Type { span, .. }
+            | QueryError::Overflow { span, .. }
             | QueryError::Invalid { span, .. } => *span,
             _ => None,
         }

@@ -452,11 +452,7 @@ impl<'a> Ctx<'a> {
         for (i, c) in remaining.iter().enumerate() {
             let ready = match c {
                 CClause::Pattern { .. } => true,
-                CClause::Or {
-                    join: Some((req, _)),
-                    ..
-                } => req.iter().all(|v| rel.has(*v)),
-                CClause::Or { .. } => true,
+                CClause::Or { .. } => c.or_required().iter().all(|v| rel.has(*v)),
                 CClause::Rule { name, args, .. } => self.rules.required_bound(name, args, rel),
                 _ => self.filter_ready(rel, c, remaining),
             };
@@ -487,13 +483,9 @@ impl<'a> Ctx<'a> {
                     p.range = value_range(env, terms, rel, remaining).filter(|r| p.range_fits(r));
                     p.estimate(rel)?
                 }
-                CClause::Or { join, .. } => {
+                CClause::Or { .. } => {
                     let vars = c.vars();
-                    let required_ok = match join {
-                        Some((req, _)) => req.iter().all(|v| rel.has(*v)),
-                        None => true,
-                    };
-                    if !required_ok {
+                    if !c.or_required().iter().all(|v| rel.has(*v)) {
                         continue;
                     }
                     if vars.iter().any(|v| rel.has(*v)) {
@@ -533,10 +525,13 @@ impl<'a> Ctx<'a> {
             CClause::Pred { args, .. } => (arg_vars(args), "in predicate"),
             CClause::Fn { args, .. } => (arg_vars(args), "in function call"),
             CClause::Not { .. } => (c.vars(), "in not clause"),
-            CClause::Or {
-                join: Some((req, _)),
-                ..
-            } => (req.clone(), "for or-join's required variables"),
+            CClause::Or { join: Some(_), .. } => {
+                (c.or_required(), "for or-join's required variables")
+            }
+            CClause::Or { .. } => (
+                c.or_required(),
+                "for or's variables that not every branch uses",
+            ),
             CClause::Rule { args, .. } => (arg_vars(args), "for rule's required variables"),
             _ => (c.vars(), "in clause"),
         };
@@ -711,7 +706,9 @@ impl<'a> Ctx<'a> {
                     return Ok(out);
                 }
                 let out = p.join(&rel, |n| self.check(n))?;
-                if p.range.is_some() && !p.depends_on_rows() {
+                // A double range also holds NaNs (above or below all numbers in the index
+                // order), which no comparison accepts: there the predicates still filter.
+                if p.range.as_ref().is_some_and(|r| !float_range(r)) && !p.depends_on_rows() {
                     self.implied
                         .borrow_mut()
                         .extend(range_preds(env, terms, remaining));
@@ -1099,6 +1096,10 @@ fn with_span(e: QueryError, span: vev_edn::Span) -> QueryError {
             message,
             span: Some(span),
         },
+        QueryError::Overflow { call, span: None } => QueryError::Overflow {
+            call,
+            span: Some(span),
+        },
         QueryError::UnknownFunction { name, span: None } => QueryError::UnknownFunction {
             name,
             span: Some(span),
@@ -1230,6 +1231,10 @@ fn value_range(
             _ => continue,
         };
         let Some(k) = k else { continue };
+        // The index orders doubles by `total_cmp`, where -0.0 < 0.0; `<` does not.
+        if matches!(k, Value::Double(d) if d == 0.0) || matches!(k, Value::Float(f) if f == 0.0) {
+            continue;
+        }
         match op.as_str() {
             ">" => lo = tighter_lo(lo, Bound::Excluded(k)),
             ">=" => lo = tighter_lo(lo, Bound::Included(k)),
@@ -1266,6 +1271,17 @@ fn boxed_values(source: &dyn Source, a: u64) -> bool {
         !matches!(
             attr.value_type,
             T::Ref | T::Long | T::Boolean | T::Double | T::Float | T::Instant | T::Uuid
+        )
+    })
+}
+
+/// Whether a range's bounds are floating-point numbers.
+fn float_range(range: &Range) -> bool {
+    [&range.0, &range.1].into_iter().any(|b| {
+        matches!(
+            b,
+            Bound::Included(Value::Double(_) | Value::Float(_))
+                | Bound::Excluded(Value::Double(_) | Value::Float(_))
         )
     })
 }

@@ -72,7 +72,7 @@ pub(crate) fn exists(registry: &Registry, name: &str) -> bool {
 /// Functions the executor implements because they read a database.
 pub(crate) const DB_FNS: &[&str] = &["get-else", "get-some", "missing?"];
 
-const BUILTINS: &[&str] = &[
+pub(crate) const BUILTINS: &[&str] = &[
     "=",
     "==",
     "!=",
@@ -170,7 +170,15 @@ enum Num {
 fn num(name: &str, v: &Value) -> Result<Num, QueryError> {
     Ok(match v {
         Value::Long(n) => Num::Int(*n),
-        Value::Ref(e) => Num::Int(*e as i64),
+        Value::Ref(e) => match i64::try_from(*e) {
+            Ok(n) => Num::Int(n),
+            Err(_) => {
+                return Err(QueryError::type_error(
+                    name,
+                    format!("entity id {e} does not fit a long"),
+                ))
+            }
+        },
         Value::Double(d) => Num::Float(*d),
         Value::Float(f) => Num::Float(*f as f64),
         Value::BigInt(b) => match i64::try_from(&**b) {
@@ -213,8 +221,15 @@ fn as_f64(n: Num) -> f64 {
     }
 }
 
-fn overflow(name: &str) -> QueryError {
-    QueryError::type_error(name, "integer overflow".to_owned())
+/// `(name args...)` overflowed a long; the message shows the call.
+pub(crate) fn overflow(name: &str, args: &[Value]) -> QueryError {
+    let mut call = format!("({name}");
+    for a in args {
+        call.push(' ');
+        call.push_str(&a.to_string());
+    }
+    call.push(')');
+    QueryError::Overflow { call, span: None }
 }
 
 fn arith(name: &str, args: &[Value]) -> Result<Value, QueryError> {
@@ -226,7 +241,7 @@ fn arith(name: &str, args: &[Value]) -> Result<Value, QueryError> {
                     "-" => x.checked_sub(y),
                     _ => x.checked_mul(y),
                 }
-                .ok_or_else(|| overflow(name))?,
+                .ok_or_else(|| overflow(name, args))?,
             ),
             (x, y) => {
                 let (x, y) = (as_f64(x), as_f64(y));
@@ -280,8 +295,12 @@ fn divide(args: &[Value]) -> Result<Value, QueryError> {
             (Num::Int(_), Num::Int(0)) => {
                 return Err(QueryError::type_error("/", "divide by zero".into()))
             }
-            (Num::Int(x), Num::Int(y)) if x % y == 0 => {
-                Num::Int(x.checked_div(y).ok_or_else(|| overflow("/"))?)
+            // `checked_rem` first: `i64::MIN % -1` overflows too.
+            (Num::Int(x), Num::Int(y)) if x.checked_rem(y) == Some(0) => {
+                Num::Int(x.checked_div(y).ok_or_else(|| overflow("/", args))?)
+            }
+            (Num::Int(x), Num::Int(y)) if x.checked_rem(y).is_none() => {
+                return Err(overflow("/", args))
             }
             (x, y) => Num::Float(as_f64(x) / as_f64(y)),
         };
@@ -309,18 +328,19 @@ fn int_op(name: &str, args: &[Value]) -> Result<Value, QueryError> {
     if y == 0 {
         return Err(QueryError::type_error(name, "divide by zero".into()));
     }
+    // Only the quotient can overflow: `i64::MIN % -1` is 0 (as Java's), though Rust's `%`
+    // panics on it.
+    let r = x.wrapping_rem(y);
     let r = match name {
         "quot" => x.checked_div(y),
-        "rem" => x.checked_rem(y),
-        _ => x.checked_rem(y).map(|r| {
-            if r != 0 && (r < 0) != (y < 0) {
-                r + y
-            } else {
-                r
-            }
+        "rem" => Some(r),
+        _ => Some(if r != 0 && (r < 0) != (y < 0) {
+            r + y
+        } else {
+            r
         }),
     };
-    r.map(Value::Long).ok_or_else(|| overflow(name))
+    r.map(Value::Long).ok_or_else(|| overflow(name, args))
 }
 
 /// Equality as Clojure's `=`, with entity ids equal to the same integer.
@@ -333,18 +353,48 @@ pub(crate) fn values_equal(a: &Value, b: &Value) -> bool {
     }
 }
 
-/// Order two values for `<` and friends: numbers numerically, otherwise values of one kind.
-pub(crate) fn compare(name: &str, a: &Value, b: &Value) -> Result<Ordering, QueryError> {
+/// Compare a long with a double exactly (casting the long would make `i64::MAX` equal
+/// `9.223372036854776e18`, and the order intransitive); `None` for NaN.
+fn int_float_cmp(x: i64, y: f64) -> Option<Ordering> {
+    const TWO_63: f64 = 9_223_372_036_854_775_808.0;
+    if y.is_nan() {
+        return None;
+    }
+    if y >= TWO_63 {
+        return Some(Ordering::Less);
+    }
+    if y < -TWO_63 {
+        return Some(Ordering::Greater);
+    }
+    let whole = y.trunc();
+    // In range, so the cast is exact.
+    Some(
+        x.cmp(&(whole as i64))
+            .then_with(|| 0.0_f64.partial_cmp(&(y - whole)).unwrap_or(Ordering::Equal)),
+    )
+}
+
+/// Numeric order of two numbers; `None` when either is NaN.
+fn num_cmp(a: Num, b: Num) -> Option<Ordering> {
+    match (a, b) {
+        (Num::Int(x), Num::Int(y)) => Some(x.cmp(&y)),
+        (Num::Int(x), Num::Float(y)) => int_float_cmp(x, y),
+        (Num::Float(x), Num::Int(y)) => int_float_cmp(y, x).map(Ordering::reverse),
+        (Num::Float(x), Num::Float(y)) => x.partial_cmp(&y),
+    }
+}
+
+/// Order two values as the comparison predicates see them: numbers numerically (`None` when
+/// one is NaN: every comparison with NaN is false, as in Clojure), otherwise values of one
+/// kind, or `nil` with anything.
+fn compare_partial(name: &str, a: &Value, b: &Value) -> Result<Option<Ordering>, QueryError> {
     if is_num(a) && is_num(b) {
-        return Ok(match (num(name, a)?, num(name, b)?) {
-            (Num::Int(x), Num::Int(y)) => x.cmp(&y),
-            (x, y) => as_f64(x).partial_cmp(&as_f64(y)).unwrap_or(Ordering::Equal),
-        });
+        return Ok(num_cmp(num(name, a)?, num(name, b)?));
     }
     if std::mem::discriminant(a) == std::mem::discriminant(b)
         || matches!((a, b), (Value::Nil, _) | (_, Value::Nil))
     {
-        return Ok(a.cmp(b));
+        return Ok(Some(a.cmp(b)));
     }
     Err(QueryError::type_error(
         name,
@@ -352,10 +402,26 @@ pub(crate) fn compare(name: &str, a: &Value, b: &Value) -> Result<Ordering, Quer
     ))
 }
 
+/// A total order for sorting and `min`/`max`: [`compare_partial`] with NaN above every other
+/// number and equal to itself (Java's `Double.compare`).
+pub(crate) fn compare(name: &str, a: &Value, b: &Value) -> Result<Ordering, QueryError> {
+    let is_nan = |v: &Value| match v {
+        Value::Double(d) => d.is_nan(),
+        Value::Float(f) => f.is_nan(),
+        _ => false,
+    };
+    Ok(match compare_partial(name, a, b)? {
+        Some(o) => o,
+        None => is_nan(a).cmp(&is_nan(b)),
+    })
+}
+
 fn comparison(name: &str, args: &[Value]) -> Result<Value, QueryError> {
     arity(name, args, 1, usize::MAX)?;
     for pair in args.windows(2) {
-        let ord = compare(name, &pair[0], &pair[1])?;
+        let Some(ord) = compare_partial(name, &pair[0], &pair[1])? else {
+            return Ok(Value::Boolean(false));
+        };
         let ok = match name {
             "<" => ord == Ordering::Less,
             ">" => ord == Ordering::Greater,
@@ -494,13 +560,21 @@ fn builtin(name: &str, args: &[Value]) -> Result<Value, QueryError> {
         "quot" | "rem" | "mod" => int_op(name, args),
         "inc" | "dec" => {
             arity(name, args, 1, 1)?;
-            let delta = Value::Long(if name == "inc" { 1 } else { -1 });
-            arith("+", &[args[0].clone(), delta])
+            Ok(match num(name, &args[0])? {
+                Num::Int(n) => Value::Long(
+                    match name {
+                        "inc" => n.checked_add(1),
+                        _ => n.checked_sub(1),
+                    }
+                    .ok_or_else(|| overflow(name, args))?,
+                ),
+                Num::Float(f) => Value::Double(if name == "inc" { f + 1.0 } else { f - 1.0 }),
+            })
         }
         "abs" => {
             arity(name, args, 1, 1)?;
             Ok(match num(name, &args[0])? {
-                Num::Int(n) => Value::Long(n.checked_abs().ok_or_else(|| overflow(name))?),
+                Num::Int(n) => Value::Long(n.checked_abs().ok_or_else(|| overflow(name, args))?),
                 Num::Float(f) => Value::Double(f.abs()),
             })
         }

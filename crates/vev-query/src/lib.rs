@@ -27,6 +27,9 @@ pub mod source;
 pub mod testing;
 mod values;
 
+#[cfg(test)]
+mod props;
+
 pub use error::QueryError;
 pub use exec::{Limits, PlanStep};
 pub use funcs::Registry;

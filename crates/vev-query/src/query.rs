@@ -932,6 +932,11 @@ fn bindable_vars(clauses: &[CClause], inputs: &HashSet<VarId>) -> HashSet<VarId>
         match c {
             CClause::Pred { .. } | CClause::Not { .. } => {}
             CClause::Fn { binding, .. } => out.extend(binding.vars()),
+            // A plain `or` binds only what every branch uses; the rest it needs bound.
+            CClause::Or { .. } => {
+                let required = c.or_required();
+                out.extend(c.vars().into_iter().filter(|v| !required.contains(v)));
+            }
             other => out.extend(other.vars()),
         }
     }
@@ -939,8 +944,9 @@ fn bindable_vars(clauses: &[CClause], inputs: &HashSet<VarId>) -> HashSet<VarId>
 }
 
 /// Checks that do not depend on the data: every predicate and function argument, `not`
-/// variable and `not-join`/`or-join` required variable can be bound; `or` branches use the
-/// same variables; rule calls have their rule's arity.
+/// variable and `not-join`/`or-join` required variable can be bound; a variable only some
+/// branches of an `or`/`or-join` use is bound outside it (`CClause::or_required`); rule
+/// calls have their rule's arity.
 fn check_bindings(
     scope: &Scope,
     clauses: &[CClause],
@@ -1006,29 +1012,22 @@ fn check_bindings(
                 span,
                 ..
             } => {
-                if let Some((req, _)) = join {
-                    if let Some(v) = req.iter().find(|v| !bindable.contains(v)) {
-                        return Err(unbound(*v, "in or-join's required variables", *span));
-                    }
-                } else {
-                    let sets: Vec<std::collections::BTreeSet<VarId>> = branches
-                        .iter()
-                        .map(|b| b.iter().flat_map(|c| c.vars()).collect())
-                        .collect();
-                    if let Some(diff) = sets.iter().find(|s| **s != sets[0]) {
-                        let v = diff
-                            .symmetric_difference(&sets[0])
-                            .next()
-                            .copied()
-                            .unwrap_or_default();
-                        return Err(QueryError::Invalid {
-                            message: format!(
-                                "every branch of or must use the same variables, but {} is not in all of them",
-                                scope.name(v)
-                            ),
-                            span: Some(*span),
-                        });
-                    }
+                let missing = c.or_required().into_iter().find(|v| !bindable.contains(v));
+                if let (Some((req, _)), Some(v)) = (join, missing) {
+                    let context = if req.contains(&v) {
+                        "in or-join's required variables"
+                    } else {
+                        "in or-join: a branch does not use it and nothing outside binds it"
+                    };
+                    return Err(unbound(v, context, *span));
+                } else if let Some(v) = missing {
+                    return Err(QueryError::Invalid {
+                        message: format!(
+                            "every branch of or must use the same variables, but {} is not in all of them and nothing outside the or binds it",
+                            scope.name(v)
+                        ),
+                        span: Some(*span),
+                    });
                 }
                 for b in branches {
                     check_bindings(scope, b, &bindable, rules)?;

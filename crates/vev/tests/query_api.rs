@@ -354,3 +354,60 @@ fn written_clause_order_does_not_change_the_plan() {
     assert_eq!(p1, p2);
     assert_eq!(p1[0].0, r#"[?e :name "p7"]"#);
 }
+
+/// Issue 17: the index orders doubles by `total_cmp` (-0.0 below 0.0, NaN above or below every
+/// number), the comparison predicates numerically (-0.0 = 0.0, NaN compares false). A range
+/// scan from `[(<= ?v -0.0)]` must still find 0.0, and one from `[(> ?v 1.0)]` not a NaN.
+#[test]
+fn double_ranges_agree_with_the_predicates_on_signed_zeros_and_nan() {
+    let conn = Connection::open_in_memory();
+    conn.transact_edn(
+        r#"[{:db/ident :x :db/valueType :db.type/double :db/cardinality :db.cardinality/one}]"#,
+    )
+    .unwrap();
+    conn.transact_edn(
+        r#"[{:db/id "a" :x -0.0} {:db/id "b" :x 0.0} {:db/id "c" :x 1.5} {:db/id "d" :x ##NaN}
+            {:db/id "e" :x -1.0} {:db/id "f" :x ##Inf}]"#,
+    )
+    .unwrap();
+    let db = conn.db();
+    let naive = QueryOptions {
+        limits: Limits {
+            naive: true,
+            ..Limits::default()
+        },
+        ..QueryOptions::default()
+    };
+    let expected = [
+        ("[(<= ?v -0.0)]", vec![-1.0, -0.0, 0.0]),
+        ("[(>= ?v 0.0)]", vec![-0.0, 0.0, 1.5, f64::INFINITY]),
+        ("[(< ?v 0.0)]", vec![-1.0]),
+        ("[(> ?v 1.0)]", vec![1.5, f64::INFINITY]),
+        ("[(< ?v 2.0)]", vec![-1.0, -0.0, 0.0, 1.5]),
+        ("[(< ?v ##NaN)]", vec![]),
+        ("[(>= ?v ##NaN)]", vec![]),
+    ];
+    for (pred, want) in expected {
+        let text = format!("[:find [?v ...] :where [?e :x ?v] {pred}]");
+        let q = Query::parse(&text).unwrap();
+        for opts in [&QueryOptions::default(), &naive] {
+            let QueryResult::Coll(got) = q.run(&[Input::Db(&db)], opts).unwrap() else {
+                panic!("{text}: not a collection");
+            };
+            let mut got: Vec<f64> = got
+                .iter()
+                .map(|e| match e {
+                    Edn::Float(d) => *d,
+                    other => panic!("{text}: {other} is not a double"),
+                })
+                .collect();
+            got.sort_by(f64::total_cmp);
+            assert_eq!(
+                got.iter().map(|d| d.to_bits()).collect::<Vec<_>>(),
+                want.iter().map(|d| d.to_bits()).collect::<Vec<_>>(),
+                "{text} (naive: {}): {got:?}",
+                opts.limits.naive
+            );
+        }
+    }
+}

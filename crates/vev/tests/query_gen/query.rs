@@ -604,7 +604,8 @@ impl Gen<'_, '_> {
     }
 
     /// `(or ...)` or `(or-join [...] ...)` with two branches over an entity variable that is
-    /// bound and maybe a value variable of one attribute type.
+    /// bound and maybe a value variable of one attribute type (which the second branch may
+    /// leave out when it is bound outside the `or`).
     fn or_clause(&mut self) -> Clause {
         let join = self.tape.chance(50);
         let x = self.var_of(Ty::Ent, true).expect("?a is bound");
@@ -613,8 +614,17 @@ impl Gen<'_, '_> {
             true => self.var_of(ty, false).filter(|y| *y != x),
             false => None,
         };
+        // A branch may leave out a value variable bound outside the `or` (Datomic's rule is
+        // the same *free* variables); only in the full dialect, as DataScript checks this in
+        // written order and the `or` may be inserted before the clause that binds it.
+        let skip_y = self.full()
+            && y.as_ref().is_some_and(|y| self.bound.contains(y))
+            && self.tape.chance(60);
         let branches: Vec<Vec<Clause>> = (0..2)
-            .map(|_| self.or_branch(&x, y.as_deref(), ty, join))
+            .map(|i| {
+                let y = y.as_deref().filter(|_| !(skip_y && i == 1));
+                self.or_branch(&x, y, ty, join)
+            })
             .collect();
         let mut vars = vec![x.clone()];
         vars.extend(y.clone());
