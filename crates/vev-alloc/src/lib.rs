@@ -42,7 +42,7 @@ pub struct MiMalloc;
 /// alignment 16 (`u128`, and enums and collections holding them) have sizes that are
 /// multiples of 16, so their allocations take this path too.
 fn plain(align: usize, size: usize) -> bool {
-    align <= MIN_ALIGN || (align == MAX_ALIGN && size % MAX_ALIGN == 0)
+    align <= MIN_ALIGN || (align == MAX_ALIGN && size.is_multiple_of(MAX_ALIGN))
 }
 
 // SAFETY: every block comes from mimalloc with at least the layout's size and alignment
@@ -154,7 +154,10 @@ mod tests {
             unsafe {
                 let blocks: Vec<*mut u8> = (0..300).map(|_| a.alloc(layout)).collect();
                 for &p in &blocks {
-                    assert!(!p.is_null() && p as usize % 16 == 0, "size {size}: {p:?}");
+                    assert!(
+                        !p.is_null() && (p as usize).is_multiple_of(16),
+                        "size {size}: {p:?}"
+                    );
                 }
                 for p in blocks {
                     a.dealloc(p, layout);
@@ -175,14 +178,19 @@ mod tests {
                 // SAFETY: a non-zero size; every block is freed with its layout.
                 unsafe {
                     let p = a.alloc(layout);
-                    assert!(!p.is_null() && p as usize % align == 0, "{size} {align}");
+                    assert!(
+                        !p.is_null() && (p as usize).is_multiple_of(align),
+                        "{size} {align}"
+                    );
                     p.write_bytes(0xAB, size);
                     let q = a.realloc(p, layout, size * 3);
-                    assert!(q as usize % align == 0, "realloc {size} {align}");
+                    assert!((q as usize).is_multiple_of(align), "realloc {size} {align}");
                     assert!((0..size).all(|i| *q.add(i) == 0xAB));
                     a.dealloc(q, Layout::from_size_align(size * 3, align).unwrap());
                     let z = a.alloc_zeroed(layout);
-                    assert!(z as usize % align == 0 && (0..size).all(|i| *z.add(i) == 0));
+                    assert!(
+                        (z as usize).is_multiple_of(align) && (0..size).all(|i| *z.add(i) == 0)
+                    );
                     a.dealloc(z, layout);
                 }
             }

@@ -353,7 +353,7 @@ impl<'a> Ctx<'a> {
     /// When `clause` and other remaining patterns all read constant attributes of one bound
     /// entity, one pass over each entity's datoms answers them together.
     #[allow(clippy::type_complexity)]
-    fn star<'s>(
+    fn star(
         &self,
         env: &Env<'_>,
         rel: &Rel,

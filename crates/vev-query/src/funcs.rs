@@ -698,7 +698,7 @@ fn builtin(name: &str, args: &[Value]) -> Result<Value, QueryError> {
         }),
         "vector" | "list" | "tuple" => Ok(Value::Tuple(args.iter().cloned().collect())),
         "hash-map" => {
-            if args.len() % 2 != 0 {
+            if !args.len().is_multiple_of(2) {
                 return Err(QueryError::type_error(
                     name,
                     format!("expects an even number of arguments, got {}", args.len()),

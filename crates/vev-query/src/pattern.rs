@@ -647,7 +647,7 @@ impl<'s> Prepared<'s> {
                 out.data.extend_from_slice(rel.row(j));
                 out.data.extend(extra.iter().map(|i| vals[*i].clone()));
                 out.len += 1;
-                if out.len % 4096 == 0 {
+                if out.len.is_multiple_of(4096) {
                     if let Err(e) = check(out.len) {
                         err = Some(e);
                         return false;
@@ -750,7 +750,7 @@ fn progress(
     match emitted {
         Ok(true) => {
             *n += 1;
-            if *n % 4096 == 0 {
+            if (*n).is_multiple_of(4096) {
                 if let Err(e) = check(*n) {
                     *err = Some(e);
                     return false;

@@ -641,21 +641,19 @@ impl Query {
         let default_src = self.sources.get(&Symbol::new("$")).copied();
         let mut check = |c: &CClause| -> Result<(), QueryError> {
             match c {
-                CClause::Pred { name, span, .. } | CClause::Fn { name, span, .. } => {
-                    if !funcs::exists(&opts.registry, name.as_str()) {
-                        return Err(QueryError::UnknownFunction {
-                            name: name.to_string(),
-                            span: Some(*span),
-                        });
-                    }
+                CClause::Pred { name, span, .. } | CClause::Fn { name, span, .. }
+                    if !funcs::exists(&opts.registry, name.as_str()) =>
+                {
+                    return Err(QueryError::UnknownFunction {
+                        name: name.to_string(),
+                        span: Some(*span),
+                    });
                 }
-                CClause::Rule { name, span, .. } => {
-                    if !rules.contains(name) {
-                        return Err(QueryError::UnknownRule {
-                            rule: name.to_string(),
-                            span: Some(*span),
-                        });
-                    }
+                CClause::Rule { name, span, .. } if !rules.contains(name) => {
+                    return Err(QueryError::UnknownRule {
+                        rule: name.to_string(),
+                        span: Some(*span),
+                    });
                 }
                 CClause::Pattern { src, terms, span } => {
                     let source = src

@@ -42,7 +42,7 @@ pub(crate) struct WriterLock {
 
 impl Drop for WriterLock {
     fn drop(&mut self) {
-        let mut locks = vev_core::sync::lock(&locks());
+        let mut locks = vev_core::sync::lock(locks());
         if let Some(entry) = locks.get_mut(&self.key) {
             let _ = entry.file.unlock();
             entry.held = false;
@@ -98,7 +98,7 @@ fn descriptor(
 /// connection of this process holds on it (`probe` reads the header before an open).
 pub(crate) fn read_prefix(path: &Path, len: usize) -> std::io::Result<Vec<u8>> {
     use std::os::unix::fs::FileExt;
-    let mut locks = vev_core::sync::lock(&locks());
+    let mut locks = vev_core::sync::lock(locks());
     let key = descriptor(&mut locks, path, false)?;
     let file = &locks
         .get(&key)
@@ -120,7 +120,7 @@ pub(crate) fn read_prefix(path: &Path, len: usize) -> std::io::Result<Vec<u8>> {
 
 /// Take the writer lock of the file at `path` (created if missing) if it is free.
 pub(crate) fn try_lock(path: &Path) -> Result<WriterLock, TryLock> {
-    let mut locks = vev_core::sync::lock(&locks());
+    let mut locks = vev_core::sync::lock(locks());
     let key = descriptor(&mut locks, path, true).map_err(TryLock::Failed)?;
     let entry = locks
         .get_mut(&key)

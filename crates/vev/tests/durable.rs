@@ -80,10 +80,10 @@ fn tx_text(n: u64) -> String {
         ops.push(format!(r#"[:db/add [:c/n {}] :c/next "e"]"#, n - 1));
         ops.push(format!(r#"[:db/add [:c/n {}] :c/scratch "t{n}"]"#, n - 1));
     }
-    if n > 4 && n % 4 == 0 {
+    if n > 4 && n.is_multiple_of(4) {
         ops.push(format!("[:db/retractEntity [:c/n {}]]", n - 3));
     }
-    if n > 2 && n % 3 == 0 {
+    if n > 2 && n.is_multiple_of(3) {
         ops.push(format!(
             "[:db/retract [:c/n {}] :c/tags :t{}]",
             n - 2,

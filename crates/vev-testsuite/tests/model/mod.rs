@@ -125,7 +125,7 @@ impl Model {
         datoms
             .iter()
             .filter(|d| fact(d) == *f && t_of(d.tx) <= t_max)
-            .last()
+            .next_back()
     }
 
     /// The datoms that are true now: assertions that are the latest operation on their fact.
