@@ -120,6 +120,7 @@ mod tests {
         // SAFETY: `arg` is the `String` passed below, alive for the whole call; mimalloc
         // hands over a NUL-terminated message.
         let out = unsafe { &mut *(arg as *mut String) };
+        // SAFETY: mimalloc passes a NUL-terminated message that lives for this call.
         out.push_str(&unsafe { CStr::from_ptr(msg) }.to_string_lossy());
     }
 

@@ -113,6 +113,8 @@ pub enum TupleSpec {
 
 /// One installed attribute, decoded from its entity.
 #[derive(Clone, Debug, PartialEq)]
+// Datomic's schema has these flags (`:db/isComponent`, `:db/index`, ...); one field each.
+#[allow(clippy::struct_excessive_bools)]
 pub struct Attribute {
     pub id: EntityId,
     pub ident: Keyword,

@@ -29,6 +29,9 @@ pub(crate) struct Indexes {
     pub vaet: Tree,
 }
 
+/// Where `Indexes::apply` sets aside AVET changes, and of which attributes (see `tx::Bulk`).
+pub type DeferAvet<'a> = (&'a mut Vec<Change>, &'a dyn Fn(EntityId) -> bool);
+
 impl Indexes {
     pub fn new() -> Indexes {
         Indexes {
@@ -64,7 +67,7 @@ impl Indexes {
         self,
         mut changes: Vec<Change>,
         is_ref: impl Fn(EntityId) -> bool,
-        defer: Option<(&mut Vec<Change>, &dyn Fn(EntityId) -> bool)>,
+        defer: Option<DeferAvet<'_>>,
     ) -> Indexes {
         let eavt_order = IndexOrder::Eavt;
         changes.sort_by(|x, y| eavt_order.cmp(&x.datom, &y.datom));

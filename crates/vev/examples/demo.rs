@@ -20,6 +20,8 @@ const NAMES: [&str; 8] = [
     "Ivan", "Petr", "Sergei", "Oleg", "Yuri", "Dmitry", "Fedor", "Denis",
 ];
 
+// An example meant to be read top to bottom, as the steps a user takes.
+#[allow(clippy::too_many_lines)]
 fn main() -> Result<(), vev::Error> {
     let path = std::env::args()
         .nth(1)

@@ -966,7 +966,8 @@ fn a_large_database_checkpoints_on_two_threads_and_reopens_equal() {
     memory.transact(&big_ops).unwrap();
     let reopened = reopen(&path);
     // Transaction instants differ (the clock), so compare everything but the instants.
-    let strip = |db: &Db| -> Vec<Vec<(u64, u64, String, u64, bool)>> {
+    type Stripped = Vec<Vec<(u64, u64, String, u64, bool)>>;
+    let strip = |db: &Db| -> Stripped {
         all_datoms(db)
             .unwrap()
             .into_iter()

@@ -13,7 +13,7 @@ pub(super) fn visit_node<B: Fn(&Datom) -> bool>(
     match node {
         Node::Leaf(items) => {
             let start = below.map_or(0, |b| items.partition_point(|d| b(d)));
-            items[start..].iter().all(|d| visit(d))
+            items[start..].iter().all(visit)
         }
         Node::Stored(s) => visit_node(&s.load(), below, visit),
         Node::Branch(b) => {

@@ -183,7 +183,10 @@ fn check_node(
         }
         Node::Branch(b) => {
             let n = b.children.len();
-            assert!(n >= 1 && n <= BRANCH_MAX, "round {round}: branch of {n}");
+            assert!(
+                (1..=BRANCH_MAX).contains(&n),
+                "round {round}: branch of {n}"
+            );
             assert_eq!((b.mins.len(), b.sizes.len()), (n, n), "round {round}");
             let mut height = None;
             for i in 0..n {
@@ -228,7 +231,10 @@ fn large_batches_split_across_threads_match_a_model() {
             x = x
                 .wrapping_mul(6364136223846793005)
                 .wrapping_add(1442695040888963407);
-            batch.insert((x >> 33) % 40_000, round == 0 || (x >> 20) % 3 != 0);
+            batch.insert(
+                (x >> 33) % 40_000,
+                round == 0 || !(x >> 20).is_multiple_of(3),
+            );
         }
         let changes = changes_of(&batch);
         let kept = (round % 2 == 1).then(|| t.clone());
@@ -254,7 +260,7 @@ fn in_place_batches_match_a_model_and_leave_shared_versions_alone() {
             x = x
                 .wrapping_mul(6364136223846793005)
                 .wrapping_add(1442695040888963407);
-            batch.insert((x >> 33) % 3000, (x >> 20) % 4 != 0);
+            batch.insert((x >> 33) % 3000, !(x >> 20).is_multiple_of(4));
         }
         let changes = changes_of(&batch);
         if round % 7 == 0 {
@@ -280,7 +286,7 @@ fn single_inserts_match_a_sorted_vec() {
             .wrapping_mul(6364136223846793005)
             .wrapping_add(1442695040888963407);
         let e = (x >> 33) % 2000;
-        let insert = (x >> 20) % 3 != 0;
+        let insert = !(x >> 20).is_multiple_of(3);
         t = t.clone().apply_to_nodes(&[Change {
             datom: d(e),
             insert,
@@ -309,7 +315,7 @@ fn changes_spread_over_several_children_keep_the_shape() {
                 .wrapping_mul(6364136223846793005)
                 .wrapping_add(1442695040888963407);
             let e = (x >> 33) % 6100;
-            batch.insert(e, (x >> 20) % 3 != 0 || e == 0);
+            batch.insert(e, !(x >> 20).is_multiple_of(3) || e == 0);
         }
         let kept = t.clone();
         t = t.apply_to_nodes(&changes_of(&batch));

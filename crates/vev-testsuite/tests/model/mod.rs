@@ -25,6 +25,8 @@ use vev::{Component, Datom, EntityId, IndexOrder, Value};
 
 /// What the model needs to know about one attribute.
 #[derive(Clone, Debug)]
+// The model mirrors the schema's flags one for one.
+#[allow(clippy::struct_excessive_bools)]
 pub struct AttrInfo {
     pub id: EntityId,
     pub ident: &'static str,
@@ -124,8 +126,7 @@ impl Model {
     fn latest<'a>(datoms: &'a [Datom], f: &Fact, t_max: BasisT) -> Option<&'a Datom> {
         datoms
             .iter()
-            .filter(|d| fact(d) == *f && t_of(d.tx) <= t_max)
-            .next_back()
+            .rfind(|d| fact(d) == *f && t_of(d.tx) <= t_max)
     }
 
     /// The datoms that are true now: assertions that are the latest operation on their fact.
