@@ -1,4 +1,8 @@
 //! Datoms and the four index orders.
+//!
+//! A datom is one fact `[e a v tx added]`. Each index of a database holds the same datoms
+//! sorted by one `IndexOrder`; the comparators here define those orders, and a scan of an
+//! index takes a prefix of `Component`s in the order's positions.
 
 use std::cmp::Ordering;
 
@@ -8,14 +12,21 @@ use crate::value::Value;
 /// One fact: entity, attribute, value, transaction, and whether it was asserted or retracted.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub struct Datom {
+    /// The entity the fact is about.
     pub e: EntityId,
+    /// The entity id of the attribute (not its ident).
     pub a: EntityId,
+    /// The value, of the attribute's value type (a ref's target entity is `Value::Ref`).
     pub v: Value,
+    /// The entity id of the transaction that asserted or retracted the fact (tx partition;
+    /// `ids::t_of` gives its basis-t).
     pub tx: EntityId,
+    /// `true` for an assertion, `false` for a retraction.
     pub added: bool,
 }
 
 impl Datom {
+    /// A datom from its five parts, in `[e a v tx added]` order.
     pub fn new(e: EntityId, a: EntityId, v: Value, tx: EntityId, added: bool) -> Datom {
         Datom { e, a, v, tx, added }
     }
@@ -25,15 +36,21 @@ impl Datom {
 /// `(e a v)` are adjacent in each of them, oldest first.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum IndexOrder {
+    /// Entity, attribute, value: all facts about an entity together (entity lookups, pull).
     Eavt,
+    /// Attribute, entity, value: every entity that has an attribute.
     Aevt,
+    /// Attribute, value, entity: lookup by value (lookup refs, unique checks, range scans).
+    /// Every attribute is in AVET, `:db/index` or not.
     Avet,
+    /// Value, attribute, entity: reverse references. Only ref datoms are in VAET.
     Vaet,
     /// The log's order: tx, then e, a, v. Not an index users can name.
     Log,
 }
 
 impl IndexOrder {
+    /// The four user-visible indexes (every order but `Log`), in the order above.
     pub const ALL: [IndexOrder; 4] = [
         IndexOrder::Eavt,
         IndexOrder::Aevt,
@@ -41,6 +58,8 @@ impl IndexOrder {
         IndexOrder::Vaet,
     ];
 
+    /// The index's lowercase name, as in Datomic's `(d/datoms db :eavt ...)`: `"eavt"`, ...,
+    /// `"log"`.
     pub fn name(self) -> &'static str {
         match self {
             IndexOrder::Eavt => "eavt",
@@ -51,6 +70,8 @@ impl IndexOrder {
         }
     }
 
+    /// The index named `name` (`"eavt"`, `"aevt"`, `"avet"` or `"vaet"`); `None` for any
+    /// other name, `"log"` included.
     pub fn from_name(name: &str) -> Option<IndexOrder> {
         IndexOrder::ALL.into_iter().find(|o| o.name() == name)
     }
@@ -148,6 +169,9 @@ enum Pos {
 /// value.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Component {
+    /// An entity id: for the e, a or tx position, or a ref value in the v position.
     Entity(EntityId),
+    /// A value for the v position. Given for e, a or tx, a ref or non-negative long names
+    /// that id and any other value matches nothing.
     Value(Value),
 }

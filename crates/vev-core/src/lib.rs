@@ -1,6 +1,8 @@
 //! Vev's core vocabulary: values, datoms, schema, transaction data and the transaction error
 //! family. Pure data and pure functions: no I/O, no `unsafe`.
 
+#![warn(missing_docs)]
+
 pub mod datom;
 pub mod error;
 pub mod ids;

@@ -12,26 +12,44 @@ use vev_edn::Keyword;
 
 use crate::ids::EntityId;
 
+/// The type of an attribute's values (`:db/valueType`), one per `db.type` ident. The order of
+/// the variants fixes their system entity ids (`sys::TYPE_BASE` + position in `ALL`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum ValueType {
+    /// `:db.type/keyword`: a keyword such as `:color/red`.
     Keyword,
+    /// `:db.type/string`: UTF-8 text.
     String,
+    /// `:db.type/boolean`.
     Boolean,
+    /// `:db.type/long`: a signed 64-bit integer.
     Long,
+    /// `:db.type/bigint`: an arbitrary-precision integer.
     BigInt,
+    /// `:db.type/double`: a 64-bit floating-point number.
     Double,
+    /// `:db.type/float`: a 32-bit floating-point number.
     Float,
+    /// `:db.type/bigdec`: an arbitrary-precision decimal.
     BigDec,
+    /// `:db.type/instant`: a point in time, in milliseconds since the Unix epoch.
     Instant,
+    /// `:db.type/uuid`: a 128-bit UUID.
     Uuid,
+    /// `:db.type/uri`: a URI, written `#uri "..."` in EDN.
     Uri,
+    /// `:db.type/ref`: a reference to another entity, by entity id.
     Ref,
+    /// `:db.type/bytes`: a byte array, written `#bytes "hex"` in EDN.
     Bytes,
+    /// `:db.type/symbol`: an EDN symbol.
     Symbol,
+    /// `:db.type/tuple`: a tuple of values, shaped by the attribute's `TupleSpec`.
     Tuple,
 }
 
 impl ValueType {
+    /// Every value type, in the order of their system entity ids.
     pub const ALL: [ValueType; 15] = [
         ValueType::Keyword,
         ValueType::String,
@@ -71,10 +89,13 @@ impl ValueType {
         }
     }
 
+    /// The type's ident, e.g. `:db.type/long`.
     pub fn ident(self) -> Keyword {
         Keyword::from_parts(Some("db.type"), self.name())
     }
 
+    /// The value type an ident names (`:db.type/long` → `Long`), `None` for any keyword outside
+    /// the `db.type` namespace or an unknown name there.
     pub fn from_ident(k: &Keyword) -> Option<ValueType> {
         if k.namespace() != Some("db.type") {
             return None;
@@ -88,15 +109,23 @@ impl ValueType {
     }
 }
 
+/// How many values an attribute has per entity (`:db/cardinality`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum Cardinality {
+    /// `:db.cardinality/one`: at most one current value; asserting a new one retracts the old.
     One,
+    /// `:db.cardinality/many`: a set of values; each assertion adds one.
     Many,
 }
 
+/// The uniqueness of an attribute's values across entities (`:db/unique`): no two entities
+/// hold the same value at once, and the attribute can serve in lookup refs.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum Unique {
+    /// `:db.unique/identity`: asserting a held value with a tempid resolves the tempid to the
+    /// entity that holds it (upsert).
     Identity,
+    /// `:db.unique/value`: asserting a value another entity holds is a `tx/unique-conflict`.
     Value,
 }
 
@@ -113,30 +142,49 @@ pub enum TupleSpec {
 
 /// One installed attribute, decoded from its entity.
 #[derive(Clone, Debug, PartialEq)]
-// Datomic's schema has these flags (`:db/isComponent`, `:db/index`, ...); one field each.
-#[allow(clippy::struct_excessive_bools)]
+#[allow(
+    clippy::struct_excessive_bools,
+    reason = "the four flags are Datomic's four independent boolean schema properties"
+)]
 pub struct Attribute {
+    /// The attribute's entity id: the `a` of its datoms.
     pub id: EntityId,
+    /// Its current ident (`:db/ident`), e.g. `:person/name`.
     pub ident: Keyword,
+    /// `:db/valueType`: the type of every value it holds.
     pub value_type: ValueType,
+    /// `:db/cardinality`.
     pub cardinality: Cardinality,
+    /// `:db/unique`, `None` when values need not be unique.
     pub unique: Option<Unique>,
+    /// `:db/isComponent`: the ref attribute's targets are part of the entity, so
+    /// `:db/retractEntity` retracts them too, and a nested map under it needs neither a
+    /// `:db/id` nor an identity attribute.
     pub is_component: bool,
+    /// `:db/index`: recorded only; every attribute is in AVET regardless.
     pub index: bool,
+    /// `:db/fulltext`: recorded only (string attributes); there is no full-text search yet.
     pub fulltext: bool,
+    /// `:db/noHistory`: the attribute's retracted values are dropped instead of kept in the
+    /// history.
     pub no_history: bool,
+    /// The tuple's shape, for `:db.type/tuple` attributes; `None` otherwise.
     pub tuple: Option<TupleSpec>,
 }
 
 impl Attribute {
+    /// Whether values are entity references (`:db.type/ref`).
     pub fn is_ref(&self) -> bool {
         self.value_type == ValueType::Ref
     }
 
+    /// Whether the attribute is cardinality-many.
     pub fn is_many(&self) -> bool {
         self.cardinality == Cardinality::Many
     }
 
+    /// Whether the attribute is a composite tuple (`:db/tupleAttrs`), maintained by the
+    /// transactor and never asserted directly.
     pub fn is_composite(&self) -> bool {
         matches!(self.tuple, Some(TupleSpec::Composite(_)))
     }
@@ -145,8 +193,12 @@ impl Attribute {
 /// A schema taken apart (`Schema::parts`), for storing it.
 #[derive(Clone, Debug, PartialEq)]
 pub struct SchemaParts {
+    /// Every ident that resolves and its entity, old idents of renamed entities included,
+    /// sorted by ident.
     pub idents: Vec<(Keyword, EntityId)>,
+    /// Each entity's current ident, sorted by entity id.
     pub current: Vec<(EntityId, Keyword)>,
+    /// Every installed attribute, sorted by entity id.
     pub attributes: Vec<Attribute>,
 }
 
@@ -221,22 +273,29 @@ impl Schema {
         schema
     }
 
+    /// The entity an ident resolves to, an old ident of a renamed entity included; `None` if
+    /// no entity has it.
     pub fn entid(&self, ident: &Keyword) -> Option<EntityId> {
         self.idents.get(ident).copied()
     }
 
+    /// The current ident of entity `e`, `None` if it has none.
     pub fn ident(&self, e: EntityId) -> Option<&Keyword> {
         self.ident_of.get(&e)
     }
 
+    /// The installed attribute with entity id `a`, `None` if `a` is not an attribute.
     pub fn attribute(&self, a: EntityId) -> Option<&Arc<Attribute>> {
         self.attrs.get(&a)
     }
 
+    /// The installed attribute an ident resolves to (old idents included), `None` if there is
+    /// none.
     pub fn attribute_by_ident(&self, ident: &Keyword) -> Option<&Arc<Attribute>> {
         self.entid(ident).and_then(|a| self.attrs.get(&a))
     }
 
+    /// Every installed attribute, system attributes included, in no particular order.
     pub fn attributes(&self) -> impl Iterator<Item = &Arc<Attribute>> {
         self.attrs.values()
     }
@@ -247,10 +306,14 @@ impl Schema {
         !self.composites_of.is_empty()
     }
 
+    /// The composite tuple attributes whose `:db/tupleAttrs` include attribute `a`: the ones a
+    /// change to `a` must update. Empty when there are none.
     pub fn composites_of(&self, a: EntityId) -> &[EntityId] {
         self.composites_of.get(&a).map(Vec::as_slice).unwrap_or(&[])
     }
 
+    /// Every ident that resolves and its entity, old idents of renamed entities included, in
+    /// no particular order.
     pub fn idents(&self) -> impl Iterator<Item = (&Keyword, EntityId)> {
         self.idents.iter().map(|(k, e)| (k, *e))
     }
@@ -265,6 +328,8 @@ impl Schema {
         }
     }
 
+    /// Take entity `e`'s current ident away (its `:db/ident` was retracted). The ident stops
+    /// resolving unless another entity has taken it since; older idents of `e` still resolve.
     pub fn remove_ident(&mut self, e: EntityId) {
         if let Some(old) = self.ident_of.remove(&e) {
             if self.idents.get(&old) == Some(&e) {
@@ -317,6 +382,9 @@ impl Schema {
         Ok(schema)
     }
 
+    /// Install `attr` at its id, replacing the attribute installed there (an alteration), and
+    /// keep `composites_of` in step with its tuple spec. The ident maps are left alone: give the
+    /// attribute its ident with `set_ident`.
     pub fn install(&mut self, attr: Attribute) {
         let id = attr.id;
         if let Some(old) = self.attrs.get(&id) {
@@ -337,33 +405,60 @@ impl Schema {
     }
 }
 
-/// Fixed ids of the system entities.
+/// Fixed ids of the system entities: the built-in attributes and the idents they take as
+/// values, all in the db partition below `END`. They are part of the file format: a stored
+/// database refers to them by these numbers.
 pub mod sys {
     use crate::ids::EntityId;
 
+    /// `:db/ident`: an entity's keyword name (unique identity).
     pub const IDENT: EntityId = 1;
+    /// `:db/valueType`: an attribute's value type, a ref to a `:db.type/...` ident.
     pub const VALUE_TYPE: EntityId = 2;
+    /// `:db/cardinality`: a ref to `:db.cardinality/one` or `:db.cardinality/many`.
     pub const CARDINALITY: EntityId = 3;
+    /// `:db/unique`: a ref to `:db.unique/identity` or `:db.unique/value`.
     pub const UNIQUE: EntityId = 4;
+    /// `:db/isComponent`: whether a ref attribute's targets are components.
     pub const IS_COMPONENT: EntityId = 5;
+    /// `:db/index`: recorded, with no effect (every attribute is in AVET).
     pub const INDEX: EntityId = 6;
+    /// `:db/fulltext`: recorded, with no search yet.
     pub const FULLTEXT: EntityId = 7;
+    /// `:db/noHistory`: whether an attribute's retracted values are dropped from history.
     pub const NO_HISTORY: EntityId = 8;
+    /// `:db/doc`: a documentation string on any entity.
     pub const DOC: EntityId = 9;
+    /// `:db/txInstant`: the wall-clock instant of a transaction, on its tx entity.
     pub const TX_INSTANT: EntityId = 10;
+    /// `:db/tupleAttrs`: the attributes a composite tuple is made of.
     pub const TUPLE_ATTRS: EntityId = 11;
+    /// `:db/tupleType`: the element type of a homogeneous tuple.
     pub const TUPLE_TYPE: EntityId = 12;
+    /// `:db/tupleTypes`: the element types of a heterogeneous tuple.
     pub const TUPLE_TYPES: EntityId = 13;
+    /// `:db.cardinality/one`.
     pub const CARDINALITY_ONE: EntityId = 20;
+    /// `:db.cardinality/many`.
     pub const CARDINALITY_MANY: EntityId = 21;
+    /// `:db.unique/identity`.
     pub const UNIQUE_IDENTITY: EntityId = 22;
+    /// `:db.unique/value`.
     pub const UNIQUE_VALUE: EntityId = 23;
+    /// `:db.part/db`: the ident of the db partition.
     pub const PART_DB: EntityId = 24;
+    /// `:db.part/tx`: the ident of the tx partition.
     pub const PART_TX: EntityId = 25;
+    /// `:db.part/user`: the ident of the user partition.
     pub const PART_USER: EntityId = 26;
+    /// `:db/add`: the ident of the assertion operation.
     pub const FN_ADD: EntityId = 27;
+    /// `:db/retract`: the ident of the retraction operation.
     pub const FN_RETRACT: EntityId = 28;
+    /// `:db/retractEntity`: the ident of the built-in operation that retracts an entity and
+    /// its components.
     pub const FN_RETRACT_ENTITY: EntityId = 29;
+    /// `:db/cas`: the ident of the built-in compare-and-swap operation.
     pub const FN_CAS: EntityId = 30;
     /// `:db.type/keyword` and the other 14 value types follow in `ValueType::ALL` order.
     pub const TYPE_BASE: EntityId = 40;

@@ -7,14 +7,21 @@
 #[non_exhaustive]
 pub enum StorageError {
     /// The file's contents are not what Vev wrote: a checksum mismatch, a truncated record,
-    /// an impossible value. `what` names the record (`segment 17`, `log row t=42`).
+    /// an impossible value.
     #[error("{what} is corrupt: {reason}")]
-    Corruption { what: String, reason: String },
-    /// Another connection holds the writer lock of this database. `waited` is how long the
-    /// open waited for it (`LockMode::Wait`), `None` when it failed at once.
+    Corruption {
+        /// The record being read (`segment 17`, `log row t=42`).
+        what: String,
+        /// What is wrong with it.
+        reason: String,
+    },
+    /// Another connection holds the writer lock of this database.
     #[error("database {path} is locked by another writer{}", waited_suffix(.waited))]
     Locked {
+        /// The database file's path.
         path: String,
+        /// How long the open waited for the lock (`LockMode::Wait`), `None` when it failed at
+        /// once.
         waited: Option<std::time::Duration>,
     },
     /// The file was written by an unknown version of Vev's file format.
@@ -22,58 +29,86 @@ pub enum StorageError {
         "database {path} has file format version {found}; this build reads version {supported}"
     )]
     FormatVersion {
+        /// The database file's path.
         path: String,
+        /// The format version recorded in the file.
         found: i64,
+        /// The one format version this build reads and writes.
         supported: i64,
     },
     /// The file exists but is not a Vev database (another application's SQLite file, or not
     /// SQLite at all).
     #[error("{path} is not a vev database: {reason}")]
-    NotVev { path: String, reason: String },
+    NotVev {
+        /// The file's path.
+        path: String,
+        /// Why it is not taken for one (`the file is empty`, SQLite's message, ...).
+        reason: String,
+    },
     /// The file is shorter than its own header says: it was cut off (a partial copy or
-    /// download, a full disk). `size` is its length in bytes, `expected` what the header
-    /// implies.
+    /// download, a full disk).
     #[error(
         "database {path} is truncated: the file has {size} bytes but its header says {expected}"
     )]
     Truncated {
+        /// The database file's path.
         path: String,
+        /// The file's length, in bytes.
         size: u64,
+        /// The length its header implies, in bytes.
         expected: u64,
     },
     /// The path given as the database is a directory.
     #[error("{path} is a directory, not a database file")]
-    IsDirectory { path: String },
+    IsDirectory {
+        /// The path given.
+        path: String,
+    },
     /// SQLite cannot create its `-wal` and `-shm` files beside the database file (a writer
     /// needs both, a reader the `-shm`) because the directory is read-only.
     #[error(
         "cannot open {path}: its directory {dir} is read-only, and sqlite needs its -wal and -shm files beside the database ({reason})"
     )]
     ReadOnlyDirectory {
+        /// The database file's path.
         path: String,
+        /// The read-only directory that holds it.
         dir: String,
+        /// SQLite's or the operating system's message.
         reason: String,
     },
-    /// The operating system or SQLite failed an operation. `kind` is the operating system's
-    /// error kind (`Other` when the failure carries none), `sqlite_code` SQLite's extended
-    /// result code when SQLite reported the failure, `message` their text (with the path
-    /// where there is one).
+    /// The operating system or SQLite failed an operation.
     #[error("storage i/o failed during {op}: {message}")]
     Io {
+        /// The operation that failed, as a phrase (`open`, `read the file header`, ...).
         op: String,
+        /// The operating system's error kind, `Other` when the failure carries none.
         kind: std::io::ErrorKind,
+        /// SQLite's extended result code, when SQLite reported the failure.
         sqlite_code: Option<i32>,
+        /// The failure's text, with the path where there is one.
         message: String,
     },
     /// A write was attempted through a read-only connection.
     #[error("connection to {path} is read-only")]
-    ReadOnly { path: String },
+    ReadOnly {
+        /// The database file's path.
+        path: String,
+    },
     /// A file Vev was asked to create (a backup's destination) already exists.
     #[error("{path} already exists")]
-    Exists { path: String },
+    Exists {
+        /// The existing file's path.
+        path: String,
+    },
     /// A fault injected by a test backend.
     #[error("injected fault at {op} (operation {n})")]
-    Injected { op: String, n: u64 },
+    Injected {
+        /// The operation the fault made fail.
+        op: String,
+        /// Its number among the operations the test backend counted, from 1.
+        n: u64,
+    },
 }
 
 impl StorageError {

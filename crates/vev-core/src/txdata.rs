@@ -39,6 +39,8 @@ impl std::fmt::Display for TempId {
 }
 
 impl TempId {
+    /// The tempid's EDN form: a string (`"datomic.tx"` for `Tx`, `"#tempidN"` for an internal
+    /// one) or a negative integer.
     pub fn to_edn(&self) -> Edn {
         match self {
             TempId::Str(s) => Edn::String(s.to_string()),
@@ -52,13 +54,19 @@ impl TempId {
 /// How a transaction names an entity.
 #[derive(Clone, Debug, PartialEq)]
 pub enum EntityRef {
+    /// An existing entity by its id (a positive integer in EDN).
     Id(EntityId),
+    /// The entity whose `:db/ident` this is.
     Ident(Keyword),
+    /// A lookup ref `[attribute value]`: the entity that holds `value` for the `:db/unique`
+    /// attribute.
     LookupRef(Keyword, Box<TxValue>),
+    /// A tempid: a new entity, or an existing one if it upserts.
     TempId(TempId),
 }
 
 impl EntityRef {
+    /// The string tempid `name`; `"datomic.tx"` names the transaction entity.
     pub fn tempid(name: &str) -> EntityRef {
         if name == "datomic.tx" {
             EntityRef::TempId(TempId::Tx)
@@ -92,6 +100,7 @@ impl EntityRef {
         }
     }
 
+    /// The reference's EDN form, as `from_edn` reads it.
     pub fn to_edn(&self) -> Edn {
         match self {
             EntityRef::Id(e) => Edn::Integer(*e as i64),
@@ -105,11 +114,15 @@ impl EntityRef {
 /// How a transaction names an attribute.
 #[derive(Clone, Debug, PartialEq)]
 pub enum AttrRef {
+    /// By ident, e.g. `:person/name`.
     Ident(Keyword),
+    /// By the attribute's entity id.
     Id(EntityId),
 }
 
 impl AttrRef {
+    /// Read an attribute reference from its EDN form: a keyword, or a positive integer entity
+    /// id.
     pub fn from_edn(form: &Edn) -> Result<AttrRef, TxError> {
         match form {
             Edn::Keyword(k) => Ok(AttrRef::Ident(k.clone())),
@@ -118,6 +131,7 @@ impl AttrRef {
         }
     }
 
+    /// The reference's EDN form, as `from_edn` reads it.
     pub fn to_edn(&self) -> Edn {
         match self {
             AttrRef::Ident(k) => Edn::Keyword(k.clone()),
@@ -154,6 +168,7 @@ pub enum TxValue {
 }
 
 impl TxValue {
+    /// The value's EDN form (`Many` becomes a vector), as error messages quote it.
     pub fn to_edn(&self) -> Edn {
         match self {
             TxValue::Edn(e) => e.clone(),
@@ -174,11 +189,16 @@ impl<T: Into<Value>> From<T> for TxValue {
 /// A map form: `{:db/id e, :attr value, ...}`.
 #[derive(Clone, Debug, PartialEq, Default)]
 pub struct TxMap {
+    /// The entity (`:db/id`); `None` makes a new entity, or upserts through an identity
+    /// attribute among `attrs`.
     pub id: Option<EntityRef>,
+    /// Each attribute's ident and value(s), in the order given; a reverse ident
+    /// (`:person/_friend`) makes the values refer to this entity instead.
     pub attrs: Vec<(Keyword, TxValue)>,
 }
 
 impl TxMap {
+    /// A map form for entity `id` with no attributes yet.
     pub fn new(id: Option<EntityRef>) -> TxMap {
         TxMap {
             id,
@@ -186,12 +206,15 @@ impl TxMap {
         }
     }
 
+    /// This map with one more attribute: `attr` is the ident, with or without its colon
+    /// (`"person/name"` or `":person/name"`).
     pub fn with(mut self, attr: &str, value: impl Into<TxValue>) -> TxMap {
         self.attrs
             .push((Keyword::new(attr.trim_start_matches(':')), value.into()));
         self
     }
 
+    /// The map's EDN form, `:db/id` included when given.
     pub fn to_edn(&self) -> Edn {
         let mut m = std::collections::BTreeMap::new();
         if let Some(id) = &self.id {
@@ -207,36 +230,56 @@ impl TxMap {
 /// One operation of a transaction.
 #[derive(Clone, Debug, PartialEq)]
 pub enum TxOp {
+    /// `[:db/add e a v]`: assert one value (several with `TxValue::Many`).
     Add {
+        /// The entity the datom is about.
         e: EntityRef,
+        /// The attribute, by ident or id.
         a: AttrRef,
+        /// The value to assert.
         v: TxValue,
     },
-    /// `v: None` retracts every value of the attribute.
+    /// `[:db/retract e a v]`, or `[:db/retract e a]` to retract every value of the attribute.
     Retract {
+        /// The entity whose value is retracted.
         e: EntityRef,
+        /// The attribute, by ident or id.
         a: AttrRef,
+        /// The value to retract; `None` retracts every current value.
         v: Option<TxValue>,
     },
+    /// `[:db/retractEntity e]`: retract every datom of the entity, every ref to it, and its
+    /// components, recursively.
     RetractEntity {
+        /// The entity to retract.
         e: EntityRef,
     },
-    /// `old: None` means the attribute must have no value.
+    /// `[:db/cas e a old new]`: assert `new` if the attribute's current value is `old`, else
+    /// fail the transaction with `tx/cas-failed`.
     Cas {
+        /// The entity whose value is compared and swapped.
         e: EntityRef,
+        /// The attribute, by ident or id.
         a: AttrRef,
+        /// The value expected; `None` (`nil`) means the attribute must have no value.
         old: Option<TxValue>,
+        /// The value to assert.
         new: TxValue,
     },
+    /// A map form: assert each of its attributes for its entity.
     Map(TxMap),
-    /// A registered transaction function.
+    /// `[:my/fn arg ...]`: a call of a registered transaction function, which returns more
+    /// operations.
     Call {
+        /// The function's ident.
         name: Keyword,
+        /// Its arguments, as EDN.
         args: Vec<Edn>,
     },
 }
 
 impl TxOp {
+    /// `[:db/add e a v]`.
     pub fn add(e: EntityRef, a: impl Into<AttrRef>, v: impl Into<TxValue>) -> TxOp {
         TxOp::Add {
             e,
@@ -245,6 +288,7 @@ impl TxOp {
         }
     }
 
+    /// `[:db/retract e a v]`, or `[:db/retract e a]` with `v: None`.
     pub fn retract(e: EntityRef, a: impl Into<AttrRef>, v: Option<TxValue>) -> TxOp {
         TxOp::Retract { e, a: a.into(), v }
     }
@@ -261,6 +305,7 @@ impl TxOp {
         }
     }
 
+    /// The operation's EDN form, as `from_edn` reads it.
     pub fn to_edn(&self) -> Edn {
         let kw = Edn::keyword;
         match self {
@@ -379,7 +424,9 @@ fn map_from_edn(m: &std::collections::BTreeMap<Edn, Edn>, form: &Edn) -> Result<
 /// One operation read from text, with the span of its form.
 #[derive(Clone, Debug)]
 pub struct SpannedOp {
+    /// The operation read.
     pub op: TxOp,
+    /// Where its form is in the text.
     pub span: Span,
 }
 
@@ -389,6 +436,8 @@ pub fn parse_tx(text: &str) -> Result<Vec<SpannedOp>, TxError> {
     tx_from_spanned(&spanned)
 }
 
+/// Read transaction data from EDN parsed with spans (`vev_edn::parse_spanned`); errors in
+/// an operation's form carry that operation's span.
 pub fn tx_from_spanned(spanned: &Spanned) -> Result<Vec<SpannedOp>, TxError> {
     let items = match &spanned.value {
         Edn::Vector(_) | Edn::List(_) => &spanned.children,

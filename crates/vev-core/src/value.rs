@@ -20,21 +20,37 @@ use crate::schema::ValueType;
 pub enum Value {
     /// Only inside composite tuples, for a missing component.
     Nil,
+    /// `:db.type/ref`: the entity id of the entity referred to.
     Ref(EntityId),
+    /// `:db.type/keyword`.
     Keyword(Keyword),
+    /// `:db.type/string`.
     String(Arc<str>),
+    /// `:db.type/boolean`.
     Boolean(bool),
+    /// `:db.type/long`: a signed 64-bit integer.
     Long(i64),
+    /// `:db.type/bigint`: an arbitrary-precision integer.
     BigInt(Arc<BigInt>),
+    /// `:db.type/double`: a 64-bit float, ordered by `total_cmp`.
     Double(f64),
+    /// `:db.type/float`: a 32-bit float, ordered by `total_cmp`.
     Float(f32),
+    /// `:db.type/bigdec`: an arbitrary-precision decimal; `1.0` and `1.00` are distinct values
+    /// (equal numbers are ordered by their printed form).
     BigDec(Arc<BigDecimal>),
-    /// Milliseconds since the Unix epoch.
+    /// `:db.type/instant`: milliseconds since the Unix epoch (UTC), negative before 1970.
     Instant(i64),
+    /// `:db.type/uuid`: the 16 bytes of the UUID, big-endian.
     Uuid([u8; 16]),
+    /// `:db.type/uri`: the URI's text, not validated.
     Uri(Arc<str>),
+    /// `:db.type/bytes`: a byte array, compared bytewise.
     Bytes(Arc<[u8]>),
+    /// `:db.type/symbol`.
     Symbol(Symbol),
+    /// `:db.type/tuple`: the elements of a composite, homogeneous or heterogeneous tuple
+    /// (`Nil` for a missing component of a composite tuple).
     Tuple(Arc<[Value]>),
     /// Never stored in a datom: a map built inside a query (`hash-map`), or a query input.
     Map(Arc<std::collections::BTreeMap<Value, Value>>),
@@ -43,13 +59,20 @@ pub enum Value {
 /// See `Value::sort_key`. Ordered by type, then `head`; `exact` is not compared.
 #[derive(Clone, Copy, Debug)]
 pub struct SortKey {
+    /// The value's variant rank (`Nil` 0, `Ref` 1, ... `Map` 16): values of different
+    /// variants order by it alone.
     pub rank: u8,
+    /// An order-preserving summary of the payload within the variant: the id, boolean, UUID
+    /// or number itself (longs and instants with the sign bit flipped), or the first 15 bytes
+    /// and the length of a string, URI or byte array; 0 for the other variants.
     pub head: u128,
+    /// Whether `head` is the whole payload, so that equal keys mean equal values.
     pub exact: bool,
 }
 
 impl SortKey {
-    /// The order of the two values if the keys settle it.
+    /// The order of the two values if the keys settle it, `None` when the values themselves
+    /// must be compared (equal keys, at least one of them not `exact`).
     pub fn cmp_known(&self, other: &SortKey) -> Option<Ordering> {
         match (self.rank, self.head).cmp(&(other.rank, other.head)) {
             Ordering::Equal if !(self.exact && other.exact) => None,
@@ -113,7 +136,7 @@ impl Value {
         }
     }
 
-    /// The value type this value has, `None` for `Nil`.
+    /// The value type this value has, `None` for `Nil` and `Map` (which no attribute holds).
     pub fn value_type(&self) -> Option<ValueType> {
         Some(match self {
             Value::Nil | Value::Map(_) => return None,
@@ -135,14 +158,17 @@ impl Value {
         })
     }
 
+    /// A `:db.type/string` value.
     pub fn string(s: &str) -> Value {
         Value::String(Arc::from(s))
     }
 
+    /// A `:db.type/keyword` value from its text without the colon: `"person/name"`.
     pub fn keyword(full: &str) -> Value {
         Value::Keyword(Keyword::new(full))
     }
 
+    /// The entity id of a `Ref`, `None` for any other variant.
     pub fn as_ref(&self) -> Option<EntityId> {
         match self {
             Value::Ref(e) => Some(*e),
@@ -150,6 +176,7 @@ impl Value {
         }
     }
 
+    /// The integer of a `Long`, `None` for any other variant (instants included).
     pub fn as_long(&self) -> Option<i64> {
         match self {
             Value::Long(n) => Some(*n),
@@ -157,6 +184,7 @@ impl Value {
         }
     }
 
+    /// The text of a `String` or a `Uri`, `None` for any other variant.
     pub fn as_str(&self) -> Option<&str> {
         match self {
             Value::String(s) | Value::Uri(s) => Some(s),
@@ -164,6 +192,7 @@ impl Value {
         }
     }
 
+    /// The keyword of a `Keyword` value, `None` for any other variant.
     pub fn as_keyword(&self) -> Option<&Keyword> {
         match self {
             Value::Keyword(k) => Some(k),
@@ -171,6 +200,7 @@ impl Value {
         }
     }
 
+    /// The boolean of a `Boolean` value, `None` for any other variant.
     pub fn as_bool(&self) -> Option<bool> {
         match self {
             Value::Boolean(b) => Some(*b),
@@ -208,6 +238,7 @@ impl Value {
     }
 }
 
+/// Lowercase hexadecimal text of `bytes`, two digits a byte: the payload of `#bytes "..."`.
 pub fn hex_encode(bytes: &[u8]) -> String {
     const DIGITS: &[u8; 16] = b"0123456789abcdef";
     let mut out = String::with_capacity(bytes.len() * 2);
@@ -218,6 +249,8 @@ pub fn hex_encode(bytes: &[u8]) -> String {
     out
 }
 
+/// The bytes of hexadecimal `text` (either case, two digits a byte), `None` if its length is
+/// odd or it has a character that is not a hex digit.
 pub fn hex_decode(text: &str) -> Option<Vec<u8>> {
     if !text.len().is_multiple_of(2) {
         return None;
