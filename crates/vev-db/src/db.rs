@@ -259,11 +259,17 @@ impl State {
     }
 }
 
-/// Which datoms of the state a `Db` shows.
+/// Which datoms of the state a `Db` shows. The default shows the current facts as of the
+/// basis-t; [`Db::as_of`], [`Db::since`] and [`Db::history`] narrow or widen it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
 pub struct View {
+    /// Show the database as it was at this basis-t: datoms of later transactions are
+    /// hidden, and facts they retracted are shown again.
     pub as_of: Option<BasisT>,
+    /// Show only datoms of transactions after this basis-t.
     pub since: Option<BasisT>,
+    /// Show every assertion and retraction (datoms with `added` false included) instead of
+    /// the facts true at the view's basis.
     pub history: bool,
 }
 
@@ -298,7 +304,10 @@ impl std::fmt::Debug for Db {
 /// `time`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum TimePoint {
+    /// A basis-t: the t of a transaction.
     T(BasisT),
+    /// A transaction id (the entity id of a transaction, which `?tx` binds to); it stands
+    /// for that transaction's t.
     Tx(EntityId),
     /// Milliseconds since the Unix epoch.
     Instant(i64),
@@ -324,6 +333,8 @@ impl Db {
         }
     }
 
+    /// The t of the latest transaction in this value (0 for an empty database). A view
+    /// does not change it: `as_of(5).basis_t()` is still the latest t.
     pub fn basis_t(&self) -> BasisT {
         self.state.basis_t
     }
@@ -337,18 +348,23 @@ impl Db {
         self.view
     }
 
+    /// The idents and installed attributes as of `basis_t`, whatever the view.
     pub fn schema(&self) -> &Schema {
         &self.state.schema
     }
 
+    /// The installed attribute whose ident is `ident`; `None` for an unknown ident and for
+    /// an ident that names no attribute (such as `:db.cardinality/one`).
     pub fn attribute(&self, ident: &Keyword) -> Option<&Arc<Attribute>> {
         self.state.schema.attribute_by_ident(ident)
     }
 
+    /// The entity id that `ident` names (through `:db/ident`), if any.
     pub fn entid(&self, ident: &Keyword) -> Option<EntityId> {
         self.state.schema.entid(ident)
     }
 
+    /// The `:db/ident` of entity `e`, if it has one.
     pub fn ident(&self, e: EntityId) -> Option<&Keyword> {
         self.state.schema.ident(e)
     }

@@ -21,10 +21,12 @@ impl Entity {
         Entity { db, id }
     }
 
+    /// The entity id.
     pub fn id(&self) -> EntityId {
         self.id
     }
 
+    /// The database value (with its view) this entity's attributes are read from.
     pub fn db(&self) -> &Db {
         &self.db
     }

@@ -6,6 +6,8 @@
 //! chunks on at most two threads of its own, and the segment cache is behind a mutex; see
 //! "Threads and locks" in ARCHITECTURE.md.
 
+#![warn(missing_docs)]
+
 mod bootstrap;
 mod codec;
 mod db;

@@ -8,8 +8,12 @@ use crate::db::Db;
 /// One transaction in the log.
 #[derive(Clone, Debug, PartialEq)]
 pub struct TxLogEntry {
+    /// The transaction's basis-t.
     pub t: BasisT,
+    /// The transaction's entity id (its tx id), the `tx` of each of its datoms.
     pub tx: EntityId,
+    /// The datoms the transaction asserted and retracted (its tx-data), in log order: by
+    /// entity, attribute and value; the `:db/txInstant` of `tx` among them.
     pub datoms: Vec<Datom>,
 }
 

@@ -29,6 +29,7 @@ const KIND_ROOT: u8 = 3;
 /// One committed transaction as the log stores it.
 #[derive(Clone, Debug, PartialEq)]
 pub struct LogRecord {
+    /// The transaction's basis-t: one more than that of the database it was committed on.
     pub t: BasisT,
     /// The user-partition counter after the transaction.
     pub next_user: u64,
@@ -37,6 +38,8 @@ pub struct LogRecord {
 }
 
 impl LogRecord {
+    /// The record as bytes, for the storage backend to append to the log (it adds the
+    /// checksum).
     pub fn encode(&self) -> Vec<u8> {
         LogRecord::encode_of(self.t, self.next_user, &self.datoms)
     }
@@ -56,6 +59,9 @@ impl LogRecord {
         w.buf
     }
 
+    /// Reads a record from the bytes `encode` wrote. Bytes that are not exactly one
+    /// well-formed log record give a [`DecodeError`], never a panic (a count is checked
+    /// against the bytes left before anything is allocated).
     pub fn decode(bytes: &[u8]) -> DecodeResult<LogRecord> {
         let mut r = Reader::new(bytes);
         let kind = r.u8()?;
@@ -161,8 +167,14 @@ pub fn replay_owned(before: Db, record: &LogRecord) -> DecodeResult<Db> {
 
 /// A checkpoint to write: the root record and the segments it names that are not yet stored.
 pub struct Checkpoint {
+    /// The basis-t of the checkpointed database: the root covers the log records up to and
+    /// including it, and opening replays only those after it.
     pub t: BasisT,
+    /// The encoded root record: basis-t, user-partition counter, last transaction instant,
+    /// the schema, and the top of each of the nine trees. Read back by [`open_root`].
     pub root: Vec<u8>,
+    /// Segments the root names that are not stored yet: the backend must have stored them
+    /// by the time it commits the root.
     pub segments: Vec<NewSegment>,
     /// The first segment id this checkpoint could take: ids from here on are its own (or
     /// later checkpoints'); ids below that no root names were left by checkpoints that failed.

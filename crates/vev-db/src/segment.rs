@@ -71,6 +71,8 @@ pub struct SegmentCache {
 }
 
 impl SegmentCache {
+    /// A cache that reads segments from `store` and holds up to `capacity_datoms` decoded
+    /// datoms: past that, the least recently used segments are evicted down to half of it.
     pub fn new(store: Arc<dyn SegmentStore>, capacity_datoms: usize) -> Arc<SegmentCache> {
         Arc::new(SegmentCache {
             store,
@@ -292,7 +294,10 @@ fn decode_node(r: &mut Reader<'_>, delta: &mut DatomDelta, depth: usize) -> Deco
 
 /// A segment a checkpoint must write.
 pub struct NewSegment {
+    /// The segment's id, unique in the database; `Stored` nodes and roots name it.
     pub id: u64,
+    /// The encoded subtree, as [`SegmentStore::read_segment`] must give it back (the
+    /// backend adds and checks its own checksum).
     pub payload: Vec<u8>,
 }
 

@@ -25,9 +25,14 @@ pub enum TimePointError {
          transaction id is in partition {tx_partition}; this is {found})"
     )]
     NotATime {
+        /// The number given.
         value: i64,
+        /// Every basis-t is below this (the first id of partition 1).
         t_limit: u64,
+        /// The partition of transaction ids.
         tx_partition: u64,
+        /// What the number is instead, for the message: `negative`, or `an entity id of
+        /// partition 3`.
         found: String,
     },
     /// Text that is not a number, an `#inst "..."` or an RFC 3339 instant.
@@ -35,7 +40,10 @@ pub enum TimePointError {
         "time point {text:?} is neither a basis-t, a transaction id nor an instant \
          (#inst \"2024-01-31T12:00:00Z\")"
     )]
-    Unreadable { text: String },
+    Unreadable {
+        /// The text as given.
+        text: String,
+    },
 }
 
 impl TimePointError {

@@ -12,8 +12,11 @@ use std::fmt;
 /// and `column` counts `char`s (not bytes) from the start of the line.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub struct Pos {
+    /// Byte offset from the start of the text; always on a `char` boundary.
     pub offset: usize,
+    /// Line number, 1-based; only `\n` starts a new line.
     pub line: u32,
+    /// Column number, 1-based, in `char`s from the start of the line.
     pub column: u32,
 }
 
@@ -35,7 +38,9 @@ impl fmt::Display for Pos {
 /// A half-open range of source text: `start` is the first character, `end` is one past the last.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub struct Span {
+    /// The position of the first character.
     pub start: Pos,
+    /// The position just after the last character (equal to `start` for an empty span).
     pub end: Pos,
 }
 
@@ -53,20 +58,45 @@ impl Span {
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 #[non_exhaustive]
 pub enum ParseErrorKind {
+    /// The text ends inside a form: an unclosed collection or string, a tag or `#_` with
+    /// no form after it, a `#` or `\` as the last character.
     UnexpectedEof,
+    /// A character that cannot start a form here: one that starts no token (e.g. `~`),
+    /// `#` followed by neither `{`, `_`, `:`, `#` nor a letter, or something other than `{`
+    /// after a `#:ns` prefix.
     UnexpectedChar,
+    /// A malformed number literal (`1.2.3`, `08`, `1e`), or a symbolic value other than
+    /// `##Inf`, `##-Inf` and `##NaN`.
     InvalidNumber,
+    /// A bad escape in a string: an unknown `\x`, a `\u` without four hex digits, or an
+    /// unpaired UTF-16 surrogate.
     InvalidEscape,
+    /// A bad character literal: an unknown name after `\`, or whitespace right after it.
     InvalidChar,
+    /// A closing `)`, `]` or `}` with no open collection, or of the wrong kind for the
+    /// innermost one.
     UnmatchedDelimiter,
+    /// A map with the same key twice (after `#:ns{}` qualification); the span is the
+    /// second occurrence.
     DuplicateKey,
+    /// A set with the same element twice; the span is the second occurrence.
     DuplicateElement,
+    /// `#inst` or `#uuid` applied to something other than a string in its format (an
+    /// RFC 3339 timestamp, or 8-4-4-4-12 hex digits).
     InvalidTagValue,
+    /// Collections, tags and `#_` discards nested deeper than [`MAX_DEPTH`](crate::MAX_DEPTH).
     TooDeep,
+    /// More text after the one form that [`parse`](crate::parse) or
+    /// [`parse_spanned`](crate::parse_spanned) reads.
     TrailingInput,
+    /// No form at all (only whitespace, comments or discards) where exactly one was expected.
     EmptyInput,
+    /// A map literal with an odd number of forms: its last key has no value.
     OddMap,
+    /// A token that is not a valid symbol, or a tag (`#tag`) that is not one.
     InvalidSymbol,
+    /// A token after `:` that is not a valid keyword (including `:` alone and auto-resolved
+    /// `::kw`), or an invalid `#:ns` map prefix.
     InvalidKeyword,
     /// A number literal with more digits than [`NUMBER_DIGITS_MAX`](crate::NUMBER_DIGITS_MAX).
     NumberTooLong,
@@ -105,8 +135,12 @@ impl ParseErrorKind {
 #[error("{message} at line {}, column {}", .span.start.line, .span.start.column)]
 #[non_exhaustive]
 pub struct ParseError {
+    /// What went wrong; match on this (or on [`ParseError::code`]), not on `message`.
     pub kind: ParseErrorKind,
+    /// The offending text: the bad token, the duplicate key, or the opening of the form
+    /// that the input ended inside.
     pub span: Span,
+    /// A human-readable explanation, without the position (which `Display` appends).
     pub message: String,
 }
 

@@ -20,6 +20,8 @@
 //! assert_eq!(parse(&tx.to_string()), Ok(tx));
 //! ```
 
+#![warn(missing_docs)]
+
 mod error;
 mod inst;
 mod name;
@@ -36,12 +38,12 @@ pub use name::{is_valid_keyword, is_valid_symbol, Keyword, Symbol};
 pub use reader::{BIGDEC_SCALE_MAX, MAX_DEPTH, NUMBER_DIGITS_MAX};
 pub use value::{Edn, Spanned};
 
-use reader::Reader;
+use reader::{Reader, Spans};
 
 /// Reads exactly one form. Whitespace, comments and `#_` discards may surround it; nothing
 /// else may (`EmptyInput`, `TrailingInput`).
 pub fn parse(text: &str) -> Result<Edn, ParseError> {
-    read_one(text, false).map(|form| form.value)
+    read_one(text, Spans::Drop).map(|form| form.value)
 }
 
 /// Reads exactly one form, with the spans of it and all its parts.
@@ -50,21 +52,21 @@ pub fn parse(text: &str) -> Result<Edn, ParseError> {
 /// times its nesting depth; use [`parse`] for bulk data and this for text a person wrote
 /// (transactions, queries) where errors must point into the source.
 pub fn parse_spanned(text: &str) -> Result<Spanned, ParseError> {
-    read_one(text, true)
+    read_one(text, Spans::Keep)
 }
 
 /// Reads zero or more forms.
 pub fn parse_all(text: &str) -> Result<Vec<Edn>, ParseError> {
-    read_all(text, false).map(|forms| forms.into_iter().map(|form| form.value).collect())
+    read_all(text, Spans::Drop).map(|forms| forms.into_iter().map(|form| form.value).collect())
 }
 
 /// Reads zero or more forms, with their spans.
 pub fn parse_all_spanned(text: &str) -> Result<Vec<Spanned>, ParseError> {
-    read_all(text, true)
+    read_all(text, Spans::Keep)
 }
 
-fn read_one(text: &str, keep_children: bool) -> Result<Spanned, ParseError> {
-    let mut reader = Reader::new(text, keep_children);
+fn read_one(text: &str, spans: Spans) -> Result<Spanned, ParseError> {
+    let mut reader = Reader::new(text, spans);
     reader.skip_ws()?;
     if reader.at_eof() {
         let message = "empty input: expected one edn form".to_owned();
@@ -99,8 +101,8 @@ fn trailing(reader: &Reader<'_>) -> ParseError {
     ParseError::new(ParseErrorKind::TrailingInput, Span { start, end }, message)
 }
 
-fn read_all(text: &str, keep_children: bool) -> Result<Vec<Spanned>, ParseError> {
-    let mut reader = Reader::new(text, keep_children);
+fn read_all(text: &str, spans: Spans) -> Result<Vec<Spanned>, ParseError> {
+    let mut reader = Reader::new(text, spans);
     let mut forms = Vec::new();
     loop {
         reader.skip_ws()?;

@@ -25,9 +25,13 @@ use crate::name::{Keyword, Symbol};
 /// An EDN value.
 #[derive(Clone, Debug)]
 pub enum Edn {
+    /// `nil`.
     Nil,
+    /// `true` or `false`.
     Bool(bool),
+    /// A string, with its escapes decoded.
     String(String),
+    /// A character literal: `\a`, `\newline`, `\u00e9`.
     Char(char),
     /// An integer literal that fits an `i64`.
     Integer(i64),
@@ -38,11 +42,18 @@ pub enum Edn {
     Float(f64),
     /// `1.5M`, `1M`.
     BigDec(Box<BigDecimal>),
+    /// `:name` or `:ns/name`; idents and attributes are keywords.
     Keyword(Keyword),
+    /// `name` or `ns/name`, e.g. a query variable `?e` or a function name (not `nil`,
+    /// `true` or `false`, which are their own variants).
     Symbol(Symbol),
+    /// `(a b c)`. Never equal to a vector of the same elements.
     List(Vec<Edn>),
+    /// `[a b c]`: transaction data, queries and pull patterns are vectors.
     Vector(Vec<Edn>),
+    /// `{k v ...}`, ordered by key; keys are unique.
     Map(BTreeMap<Edn, Edn>),
+    /// `#{a b c}`, ordered; elements are unique.
     Set(BTreeSet<Edn>),
     /// `#inst "..."`: milliseconds since the Unix epoch.
     Inst(i64),
@@ -59,8 +70,13 @@ pub enum Edn {
 /// `Tagged`. Scalars, including `#inst` and `#uuid`, have no children.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Spanned {
+    /// The whole value, its parts included.
     pub value: Edn,
+    /// The source text of the value, from its first character (a `#` for tagged and
+    /// namespaced forms) to one past its last.
     pub span: Span,
+    /// The parts of the value with their own spans, in source order (see above); empty
+    /// for a scalar.
     pub children: Vec<Spanned>,
 }
 
@@ -80,6 +96,7 @@ impl Edn {
         Edn::String(s.to_owned())
     }
 
+    /// The keyword of a `Keyword` value.
     pub fn as_keyword(&self) -> Option<&Keyword> {
         match self {
             Edn::Keyword(k) => Some(k),
@@ -87,6 +104,7 @@ impl Edn {
         }
     }
 
+    /// The symbol of a `Symbol` value.
     pub fn as_symbol(&self) -> Option<&Symbol> {
         match self {
             Edn::Symbol(s) => Some(s),
@@ -110,6 +128,7 @@ impl Edn {
         }
     }
 
+    /// The value of a `Bool`.
     pub fn as_bool(&self) -> Option<bool> {
         match self {
             Edn::Bool(b) => Some(*b),
@@ -125,6 +144,7 @@ impl Edn {
         }
     }
 
+    /// The entries of a map, ordered by key.
     pub fn as_map(&self) -> Option<&BTreeMap<Edn, Edn>> {
         match self {
             Edn::Map(map) => Some(map),

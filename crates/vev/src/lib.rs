@@ -19,6 +19,8 @@
 //! assert_eq!(then.entity(ivan).get(&vev::Keyword::new("person/age")).unwrap(), Some(vev::Value::Long(30)));
 //! ```
 
+#![warn(missing_docs)]
+
 /// The README's example runs as a doctest too.
 #[cfg(doctest)]
 #[doc = include_str!("../../../README.md")]

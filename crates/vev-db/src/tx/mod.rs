@@ -59,6 +59,9 @@ impl TxFunctions for NoFunctions {
 
 /// Settings of one transaction.
 pub struct TxContext<'a> {
+    /// The transaction functions list forms may call (`&NoFunctions` for none); the
+    /// built-in operations (`:db/add`, `:db/retract`, `:db/retractEntity`, `:db/cas`) need
+    /// none.
     pub functions: &'a dyn TxFunctions,
     /// The wall clock, in milliseconds since the Unix epoch; the instant of the transaction is
     /// the later of this and the previous transaction's instant.
@@ -68,10 +71,16 @@ pub struct TxContext<'a> {
 /// What a successful transaction returns.
 #[derive(Clone, Debug)]
 pub struct TxReport {
+    /// The database the transaction was checked against: the current state of the value
+    /// given to `transact`, without its view.
     pub db_before: Db,
+    /// The database with the transaction applied; its basis-t is the transaction's t.
     pub db_after: Db,
     /// The datoms the transaction added and retracted, its `:db/txInstant` first.
     pub tx_data: Vec<Datom>,
+    /// Each tempid the transaction data named (a string, a negative number, or
+    /// `"datomic.tx"` when used) and the entity id it resolved to: an existing entity
+    /// through an upsert, or a new one.
     pub tempids: HashMap<TempId, EntityId>,
 }
 
@@ -142,8 +151,11 @@ pub fn transact(db: &Db, ops: &[TxOp], ctx: &TxContext<'_>) -> Result<TxReport, 
 
 /// What `transact_owned` returns: the report without db-before.
 pub struct TxOutcome {
+    /// The database with the transaction applied (`TxReport::db_after`).
     pub db: Db,
+    /// The datoms added and retracted, its `:db/txInstant` first (`TxReport::tx_data`).
     pub tx_data: Vec<Datom>,
+    /// Tempids and the entity ids they resolved to (`TxReport::tempids`).
     pub tempids: HashMap<TempId, EntityId>,
 }
 
@@ -178,7 +190,9 @@ pub struct Bulk {
 
 /// What `Bulk::transact` returns: the report without any database value.
 pub struct BulkTx {
+    /// The datoms added and retracted, its `:db/txInstant` first (`TxReport::tx_data`).
     pub tx_data: Vec<Datom>,
+    /// Tempids and the entity ids they resolved to (`TxReport::tempids`).
     pub tempids: HashMap<TempId, EntityId>,
 }
 

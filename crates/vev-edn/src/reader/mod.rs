@@ -23,9 +23,9 @@
 //!   completes first and the outer one takes the next form) and `[1 #_ 2]` needs no special
 //!   case. Between top-level forms, [`Reader::skip_ws`] consumes discards too.
 //! - **One reader for `parse` and `parse_spanned`.** Every form is built as a [`Spanned`];
-//!   when the caller does not want spans (`keep_children == false`) children are moved into
-//!   their parent's value instead of being cloned and kept, so `parse` pays only for the
-//!   span of the node being built.
+//!   when the caller does not want the parts' spans ([`Spans::Drop`]) children are moved
+//!   into their parent's value instead of being cloned and kept, so `parse` pays only for
+//!   the span of the node being built.
 //! - **Duplicates are errors, found while building.** Map keys and set elements are inserted
 //!   in source order, so the error points at the second occurrence.
 
@@ -114,18 +114,29 @@ enum Frame<'a> {
     Discard { start: Pos },
 }
 
+/// Whether a form read keeps the spans of its parts ([`Spanned::children`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Spans {
+    /// Every part keeps its own [`Spanned`], so each value is also cloned into its parent
+    /// (`parse_spanned`, `parse_all_spanned`).
+    Keep,
+    /// Parts are moved into their parent's value and their spans dropped; only a top-level
+    /// form has a span and its `children` are empty (`parse`, `parse_all`).
+    Drop,
+}
+
 pub(crate) struct Reader<'a> {
     text: &'a str,
     pos: Pos,
-    keep_children: bool,
+    spans: Spans,
 }
 
 impl<'a> Reader<'a> {
-    pub(crate) fn new(text: &'a str, keep_children: bool) -> Reader<'a> {
+    pub(crate) fn new(text: &'a str, spans: Spans) -> Reader<'a> {
         Reader {
             text,
             pos: Pos::START,
-            keep_children,
+            spans,
         }
     }
 
@@ -204,12 +215,13 @@ impl<'a> Reader<'a> {
 
     /// Moves a child's value out, keeping the child itself when spans were asked for.
     fn take(&self, child: Spanned, children: &mut Vec<Spanned>) -> Edn {
-        if self.keep_children {
-            let value = child.value.clone();
-            children.push(child);
-            value
-        } else {
-            child.value
+        match self.spans {
+            Spans::Keep => {
+                let value = child.value.clone();
+                children.push(child);
+                value
+            }
+            Spans::Drop => child.value,
         }
     }
 

@@ -104,8 +104,12 @@ impl OpenOptions {
 /// Progress of a `bulk_load`, reported after each write batch.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct BulkProgress {
+    /// Transactions committed so far by this import.
     pub txs: u64,
+    /// Datoms those transactions added and retracted (their tx-data, each transaction's
+    /// `:db/txInstant` included).
     pub datoms: u64,
+    /// Wall-clock time since `bulk_load` was called.
     pub elapsed: Duration,
 }
 
