@@ -279,7 +279,7 @@ impl<'a> Ctx<'a> {
         }
         if let (Some(cache), false) = (env.cache, stats.is_empty() && clauses.is_empty()) {
             if !self.limits.naive {
-                let mut c = cache.lock().unwrap_or_else(|p| p.into_inner());
+                let mut c = vev_core::sync::lock(cache);
                 if c.as_ref()
                     .is_none_or(|c| c.stats != stats || c.order != order)
                 {
@@ -313,7 +313,7 @@ impl<'a> Ctx<'a> {
                 stats.push(p.estimate(rel)?.round() as u64);
             }
         }
-        let c = cache.lock().unwrap_or_else(|p| p.into_inner());
+        let c = vev_core::sync::lock(cache);
         let close =
             |a: u64, b: u64| a.abs_diff(b) <= 64 || (a.max(b) as f64) <= 2.0 * a.min(b) as f64;
         let replay = c.as_ref().and_then(|c| {

@@ -24,6 +24,7 @@ mod rel;
 pub mod rows;
 mod rules;
 pub mod source;
+#[cfg(any(test, feature = "testing"))]
 pub mod testing;
 mod values;
 

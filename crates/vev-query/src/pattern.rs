@@ -43,6 +43,18 @@ enum Slot {
 /// A value range on the pattern's value, from predicates on it.
 pub(crate) type Range = (Bound<Value>, Bound<Value>);
 
+/// How a prepared pattern is scanned.
+struct ScanPlan {
+    /// The index read.
+    order: IndexOrder,
+    /// The positions (in the index's order) whose values form the scan prefix.
+    prefix: Vec<usize>,
+    /// The positions checked per datom: known but not in the prefix, and repeats.
+    checks: Vec<usize>,
+    /// The positions of new variables, whose values each match adds.
+    free_pos: Vec<usize>,
+}
+
 /// A pattern prepared against one source and the current relation.
 pub(crate) struct Prepared<'s> {
     src: &'s dyn Source,
@@ -226,9 +238,8 @@ impl<'s> Prepared<'s> {
         }
     }
 
-    /// The index, its prefix positions, the positions checked per datom (known but not in
-    /// the prefix, and repeats) and the positions of new variables.
-    fn scan_plan(&self) -> (IndexOrder, Vec<usize>, Vec<usize>, Vec<usize>) {
+    /// How this pattern is scanned (see `ScanPlan`).
+    fn scan_plan(&self) -> ScanPlan {
         let (order, prefix) = self.plan_index();
         let checks: Vec<usize> = (0..5)
             .filter(|p| {
@@ -238,7 +249,12 @@ impl<'s> Prepared<'s> {
         let free_pos: Vec<usize> = (0..5)
             .filter(|p| matches!(self.slots[*p], Slot::Free(_)))
             .collect();
-        (order, prefix, checks, free_pos)
+        ScanPlan {
+            order,
+            prefix,
+            checks,
+            free_pos,
+        }
     }
 
     /// The index this pattern reads, for `explain`.
@@ -326,7 +342,12 @@ impl<'s> Prepared<'s> {
         if self.impossible || rel.len == 0 {
             return Ok(out);
         }
-        let (order, prefix, checks, free_pos) = self.scan_plan();
+        let ScanPlan {
+            order,
+            prefix,
+            checks,
+            free_pos,
+        } = self.scan_plan();
         let mut err = None;
         if !self.depends_on_rows() {
             // One scan, crossed with every row.
@@ -593,7 +614,12 @@ impl<'s> Prepared<'s> {
             Some(_) => None,
             None => Some(ChainIndex::build(rel, &rel_cols)),
         };
-        let (order, prefix, checks, free_pos) = self.scan_plan();
+        let ScanPlan {
+            order,
+            prefix,
+            checks,
+            free_pos,
+        } = self.scan_plan();
         let mut vals: Vec<Value> = Vec::with_capacity(free_pos.len());
         let mut err = None;
         let mut cursor = SortedCursor::default();

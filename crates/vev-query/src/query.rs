@@ -377,7 +377,7 @@ impl Query {
 
     /// The compiled rule set of a `%` input: the last run's when `edn` equals its input.
     fn rules_of(&self, edn: &Edn) -> Result<Arc<CompiledRules>, QueryError> {
-        let mut cache = self.rules.lock().unwrap_or_else(|p| p.into_inner());
+        let mut cache = vev_core::sync::lock(&self.rules);
         if let Some((cached, compiled)) = cache.as_ref() {
             if cached == edn {
                 return Ok(compiled.clone());
