@@ -27,7 +27,7 @@ use crate::compile::{CArg, CClause, CTerm};
 use crate::error::QueryError;
 use crate::exec::{Ctx, Env};
 use crate::rel::{Rel, VarId};
-use crate::rules::CRule;
+use crate::rules::{CRule, RuleCtx};
 
 /// An interned value: its position in `Interner::values`.
 type Word = u32;
@@ -540,13 +540,10 @@ impl<K: Packed> Program<K> {
             scope: &rule.scope,
             consts: &consts,
             default_src: src,
-            tables: None,
-            pass: None,
-            // As a rule body: its last step keeps duplicate rows (the tables drop them).
-            body: Some(base_clauses),
             record: false,
             cache: None,
-            prefix: None,
+            // As a rule body: its last step keeps duplicate rows (the tables drop them).
+            rule: RuleCtx::Base { body: base_clauses },
         };
         let base = match ctx.eval(&env, Rel::unit(), base_clauses, keep) {
             Ok(rel) => rel,

@@ -19,7 +19,7 @@ use crate::error::QueryError;
 use crate::funcs::{self, Registry};
 use crate::pattern::{Prepared, Range};
 use crate::rel::{Rel, VarId};
-use crate::rules::{RuleSet, Tables};
+use crate::rules::{RuleCtx, RuleSet};
 use crate::source::Source;
 use crate::values::{edn_to_value, resolve_entity, truthy};
 
@@ -84,18 +84,12 @@ pub(crate) struct Env<'e> {
     pub scope: &'e Scope,
     pub consts: &'e HashMap<VarId, Value>,
     pub default_src: Option<usize>,
-    pub tables: Option<&'e RefCell<Tables>>,
-    /// Semi-naive pass information for rule calls in this body (see `rules`).
-    pub pass: Option<crate::rules::Pass>,
-    /// The rule body being evaluated, to number its rule calls.
-    pub body: Option<&'e [CClause]>,
     /// Whether to record plan steps (the query's own body only).
     pub record: bool,
     /// The prepared query's plan cache (the query's own body only).
     pub cache: Option<&'e std::sync::Mutex<Option<PlanCache>>>,
-    /// A rule body's rule-free prefix, kept from one fixpoint round to the next (see
-    /// `rules::Prefix`).
-    pub prefix: Option<&'e crate::rules::PrefixSlot>,
+    /// The rule body this evaluation is, if any, and its fixpoint round (see `rules`).
+    pub rule: RuleCtx<'e>,
 }
 
 impl<'a> Ctx<'a> {
@@ -151,7 +145,7 @@ impl<'a> Ctx<'a> {
         // A rule body evaluated again in a later round starts where the previous evaluation
         // reached its first clause that reads rule answers: what comes before does not change.
         let mut prefix_open = false;
-        if let (Some(slot), false) = (env.prefix, env.record) {
+        if let (Some(slot), false) = (env.rule.prefix(), env.record) {
             match &*slot.borrow() {
                 Some(p) => {
                     rel = p.rel.clone();
@@ -203,7 +197,7 @@ impl<'a> Ctx<'a> {
             };
             if prefix_open && crate::rules::has_rule_call(remaining[idx]) {
                 prefix_open = false;
-                if let Some(slot) = env.prefix {
+                if let Some(slot) = env.rule.prefix() {
                     *slot.borrow_mut() =
                         Some(crate::rules::Prefix::new(rel.clone(), order.clone()));
                 }
@@ -244,7 +238,8 @@ impl<'a> Ctx<'a> {
             }
             // Only the clause right after a restored prefix may use the prefix's index.
             if let Some(p) = env
-                .prefix
+                .rule
+                .prefix()
                 .filter(|_| !implied)
                 .and_then(|slot| slot.try_borrow().ok())
             {
@@ -259,7 +254,8 @@ impl<'a> Ctx<'a> {
                 .collect();
             let body_end = remaining.is_empty()
                 && env
-                    .body
+                    .rule
+                    .body()
                     .is_some_and(|b| std::ptr::eq(b.as_ptr(), clauses.as_ptr()));
             rel = if body_end {
                 // A rule body's last step: its rows become answers, which the rule's table
@@ -743,7 +739,7 @@ impl<'a> Ctx<'a> {
                     default_src: src.or(env.default_src),
                     record: false,
                     cache: None,
-                    prefix: None,
+                    rule: env.rule.inner(),
                     ..*env
                 };
                 let matched = self.eval(&inner_env, input, clauses, &join)?;
@@ -779,7 +775,7 @@ impl<'a> Ctx<'a> {
                     default_src: src.or(env.default_src),
                     record: false,
                     cache: None,
-                    prefix: None,
+                    rule: env.rule.inner(),
                     ..*env
                 };
                 let mut union = Rel::empty(out_vars.clone());

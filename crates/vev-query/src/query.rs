@@ -17,7 +17,7 @@ use crate::funcs::{self, Registry};
 use crate::pull::pull;
 use crate::rel::{Rel, VarId};
 use crate::rows::Rows;
-use crate::rules::RuleSet;
+use crate::rules::{RuleCtx, RuleSet};
 use crate::source::Source;
 use crate::values::{edn_to_value, resolve_entity};
 
@@ -560,12 +560,9 @@ impl Query {
             scope: &self.scope,
             consts: &consts,
             default_src,
-            tables: None,
-            pass: None,
-            body: None,
             record: explain,
             cache: Some(&self.plan),
-            prefix: None,
+            rule: RuleCtx::None,
         };
         let mut keep: Vec<VarId> = Vec::new();
         for f in self.find.iter() {

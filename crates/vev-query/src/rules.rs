@@ -150,6 +150,70 @@ impl Prefix {
 
 pub(crate) type PrefixSlot = RefCell<Option<Prefix>>;
 
+/// What an evaluation is as part of rule evaluation: the side channels a rule body's
+/// evaluation reads (the executor's `Env` carries one).
+#[derive(Clone, Copy)]
+pub(crate) enum RuleCtx<'e> {
+    /// Not a rule body: the query's own clauses.
+    None,
+    /// A rule body evaluated once, outside any fixpoint (a base in `closure`): its last
+    /// projection keeps duplicates, which the caller's table removes.
+    Base { body: &'e [CClause] },
+    /// A rule body evaluated in a round of the fixpoint (or clauses inside its `not`/`or`).
+    Round {
+        /// The body, to tell its last step and to number its rule calls.
+        body: &'e [CClause],
+        /// The tables its rule calls add seeds to and read answers from.
+        tables: &'e RefCell<Tables>,
+        /// Which position of the body sees only the last round's new facts.
+        pass: Pass,
+        /// The body's rule-free prefix, kept from one round to the next (see `Prefix`).
+        prefix: Option<&'e PrefixSlot>,
+    },
+}
+
+impl<'e> RuleCtx<'e> {
+    /// The rule body being evaluated.
+    pub fn body(&self) -> Option<&'e [CClause]> {
+        match *self {
+            RuleCtx::None => None,
+            RuleCtx::Base { body } | RuleCtx::Round { body, .. } => Some(body),
+        }
+    }
+
+    /// The fixpoint's tables, inside a round.
+    pub fn tables(&self) -> Option<&'e RefCell<Tables>> {
+        match *self {
+            RuleCtx::Round { tables, .. } => Some(tables),
+            _ => None,
+        }
+    }
+
+    /// The kept prefix of the body, inside a round of a table that binds nothing.
+    pub fn prefix(&self) -> Option<&'e PrefixSlot> {
+        match *self {
+            RuleCtx::Round { prefix, .. } => prefix,
+            _ => None,
+        }
+    }
+
+    /// The context of clauses nested inside `not`/`or` of this body: the same, but no kept
+    /// prefix (that is the body's own).
+    pub fn inner(self) -> RuleCtx<'e> {
+        match self {
+            RuleCtx::Round {
+                body, tables, pass, ..
+            } => RuleCtx::Round {
+                body,
+                tables,
+                pass,
+                prefix: None,
+            },
+            other => other,
+        }
+    }
+}
+
 /// Which position of a body sees only the previous round's new facts.
 #[derive(Clone, Copy, Debug)]
 pub(crate) enum Pass {
@@ -397,7 +461,7 @@ pub(crate) fn call(
             _ => true,
         })
         .collect();
-    let unseeded = match env.tables {
+    let unseeded = match env.rule.tables() {
         Some(t) => {
             t.borrow().unseeded
                 && !args
@@ -406,7 +470,7 @@ pub(crate) fn call(
         }
         None => !bound.iter().any(|b| *b),
     };
-    if env.tables.is_none() && unseeded {
+    if env.rule.tables().is_none() && unseeded {
         // The whole relation of linear rules, on interned values (see `closure`).
         if let Some(answers) = crate::closure::whole_relation(ctx, src, name, args)? {
             ctx.check(answers.len)?;
@@ -441,7 +505,7 @@ pub(crate) fn call(
     let key: Key = (name.clone(), bound.clone(), src);
 
     let owned;
-    let (tables, mode) = match env.tables {
+    let (tables, mode) = match env.rule.tables() {
         Some(t) => (t, site_mode(env, clause)),
         None => {
             owned = RefCell::new(Tables {
@@ -463,7 +527,7 @@ pub(crate) fn call(
             table.add_seed(&probe);
         }
     }
-    if env.tables.is_none() {
+    if env.rule.tables().is_none() {
         fixpoint(ctx, tables)?;
         // A call that binds nothing, with distinct variables for arguments, on the unit
         // relation (a query's only clause so far): its result is the table's answers, which
@@ -497,7 +561,8 @@ pub(crate) fn call(
         let t = tables.borrow();
         let answers = answers_rel(&t.tables[&key], args, mode);
         if let Some(out) = env
-            .prefix
+            .rule
+            .prefix()
             .and_then(|slot| prefix_join(slot, &rel, &answers))
         {
             return Ok(out);
@@ -620,7 +685,7 @@ fn prefix_join(slot: &PrefixSlot, rel: &Rel, answers: &Rel) -> Option<Rel> {
 
 /// The mode of a call site under the current pass.
 fn site_mode(env: &Env<'_>, clause: &CClause) -> Mode {
-    let (Some(pass), Some(body)) = (env.pass, env.body) else {
+    let RuleCtx::Round { pass, body, .. } = env.rule else {
         return Mode::All;
     };
     let site = body
@@ -930,12 +995,14 @@ fn run_body(
         scope: &branch.scope,
         consts: &consts,
         default_src: key.2,
-        tables: Some(tables),
-        pass: Some(pass),
-        body: Some(&branch.clauses),
         record: false,
         cache: None,
-        prefix,
+        rule: RuleCtx::Round {
+            body: &branch.clauses,
+            tables,
+            pass,
+            prefix,
+        },
     };
     let mut head_unique: Vec<VarId> = Vec::new();
     for v in &branch.head {
