@@ -438,21 +438,7 @@ pub(crate) fn call(
     span: Span,
     clause: &CClause,
 ) -> Result<Rel, QueryError> {
-    let Some(branches) = ctx.rules.rules.get(name) else {
-        return Err(QueryError::UnknownRule {
-            rule: name.to_string(),
-            span: Some(span),
-        });
-    };
-    let arity = branches[0].head.len();
-    if args.len() != arity {
-        return Err(QueryError::RuleArity {
-            rule: name.to_string(),
-            given: args.len(),
-            expected: arity,
-            span: Some(span),
-        });
-    }
+    let arity = checked_arity(ctx, name, args, span)?;
     let mut bound: Vec<bool> = args
         .iter()
         .map(|a| match a {
@@ -485,24 +471,8 @@ pub(crate) fn call(
         bound.iter_mut().for_each(|b| *b = false);
     }
     let bound_pos: Vec<usize> = (0..arity).filter(|p| bound[*p]).collect();
-    // Where each bound argument's value comes from: a column, or a constant.
-    let sources: Vec<Result<usize, Value>> = bound_pos
-        .iter()
-        .map(|p| match &args[*p] {
-            CArg::Var(v) => Ok(rel.col(*v).expect("bound")),
-            CArg::Const(c) => Err(edn_to_value(c)),
-            CArg::Src(i) => Err(Value::Long(*i as i64)),
-            CArg::Blank => unreachable!("blank arguments are never bound"),
-        })
-        .collect();
-    let key_into = |row: &[Value], out: &mut Vec<Value>| {
-        out.clear();
-        out.extend(sources.iter().map(|s| match s {
-            Ok(col) => row[*col].clone(),
-            Err(v) => v.clone(),
-        }));
-    };
-    let key: Key = (name.clone(), bound.clone(), src);
+    let seed_of = SeedOf::new(args, &rel, &bound_pos);
+    let key: Key = (name.clone(), bound, src);
 
     let owned;
     let (tables, mode) = match env.rule.tables() {
@@ -523,37 +493,14 @@ pub(crate) fn call(
             .or_insert_with(|| Table::new(arity, bound_pos.clone()));
         let mut probe = Vec::with_capacity(bound_pos.len());
         for row in rel.rows() {
-            key_into(row, &mut probe);
+            seed_of.fill(row, &mut probe);
             table.add_seed(&probe);
         }
     }
     if env.rule.tables().is_none() {
         fixpoint(ctx, tables)?;
-        // A call that binds nothing, with distinct variables for arguments, on the unit
-        // relation (a query's only clause so far): its result is the table's answers, which
-        // no one reads after this, so they move out instead of being copied row by row.
-        let vars: Vec<VarId> = args
-            .iter()
-            .filter_map(|a| match a {
-                CArg::Var(v) => Some(*v),
-                _ => None,
-            })
-            .collect();
-        let distinct_vars =
-            vars.len() == arity && (1..arity).all(|i| !vars[..i].contains(&vars[i]));
-        if rel.width() == 0 && rel.len == 1 && distinct_vars {
-            if let Some(table) = tables.borrow_mut().tables.remove(&key) {
-                let Rows {
-                    rel: mut answers,
-                    delta_end,
-                    ..
-                } = table.answers;
-                debug_assert_eq!(answers.len, delta_end, "a finished table has no new rows");
-                answers.vars = vars;
-                answers.distinct = true;
-                ctx.check(answers.len)?;
-                return Ok(answers);
-            }
+        if let Some(answers) = take_answers(ctx, tables, &key, &rel, args)? {
+            return Ok(answers);
         }
     }
 
@@ -569,7 +516,115 @@ pub(crate) fn call(
         }
         return Ok(rel.join(&answers));
     }
-    // Join: each row with the answers for its key.
+    let t = tables.borrow();
+    join_by_key(ctx, &rel, args, &t.tables[&key], mode, &seed_of)
+}
+
+/// The arity of rule `name`, checked against the call's arguments.
+fn checked_arity(
+    ctx: &Ctx<'_>,
+    name: &Symbol,
+    args: &[CArg],
+    span: Span,
+) -> Result<usize, QueryError> {
+    let Some(branches) = ctx.rules.rules.get(name) else {
+        return Err(QueryError::UnknownRule {
+            rule: name.to_string(),
+            span: Some(span),
+        });
+    };
+    let arity = branches[0].head.len();
+    if args.len() != arity {
+        return Err(QueryError::RuleArity {
+            rule: name.to_string(),
+            given: args.len(),
+            expected: arity,
+            span: Some(span),
+        });
+    }
+    Ok(arity)
+}
+
+/// Where each bound argument of a call takes its value from, resolved once per call: a
+/// column of the relation, or a constant. A row's values of them are its seed, and the key
+/// its answers are looked up by.
+struct SeedOf {
+    parts: Vec<Result<usize, Value>>,
+}
+
+impl SeedOf {
+    fn new(args: &[CArg], rel: &Rel, bound_pos: &[usize]) -> SeedOf {
+        SeedOf {
+            parts: bound_pos
+                .iter()
+                .map(|p| match &args[*p] {
+                    CArg::Var(v) => Ok(rel.col(*v).expect("bound")),
+                    CArg::Const(c) => Err(edn_to_value(c)),
+                    CArg::Src(i) => Err(Value::Long(*i as i64)),
+                    CArg::Blank => unreachable!("blank arguments are never bound"),
+                })
+                .collect(),
+        }
+    }
+
+    /// The seed of `row`, into `out`.
+    #[inline]
+    fn fill(&self, row: &[Value], out: &mut Vec<Value>) {
+        out.clear();
+        out.extend(self.parts.iter().map(|s| match s {
+            Ok(col) => row[*col].clone(),
+            Err(v) => v.clone(),
+        }));
+    }
+}
+
+/// A top-level call that binds nothing, with distinct variables for arguments, on the unit
+/// relation (a query's only clause so far): its result is the table's answers, which no one
+/// reads after this, so they move out instead of being copied row by row. `None` for any
+/// other call.
+fn take_answers(
+    ctx: &Ctx<'_>,
+    tables: &RefCell<Tables>,
+    key: &Key,
+    rel: &Rel,
+    args: &[CArg],
+) -> Result<Option<Rel>, QueryError> {
+    let vars: Vec<VarId> = args
+        .iter()
+        .filter_map(|a| match a {
+            CArg::Var(v) => Some(*v),
+            _ => None,
+        })
+        .collect();
+    let arity = args.len();
+    let distinct_vars = vars.len() == arity && (1..arity).all(|i| !vars[..i].contains(&vars[i]));
+    if rel.width() != 0 || rel.len != 1 || !distinct_vars {
+        return Ok(None);
+    }
+    let Some(table) = tables.borrow_mut().tables.remove(key) else {
+        return Ok(None);
+    };
+    let Rows {
+        rel: mut answers,
+        delta_end,
+        ..
+    } = table.answers;
+    debug_assert_eq!(answers.len, delta_end, "a finished table has no new rows");
+    answers.vars = vars;
+    answers.distinct = true;
+    ctx.check(answers.len)?;
+    Ok(Some(answers))
+}
+
+/// Join each row of `rel` with the answers (of the part `mode` names) for its key.
+fn join_by_key(
+    ctx: &Ctx<'_>,
+    rel: &Rel,
+    args: &[CArg],
+    table: &Table,
+    mode: Mode,
+    seed_of: &SeedOf,
+) -> Result<Rel, QueryError> {
     let mut new_vars: Vec<VarId> = Vec::new();
     let mut new_pos: Vec<(usize, usize)> = Vec::new(); // (arg position, output column)
     let mut eq_pos: Vec<(usize, usize)> = Vec::new(); // repeated new variable: (position, first position)
@@ -594,17 +649,15 @@ pub(crate) fn call(
     let mut out = Rel::empty(vars);
     out.distinct =
         rel.distinct && eq_pos.is_empty() && !args.iter().any(|a| matches!(a, CArg::Blank));
-    let t = tables.borrow();
-    let table = &t.tables[&key];
     if rel.len == 1 {
         // The top-level call of a query: every answer of its part, at most.
         out.data
             .reserve(table.answers.ids(mode).len() * out.width());
     }
     let mut buf = Vec::with_capacity(out.width());
-    let mut probe = Vec::with_capacity(bound_pos.len());
+    let mut probe = Vec::with_capacity(seed_of.parts.len());
     for row in rel.rows() {
-        key_into(row, &mut probe);
+        seed_of.fill(row, &mut probe);
         for ans in table.answers(&probe, mode) {
             if eq_pos.iter().any(|(p, f)| ans[*p] != ans[*f]) {
                 continue;
@@ -707,7 +760,7 @@ fn fixpoint(ctx: &Ctx<'_>, tables: &RefCell<Tables>) -> Result<(), QueryError> {
     });
     // Prefixes of (table, branch, rule-call site) evaluations, for tables whose seeds stay
     // the same from round to round.
-    let mut prefixes: FastMap<(Key, usize, usize), PrefixSlot> = FastMap::default();
+    let mut prefixes: Prefixes = FastMap::default();
     loop {
         ctx.check(0)?;
         let keys: Vec<Key> = tables.borrow().tables.keys().cloned().collect();
@@ -719,84 +772,25 @@ fn fixpoint(ctx: &Ctx<'_>, tables: &RefCell<Tables>) -> Result<(), QueryError> {
             .map(|(k, _)| k.0.clone())
             .collect();
         for key in &keys {
-            let branches = &ctx.rules.rules[&key.0];
-            let (seeds_delta, seeds_old, seeds_all) = {
+            let seeds = {
                 let t = tables.borrow();
                 let seeds = &t.tables[key].seeds;
                 let vars: Vec<VarId> = (0..seeds.cols.len()).collect();
-                (
-                    seeds.part(Mode::Delta, vars.clone()),
-                    seeds.part(Mode::Old, vars.clone()),
-                    seeds.part(Mode::All, vars),
-                )
-            };
-            for (b, branch) in branches.iter().enumerate() {
-                let mut found: Vec<Rel> = Vec::new();
-                if branch.nested_calls {
-                    if seeds_delta.len > 0 || !delta_rules.is_empty() {
-                        found.push(run_body(
-                            ctx,
-                            tables,
-                            key,
-                            branch,
-                            &seeds_all,
-                            Pass::Naive,
-                            None,
-                        )?);
-                    }
-                } else {
-                    if seeds_delta.len > 0 {
-                        // A table that binds nothing has the same seed, the empty row, in
-                        // every round: the prefix this evaluation reaches is the one the
-                        // first rule call's later rounds start from, so it is kept for them.
-                        let has_call = branch
-                            .clauses
-                            .iter()
-                            .any(|c| matches!(c, CClause::Rule { .. }));
-                        let slot = has_call
-                            .then(|| prefix_slot(&mut prefixes, key, b, 0))
-                            .flatten();
-                        found.push(run_body(
-                            ctx,
-                            tables,
-                            key,
-                            branch,
-                            &seeds_delta,
-                            Pass::Seeds,
-                            slot,
-                        )?);
-                    }
-                    let sites: Vec<&Symbol> = branch
-                        .clauses
-                        .iter()
-                        .filter_map(|c| match c {
-                            CClause::Rule { name, .. } => Some(name),
-                            _ => None,
-                        })
-                        .collect();
-                    for (d, callee) in sites.iter().enumerate() {
-                        if delta_rules.contains(*callee) && seeds_old.len > 0 {
-                            let slot = prefix_slot(&mut prefixes, key, b, d);
-                            if let Some(rel) = slot
-                                .map(|slot| delta_step(ctx, tables, key, branch, d, slot))
-                                .transpose()?
-                                .flatten()
-                            {
-                                found.push(rel);
-                                continue;
-                            }
-                            found.push(run_body(
-                                ctx,
-                                tables,
-                                key,
-                                branch,
-                                &seeds_old,
-                                Pass::Site(d),
-                                slot,
-                            )?);
-                        }
-                    }
+                SeedParts {
+                    delta: seeds.part(Mode::Delta, vars.clone()),
+                    old: seeds.part(Mode::Old, vars.clone()),
+                    all: seeds.part(Mode::All, vars),
                 }
+            };
+            for (b, branch) in ctx.rules.rules[&key.0].iter().enumerate() {
+                let round = Round {
+                    ctx,
+                    tables,
+                    key,
+                    seeds: &seeds,
+                    delta_rules: &delta_rules,
+                };
+                let found = round.branch(b, branch, &mut prefixes)?;
                 let mut t = tables.borrow_mut();
                 let table = t.tables.get_mut(key).expect("table exists");
                 for rel in found {
@@ -814,11 +808,110 @@ fn fixpoint(ctx: &Ctx<'_>, tables: &RefCell<Tables>) -> Result<(), QueryError> {
     }
 }
 
+/// The kept prefixes of a fixpoint, by (table, branch, rule-call site).
+type Prefixes = FastMap<(Key, usize, usize), PrefixSlot>;
+
+/// A table's seeds split by round: those new in the last round, the older ones, and all.
+struct SeedParts {
+    delta: Rel,
+    old: Rel,
+    all: Rel,
+}
+
+/// One table's evaluation in one round of the fixpoint.
+struct Round<'r, 'c> {
+    ctx: &'r Ctx<'c>,
+    tables: &'r RefCell<Tables>,
+    key: &'r Key,
+    seeds: &'r SeedParts,
+    /// The rules whose answers changed in the last round.
+    delta_rules: &'r FastSet<Symbol>,
+}
+
+impl Round<'_, '_> {
+    /// The answers branch `b` of the table's rule derives this round: from the new seeds,
+    /// and from each rule call whose callee found new answers (semi-naive; see the module
+    /// doc), or from a whole evaluation for a body with calls inside `not`/`or`.
+    fn branch(
+        &self,
+        b: usize,
+        branch: &CRule,
+        prefixes: &mut Prefixes,
+    ) -> Result<Vec<Rel>, QueryError> {
+        let (ctx, tables, key, seeds) = (self.ctx, self.tables, self.key, self.seeds);
+        let mut found: Vec<Rel> = Vec::new();
+        if branch.nested_calls {
+            if seeds.delta.len > 0 || !self.delta_rules.is_empty() {
+                found.push(run_body(
+                    ctx,
+                    tables,
+                    key,
+                    branch,
+                    &seeds.all,
+                    Pass::Naive,
+                    None,
+                )?);
+            }
+            return Ok(found);
+        }
+        if seeds.delta.len > 0 {
+            // A table that binds nothing has the same seed, the empty row, in every round:
+            // the prefix this evaluation reaches is the one the first rule call's later
+            // rounds start from, so it is kept for them.
+            let has_call = branch
+                .clauses
+                .iter()
+                .any(|c| matches!(c, CClause::Rule { .. }));
+            let slot = has_call.then(|| prefix_slot(prefixes, key, b, 0)).flatten();
+            found.push(run_body(
+                ctx,
+                tables,
+                key,
+                branch,
+                &seeds.delta,
+                Pass::Seeds,
+                slot,
+            )?);
+        }
+        let sites: Vec<&Symbol> = branch
+            .clauses
+            .iter()
+            .filter_map(|c| match c {
+                CClause::Rule { name, .. } => Some(name),
+                _ => None,
+            })
+            .collect();
+        for (d, callee) in sites.iter().enumerate() {
+            if self.delta_rules.contains(*callee) && seeds.old.len > 0 {
+                let slot = prefix_slot(prefixes, key, b, d);
+                if let Some(rel) = slot
+                    .map(|slot| delta_step(ctx, tables, key, branch, d, slot))
+                    .transpose()?
+                    .flatten()
+                {
+                    found.push(rel);
+                    continue;
+                }
+                found.push(run_body(
+                    ctx,
+                    tables,
+                    key,
+                    branch,
+                    &seeds.old,
+                    Pass::Site(d),
+                    slot,
+                )?);
+            }
+        }
+        Ok(found)
+    }
+}
+
 /// The kept prefix of branch `b`'s evaluations up to rule call `d`, for a table that binds
 /// nothing (its one seed, the empty row, is the same in every round, and so is the prefix);
 /// `None` for other tables.
 fn prefix_slot<'p>(
-    prefixes: &'p mut FastMap<(Key, usize, usize), PrefixSlot>,
+    prefixes: &'p mut Prefixes,
     key: &Key,
     b: usize,
     d: usize,
