@@ -342,55 +342,17 @@ impl<'s> Prepared<'s> {
         if self.impossible || rel.len == 0 {
             return Ok(out);
         }
+        let plan = self.scan_plan();
+        if !self.depends_on_rows() {
+            return self.cross_join(rel, out, &plan, check);
+        }
         let ScanPlan {
             order,
             prefix,
             checks,
             free_pos,
-        } = self.scan_plan();
+        } = plan;
         let mut err = None;
-        if !self.depends_on_rows() {
-            // One scan, crossed with every row.
-            let mut matched: Vec<Value> =
-                Vec::with_capacity(self.scan_estimate(order, &prefix)?.min(SCAN_RESERVE_MAX));
-            let mut n = 0usize;
-            let mut visit = |d: &Datom| {
-                let result = self.emit(d, &checks, &[], &free_pos, &mut matched);
-                progress(result, &mut n, &mut check, &mut err)
-            };
-            self.run_scan(order, &prefix, &[], &mut visit)?;
-            if let Some(e) = err {
-                return Err(e);
-            }
-            let w = free_pos.len();
-            if rel.width() == 0 {
-                // Crossed with the unit relation: the matches are the rows.
-                out.data = matched;
-                out.len = n;
-                check(out.len)?;
-                return Ok(out);
-            }
-            out.data.reserve(rel.len * n * (rel.width() + w));
-            let last = rel.len - 1;
-            for row in rel.rows().take(last) {
-                for i in 0..n {
-                    out.data.extend_from_slice(row);
-                    out.data.extend_from_slice(&matched[i * w..(i + 1) * w]);
-                }
-                out.len += n;
-                check(out.len)?;
-            }
-            // The last row (often the only one: scalar inputs) takes the matches themselves.
-            let row = rel.row(last);
-            let mut values = matched.into_iter();
-            for _ in 0..n {
-                out.data.extend_from_slice(row);
-                out.data.extend(values.by_ref().take(w));
-            }
-            out.len += n;
-            check(out.len)?;
-            return Ok(out);
-        }
         if self.naive {
             for row in rel.rows() {
                 let mut visit = |d: &Datom| {
@@ -453,6 +415,64 @@ impl<'s> Prepared<'s> {
             check,
             |prefixes, visit| self.src.scan_batch(order, prefixes, visit),
         )
+    }
+
+    /// `join` when no position takes its value from the rows: one scan, its matches crossed
+    /// with every row.
+    fn cross_join(
+        &self,
+        rel: &Rel,
+        mut out: Rel,
+        plan: &ScanPlan,
+        mut check: impl FnMut(usize) -> Result<(), QueryError>,
+    ) -> Result<Rel, QueryError> {
+        let ScanPlan {
+            order,
+            prefix,
+            checks,
+            free_pos,
+        } = plan;
+        let (order, prefix, checks, free_pos) = (*order, &prefix[..], &checks[..], &free_pos[..]);
+        let mut err = None;
+        let mut matched: Vec<Value> =
+            Vec::with_capacity(self.scan_estimate(order, prefix)?.min(SCAN_RESERVE_MAX));
+        let mut n = 0usize;
+        let mut visit = |d: &Datom| {
+            let result = self.emit(d, checks, &[], free_pos, &mut matched);
+            progress(result, &mut n, &mut check, &mut err)
+        };
+        self.run_scan(order, prefix, &[], &mut visit)?;
+        if let Some(e) = err {
+            return Err(e);
+        }
+        let w = free_pos.len();
+        if rel.width() == 0 {
+            // Crossed with the unit relation: the matches are the rows.
+            out.data = matched;
+            out.len = n;
+            check(out.len)?;
+            return Ok(out);
+        }
+        out.data.reserve(rel.len * n * (rel.width() + w));
+        let last = rel.len - 1;
+        for row in rel.rows().take(last) {
+            for i in 0..n {
+                out.data.extend_from_slice(row);
+                out.data.extend_from_slice(&matched[i * w..(i + 1) * w]);
+            }
+            out.len += n;
+            check(out.len)?;
+        }
+        // The last row (often the only one: scalar inputs) takes the matches themselves.
+        let row = rel.row(last);
+        let mut values = matched.into_iter();
+        for _ in 0..n {
+            out.data.extend_from_slice(row);
+            out.data.extend(values.by_ref().take(w));
+        }
+        out.len += n;
+        check(out.len)?;
+        Ok(out)
     }
 
     /// When this pattern's prefix is one or two entity ids in EAVT or AEVT and every row
@@ -587,6 +607,20 @@ impl<'s> Prepared<'s> {
         }
     }
 
+    /// For a scan join with `rel`, which shares the variables `shared` with this pattern:
+    /// the pattern's other new variables (by index), which extend the rows, and the empty
+    /// output relation.
+    fn probe_output(&self, rel: &Rel, shared: &[(usize, usize)]) -> (Vec<usize>, Rel) {
+        let extra: Vec<usize> = (0..self.new_vars.len())
+            .filter(|i| !shared.iter().any(|(s, _)| s == i))
+            .collect();
+        let mut vars = rel.vars.clone();
+        vars.extend(extra.iter().map(|i| self.new_vars[*i]));
+        let mut out = Rel::empty(vars);
+        out.distinct = rel.distinct && self.covers_datom();
+        (extra, out)
+    }
+
     /// Join `rel` with this pattern (prepared against the unit relation, so the variables
     /// `rel` binds are new here) in one scan: `rel` is indexed by those variables and each
     /// matching datom probes it, so the pattern's matches are never materialized. With
@@ -598,15 +632,8 @@ impl<'s> Prepared<'s> {
         sorted: Option<usize>,
         mut check: impl FnMut(usize) -> Result<(), QueryError>,
     ) -> Result<Rel, QueryError> {
-        // The shared variables; the rest extend the rows.
         let shared = self.shared_with(rel);
-        let extra: Vec<usize> = (0..self.new_vars.len())
-            .filter(|i| !shared.iter().any(|(s, _)| s == i))
-            .collect();
-        let mut vars = rel.vars.clone();
-        vars.extend(extra.iter().map(|i| self.new_vars[*i]));
-        let mut out = Rel::empty(vars);
-        out.distinct = rel.distinct && self.covers_datom();
+        let (extra, mut out) = self.probe_output(rel, &shared);
         let rel_cols: Vec<usize> = shared.iter().map(|(_, c)| *c).collect();
         let probe_cols: Vec<usize> = shared.iter().map(|(i, _)| *i).collect();
         let sorted = sorted.map(|c| (c, probe_cols[0]));
@@ -626,17 +653,9 @@ impl<'s> Prepared<'s> {
         // When the key is the datom's entity and the sorted column holds only entity ids
         // (the usual merge join), the column as a dense array of words: most scanned datoms
         // match no row, and each is turned away by a comparison or two in this array.
-        let ids: Option<Vec<EntityId>> =
-            sorted
-                .filter(|&(_, p)| free_pos[p] == E)
-                .and_then(|(c, _)| {
-                    rel.rows()
-                        .map(|r| match r[c] {
-                            Value::Ref(e) => Some(e),
-                            _ => None,
-                        })
-                        .collect()
-                });
+        let ids = sorted
+            .filter(|&(_, p)| free_pos[p] == E)
+            .and_then(|(c, _)| id_column(rel, c));
         let mut visit = |d: &Datom| {
             if let Some((c, p)) = sorted {
                 // Whether any row has this datom's key, before copying the datom's values:
@@ -763,6 +782,16 @@ impl<'s> Prepared<'s> {
             _ => values_equal(&d.v, v) || loose_ref_equal(self.src, &d.v, v),
         }
     }
+}
+
+/// Column `c` of `rel` as entity ids, when it holds only ids.
+fn id_column(rel: &Rel, c: usize) -> Option<Vec<EntityId>> {
+    rel.rows()
+        .map(|r| match r[c] {
+            Value::Ref(e) => Some(e),
+            _ => None,
+        })
+        .collect()
 }
 
 /// Count an emitted row and check the limits every 4096 rows; keep the first error. Whether
