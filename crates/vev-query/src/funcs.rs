@@ -32,6 +32,7 @@ pub struct Registry {
 }
 
 impl Registry {
+    /// A registry with no user functions or aggregates (the built-ins are always there).
     pub fn new() -> Registry {
         Registry::default()
     }

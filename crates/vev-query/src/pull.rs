@@ -71,19 +71,35 @@ pub enum PullError {
     /// patterns too (the ident does not resolve), where DataScript, having no schema for
     /// plain attributes, pulls nothing for them.
     #[error("the pull pattern names {attr}, which is not an attribute of this database")]
-    UnknownAttribute { attr: Keyword },
+    UnknownAttribute {
+        /// The ident as written.
+        attr: Keyword,
+    },
     /// A reverse attribute (`:ns/_name`) whose forward attribute is not a ref, or `:db/_id`.
     #[error("reverse attribute {attr} needs {forward} to be a ref attribute")]
-    InvalidReverse { attr: Keyword, forward: Keyword },
+    InvalidReverse {
+        /// The reverse attribute as written.
+        attr: Keyword,
+        /// Its forward attribute.
+        forward: Keyword,
+    },
     /// A sub-pattern or recursion (`{:ns/name [...]}`) under an attribute that is not a ref.
     #[error("{attr} is not a ref attribute, so it cannot have a sub-pattern or recursion")]
-    NotARef { attr: Keyword },
+    NotARef {
+        /// The attribute.
+        attr: Keyword,
+    },
     /// The source is a history view, where an attribute has no single current value.
     #[error("pull reads current facts and cannot read a history view")]
     HistoryView,
     /// The pull would build more than [`PULL_ENTITIES_MAX`] entity maps.
     #[error("the pull of entity {e} reaches more than {entities_max} entities")]
-    ResultTooLarge { e: EntityId, entities_max: usize },
+    ResultTooLarge {
+        /// The entity pulled.
+        e: EntityId,
+        /// The limit.
+        entities_max: usize,
+    },
     /// The database's storage failed while the pull read it.
     #[error(transparent)]
     Storage(#[from] vev_core::StorageError),

@@ -36,7 +36,9 @@ pub enum Input<'a> {
 /// How to run a query.
 #[derive(Clone, Debug, Default)]
 pub struct QueryOptions {
+    /// The time and row limits the run stops at, and whether to run the naive plan.
     pub limits: Limits,
+    /// The user functions and aggregates the query may call, besides the built-ins.
     pub registry: Registry,
 }
 
@@ -68,6 +70,7 @@ impl QueryResult {
         }
     }
 
+    /// Whether the result has no rows (`nil` for a scalar or tuple find).
     pub fn is_empty(&self) -> bool {
         self.len() == 0
     }
@@ -257,6 +260,7 @@ impl Query {
         })
     }
 
+    /// The syntax tree the query was compiled from.
     pub fn ast(&self) -> &ast::Query {
         &self.ast
     }
