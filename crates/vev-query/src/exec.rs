@@ -330,7 +330,13 @@ impl<'a> Ctx<'a> {
                 Ok(out)
             }
             CClause::Pattern { src, terms, span } => {
-                self.apply_pattern(env, &rel, c, *src, terms, *span, remaining)
+                let pattern = PatternClause {
+                    clause: c,
+                    src: *src,
+                    terms,
+                    span: *span,
+                };
+                self.apply_pattern(env, &rel, &pattern, remaining)
             }
             CClause::Pred { name, args, span } => {
                 let out = self.apply_pred(env, rel, name, args, *span)?;
@@ -355,7 +361,18 @@ impl<'a> Ctx<'a> {
                 join,
                 branches,
                 span,
-            } => self.apply_or(env, rel, c, *src, join.as_ref(), branches, *span),
+            } => {
+                let inner_env = Env {
+                    default_src: src.or(env.default_src),
+                    record: false,
+                    cache: None,
+                    rule: env.rule.inner(),
+                    ..*env
+                };
+                let out = self.apply_or(&inner_env, rel, c, join.as_ref(), branches, *span)?;
+                self.record(env, c, "or".into(), None, out.len);
+                Ok(out)
+            }
             CClause::Rule {
                 src,
                 name,
@@ -380,17 +397,19 @@ impl<'a> Ctx<'a> {
 
     /// Join a pattern of a database source with `rel`: a lookup per row (in batches), or
     /// one scan probing the rows when the planner finds that cheaper.
-    #[allow(clippy::too_many_arguments)]
     fn apply_pattern(
         &self,
         env: &Env<'_>,
         rel: &Rel,
-        c: &CClause,
-        src: Option<usize>,
-        terms: &[CTerm; 5],
-        span: vev_edn::Span,
+        pattern: &PatternClause<'_>,
         remaining: &[&CClause],
     ) -> Result<Rel, QueryError> {
+        let &PatternClause {
+            clause: c,
+            src,
+            terms,
+            span,
+        } = pattern;
         let source = self.source(env, src, span)?;
         let mut p = Prepared::new(source, terms, rel, span)?;
         if !self.limits.naive {
@@ -460,14 +479,12 @@ impl<'a> Ctx<'a> {
     }
 
     /// Join `rel` with the union of the `or`'s branches, each evaluated on the rows'
-    /// values of the variables it shares with them.
-    #[allow(clippy::too_many_arguments)]
+    /// values of the variables it shares with them (`inner_env`: the branches' `Env`).
     fn apply_or(
         &self,
-        env: &Env<'_>,
+        inner_env: &Env<'_>,
         rel: Rel,
         c: &CClause,
-        src: Option<usize>,
         join: Option<&(Vec<VarId>, Vec<VarId>)>,
         branches: &[Vec<CClause>],
         span: vev_edn::Span,
@@ -478,16 +495,9 @@ impl<'a> Ctx<'a> {
         };
         let in_vars: Vec<VarId> = out_vars.iter().copied().filter(|v| rel.has(*v)).collect();
         let input = rel.project(&in_vars);
-        let inner_env = Env {
-            default_src: src.or(env.default_src),
-            record: false,
-            cache: None,
-            rule: env.rule.inner(),
-            ..*env
-        };
         let mut union = Rel::empty(out_vars.clone());
         for branch in branches {
-            let r = self.eval(&inner_env, input.clone(), branch, &out_vars)?;
+            let r = self.eval(inner_env, input.clone(), branch, &out_vars)?;
             if r.len == 0 {
                 continue;
             }
@@ -495,17 +505,23 @@ impl<'a> Ctx<'a> {
                 return Err(QueryError::Invalid {
                     message: format!(
                         "every branch of or must bind the same variables, but a branch does not bind {}",
-                        env.scope.name(*v)
+                        inner_env.scope.name(*v)
                     ),
                     span: Some(span),
                 });
             }
             union.union_in(&r.project(&out_vars));
         }
-        let out = rel.join(&union.dedup());
-        self.record(env, c, "or".into(), None, out.len);
-        Ok(out)
+        Ok(rel.join(&union.dedup()))
     }
+}
+
+/// A data pattern clause, its parts borrowed.
+struct PatternClause<'c> {
+    clause: &'c CClause,
+    src: Option<usize>,
+    terms: &'c [CTerm; 5],
+    span: vev_edn::Span,
 }
 
 /// A rule body evaluated again in a later round starts where the previous evaluation
