@@ -5,6 +5,10 @@
 //! real index counts say yields the fewest rows given what is bound now. After each step, the
 //! variables no later clause needs are projected away. This greedy order is what makes `q2`
 //! and `q2-switch` the same plan.
+//!
+//! This module keeps the loop (`Ctx::eval`) and the application of each kind of clause
+//! (`apply`); the choice of the next clause and its cost estimates are `plan`, predicate
+//! and function clauses `call`.
 
 use std::cell::RefCell;
 use std::collections::{HashMap, HashSet};
