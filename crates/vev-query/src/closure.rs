@@ -18,6 +18,7 @@
 //! any base whose evaluation fails (the general evaluation then reports the error where it
 //! belongs).
 
+use std::borrow::Cow;
 use std::collections::HashMap;
 
 use vev_core::Value;
@@ -27,7 +28,7 @@ use crate::compile::{CArg, CClause, CTerm};
 use crate::error::QueryError;
 use crate::exec::{Ctx, Env};
 use crate::rel::{Rel, VarId};
-use crate::rules::CRule;
+use crate::rules::{CRule, RuleCtx};
 
 /// An interned value: its position in `Interner::values`.
 type Word = u32;
@@ -540,13 +541,10 @@ impl<K: Packed> Program<K> {
             scope: &rule.scope,
             consts: &consts,
             default_src: src,
-            tables: None,
-            pass: None,
-            // As a rule body: its last step keeps duplicate rows (the tables drop them).
-            body: Some(base_clauses),
             record: false,
             cache: None,
-            prefix: None,
+            // As a rule body: its last step keeps duplicate rows (the tables drop them).
+            rule: RuleCtx::Base { body: base_clauses },
         };
         let base = match ctx.eval(&env, Rel::unit(), base_clauses, keep) {
             Ok(rel) => rel,
@@ -595,50 +593,12 @@ impl<K: Packed> Program<K> {
         interner: &mut Interner,
         shared: &mut Vec<SharedBase>,
     ) -> Result<Option<Branch<K>>, QueryError> {
-        let call_at = rule
-            .clauses
-            .iter()
-            .position(|c| matches!(c, CClause::Rule { .. }));
-        let rest: Vec<CClause>;
-        let base_clauses: &[CClause] = match call_at {
-            None => &rule.clauses,
-            Some(i) if i + 1 == rule.clauses.len() => &rule.clauses[..i],
-            Some(i) => {
-                rest = rule
-                    .clauses
-                    .iter()
-                    .enumerate()
-                    .filter(|(j, _)| *j != i)
-                    .map(|(_, c)| c.clone())
-                    .collect();
-                &rest
-            }
-        };
-        let call = call_at.map(|i| match &rule.clauses[i] {
-            CClause::Rule {
-                src: call_src,
-                name,
-                args,
-                ..
-            } => (call_src.or(src), name, args),
-            _ => unreachable!("found as a rule call"),
-        });
-        // The variables the base must supply: the head's and those it shares with the call.
-        let mut keep: Vec<VarId> = Vec::new();
-        for v in rule.head.iter().chain(call.iter().flat_map(|(_, _, args)| {
-            args.iter().filter_map(|a| match a {
-                CArg::Var(v) => Some(v),
-                _ => None,
-            })
-        })) {
-            if !keep.contains(v) {
-                keep.push(*v);
-            }
-        }
+        let (base_clauses, call) = base_and_call(rule, src);
+        let keep = kept_vars(rule, call);
         // A base of patterns that another branch has already evaluated (the same patterns
         // up to the names of their variables, as the two branches of a transitive closure
         // have) is laid out once.
-        let canon = canonical(base_clauses, src, &keep);
+        let canon = canonical(&base_clauses, src, &keep);
         let at = canon
             .as_ref()
             .and_then(|(key, _)| shared.iter().position(|b| b.key.as_ref() == Some(key)));
@@ -649,7 +609,7 @@ impl<K: Packed> Program<K> {
                     ctx,
                     src,
                     rule,
-                    base_clauses,
+                    &base_clauses,
                     &keep,
                     canon.as_ref(),
                     interner,
@@ -670,38 +630,12 @@ impl<K: Packed> Program<K> {
             Some((_, vars)) => laid.cols.iter().map(|c| vars[*c]).collect(),
             None => laid.cols.iter().map(|c| keep[*c]).collect(),
         };
-        let base_col = |v: VarId| cols.iter().position(|w| *w == v);
-        // The head positions the base fills, and where the call's answers go.
-        let mut answer_pos: Vec<(VarId, usize)> = Vec::new();
-        let mut repeats = Vec::new();
-        let mut key_cols: Vec<(usize, usize)> = Vec::new(); // (base column, answer position)
-        if let Some((_, _, args)) = call {
-            for (p, a) in args.iter().enumerate() {
-                let CArg::Var(v) = a else { continue };
-                if let Some(&(_, q)) = answer_pos.iter().find(|(w, _)| w == v) {
-                    repeats.push((p, q));
-                    continue;
-                }
-                answer_pos.push((*v, p));
-                if let Some(c) = base_col(*v) {
-                    key_cols.push((c, p));
-                }
-            }
-        }
-        let mut from_base: Vec<(usize, usize)> = Vec::new(); // (base column, head position)
-        let mut fill: Vec<(usize, usize)> = Vec::new(); // (answer position, head position)
-        for (h, v) in rule.head.iter().enumerate() {
-            match base_col(*v) {
-                Some(c) => from_base.push((c, h)),
-                None => match answer_pos.iter().find(|(w, _)| w == v) {
-                    Some(&(_, p)) => fill.push((p, h)),
-                    // A head variable nothing binds: the general evaluation reports it.
-                    None => return Ok(None),
-                },
-            }
-        }
+        let Some(head) = HeadMap::new(rule, call.map(|(_, _, args)| args), &cols) else {
+            // A head variable nothing binds: the general evaluation reports it.
+            return Ok(None);
+        };
         let row = |i: usize| &words[i * width..(i + 1) * width];
-        let part = |i: usize| K::place(from_base.iter().map(|&(c, h)| (row(i)[c], h)));
+        let part = |i: usize| K::place(head.from_base.iter().map(|&(c, h)| (row(i)[c], h)));
         let Some((call_src, callee, _)) = call else {
             return Ok(Some(Branch {
                 table,
@@ -711,9 +645,9 @@ impl<K: Packed> Program<K> {
         };
         // Group the base rows by key: count each key's rows, then place them.
         let keys_of: Vec<K> = (0..rows)
-            .map(|i| K::pack(key_cols.iter().map(|&(c, _)| row(i)[c])))
+            .map(|i| K::pack(head.key_cols.iter().map(|&(c, _)| row(i)[c])))
             .collect();
-        let mut groups = Groups::counted(&keys_of, key_cols.len() == 1, rows);
+        let mut groups = Groups::counted(&keys_of, head.key_cols.len() == 1, rows);
         // Starts from counts; `end` then counts up as rows are placed.
         let mut next = 0;
         groups.for_each_value(|(start, end)| {
@@ -737,12 +671,112 @@ impl<K: Packed> Program<K> {
             parts,
             call: Some(Call {
                 table: callee_table,
-                key: key_cols.iter().map(|&(_, p)| p).collect(),
-                repeats,
-                fill,
+                key: head.key_cols.iter().map(|&(_, p)| p).collect(),
+                repeats: head.repeats,
+                fill: head.fill,
                 groups,
             }),
         }))
+    }
+}
+
+/// A branch's rule call: its source, rule and arguments.
+type CallOf<'r> = (Option<usize>, &'r Symbol, &'r [CArg]);
+
+/// A branch's base (its clauses but its rule call) and its rule call, if it has one.
+fn base_and_call(rule: &CRule, src: Option<usize>) -> (Cow<'_, [CClause]>, Option<CallOf<'_>>) {
+    let call_at = rule
+        .clauses
+        .iter()
+        .position(|c| matches!(c, CClause::Rule { .. }));
+    let base: Cow<'_, [CClause]> = match call_at {
+        None => Cow::Borrowed(&rule.clauses),
+        Some(i) if i + 1 == rule.clauses.len() => Cow::Borrowed(&rule.clauses[..i]),
+        Some(i) => Cow::Owned(
+            rule.clauses
+                .iter()
+                .enumerate()
+                .filter(|(j, _)| *j != i)
+                .map(|(_, c)| c.clone())
+                .collect(),
+        ),
+    };
+    let call = call_at.map(|i| match &rule.clauses[i] {
+        CClause::Rule {
+            src: call_src,
+            name,
+            args,
+            ..
+        } => (call_src.or(src), name, args.as_slice()),
+        _ => unreachable!("found as a rule call"),
+    });
+    (base, call)
+}
+
+/// The variables the base must supply: the head's and those it shares with the call.
+fn kept_vars(rule: &CRule, call: Option<CallOf<'_>>) -> Vec<VarId> {
+    let mut keep: Vec<VarId> = Vec::new();
+    for v in rule.head.iter().chain(call.iter().flat_map(|(_, _, args)| {
+        args.iter().filter_map(|a| match a {
+            CArg::Var(v) => Some(v),
+            _ => None,
+        })
+    })) {
+        if !keep.contains(v) {
+            keep.push(*v);
+        }
+    }
+    keep
+}
+
+/// Where a branch's head values come from: the base's word columns or the call's answers.
+struct HeadMap {
+    /// Answer positions that must be equal (a variable repeated in the call).
+    repeats: Vec<(usize, usize)>,
+    /// The join key: (base column, answer position).
+    key_cols: Vec<(usize, usize)>,
+    /// (base column, head position).
+    from_base: Vec<(usize, usize)>,
+    /// (answer position, head position).
+    fill: Vec<(usize, usize)>,
+}
+
+impl HeadMap {
+    /// The map for a base whose word columns hold the variables `cols`; `None` when a head
+    /// variable is bound by neither.
+    fn new(rule: &CRule, call_args: Option<&[CArg]>, cols: &[VarId]) -> Option<HeadMap> {
+        let base_col = |v: VarId| cols.iter().position(|w| *w == v);
+        let mut answer_pos: Vec<(VarId, usize)> = Vec::new();
+        let mut repeats = Vec::new();
+        let mut key_cols: Vec<(usize, usize)> = Vec::new();
+        for (p, a) in call_args.unwrap_or_default().iter().enumerate() {
+            let CArg::Var(v) = a else { continue };
+            if let Some(&(_, q)) = answer_pos.iter().find(|(w, _)| w == v) {
+                repeats.push((p, q));
+                continue;
+            }
+            answer_pos.push((*v, p));
+            if let Some(c) = base_col(*v) {
+                key_cols.push((c, p));
+            }
+        }
+        let mut from_base: Vec<(usize, usize)> = Vec::new();
+        let mut fill: Vec<(usize, usize)> = Vec::new();
+        for (h, v) in rule.head.iter().enumerate() {
+            match base_col(*v) {
+                Some(c) => from_base.push((c, h)),
+                None => {
+                    let &(_, p) = answer_pos.iter().find(|(w, _)| w == v)?;
+                    fill.push((p, h));
+                }
+            }
+        }
+        Some(HeadMap {
+            repeats,
+            key_cols,
+            from_base,
+            fill,
+        })
     }
 }
 

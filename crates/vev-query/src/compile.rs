@@ -287,25 +287,7 @@ impl<'a> Compiler<'a> {
 
     fn clause(&mut self, c: &Clause) -> Result<CClause, QueryError> {
         Ok(match c {
-            Clause::Pattern(p) => {
-                let term = |t: &Term, s: &mut Scope| match t {
-                    Term::Var(v) => CTerm::Var(s.var(v)),
-                    Term::Blank => CTerm::Blank,
-                    Term::Const(c) => CTerm::Const(c.clone()),
-                };
-                let terms = [
-                    term(&p.terms[0], &mut self.scope),
-                    term(&p.terms[1], &mut self.scope),
-                    term(&p.terms[2], &mut self.scope),
-                    term(&p.terms[3], &mut self.scope),
-                    term(&p.terms[4], &mut self.scope),
-                ];
-                CClause::Pattern {
-                    src: self.src(&p.src, p.span)?,
-                    terms,
-                    span: p.span,
-                }
-            }
+            Clause::Pattern(p) => self.pattern(p)?,
             Clause::Pred { name, args, span } => CClause::Pred {
                 name: name.clone(),
                 args: self.args(args, *span)?,
@@ -327,62 +309,13 @@ impl<'a> Compiler<'a> {
                 vars,
                 clauses,
                 span,
-            } => {
-                let src = self.src(src, *span)?;
-                match vars {
-                    None => CClause::Not {
-                        src,
-                        join: None,
-                        clauses: self.clauses(clauses)?,
-                        span: *span,
-                    },
-                    Some(vars) => {
-                        let join: Vec<VarId> = vars.iter().map(|v| self.scope.var(v)).collect();
-                        let inner = self.with_locals(vars, |c| c.clauses(clauses))?;
-                        CClause::Not {
-                            src,
-                            join: Some(join),
-                            clauses: inner,
-                            span: *span,
-                        }
-                    }
-                }
-            }
+            } => self.not(src, vars.as_deref(), clauses, *span)?,
             Clause::Or {
                 src,
                 vars,
                 branches,
                 span,
-            } => {
-                let src = self.src(src, *span)?;
-                match vars {
-                    None => CClause::Or {
-                        src,
-                        join: None,
-                        branches: branches
-                            .iter()
-                            .map(|b| self.clauses(b))
-                            .collect::<Result<_, _>>()?,
-                        span: *span,
-                    },
-                    Some(rv) => {
-                        let req: Vec<VarId> =
-                            rv.required.iter().map(|v| self.scope.var(v)).collect();
-                        let free: Vec<VarId> = rv.free.iter().map(|v| self.scope.var(v)).collect();
-                        let all: Vec<Var> = rv.all().cloned().collect();
-                        let branches = branches
-                            .iter()
-                            .map(|b| self.with_locals(&all, |c| c.clauses(b)))
-                            .collect::<Result<_, _>>()?;
-                        CClause::Or {
-                            src,
-                            join: Some((req, free)),
-                            branches,
-                            span: *span,
-                        }
-                    }
-                }
-            }
+            } => self.or(src, vars.as_ref(), branches, *span)?,
             Clause::Rule {
                 src,
                 name,
@@ -394,6 +327,93 @@ impl<'a> Compiler<'a> {
                 args: self.args(args, *span)?,
                 span: *span,
             },
+        })
+    }
+
+    /// A data pattern, its variables numbered.
+    fn pattern(&mut self, p: &ast::Pattern) -> Result<CClause, QueryError> {
+        let term = |t: &Term, s: &mut Scope| match t {
+            Term::Var(v) => CTerm::Var(s.var(v)),
+            Term::Blank => CTerm::Blank,
+            Term::Const(c) => CTerm::Const(c.clone()),
+        };
+        let terms = [
+            term(&p.terms[0], &mut self.scope),
+            term(&p.terms[1], &mut self.scope),
+            term(&p.terms[2], &mut self.scope),
+            term(&p.terms[3], &mut self.scope),
+            term(&p.terms[4], &mut self.scope),
+        ];
+        Ok(CClause::Pattern {
+            src: self.src(&p.src, p.span)?,
+            terms,
+            span: p.span,
+        })
+    }
+
+    /// `not`, or `not-join` (whose other variables are local to it).
+    fn not(
+        &mut self,
+        src: &Option<ast::SrcVar>,
+        vars: Option<&[Var]>,
+        clauses: &[Clause],
+        span: Span,
+    ) -> Result<CClause, QueryError> {
+        let src = self.src(src, span)?;
+        Ok(match vars {
+            None => CClause::Not {
+                src,
+                join: None,
+                clauses: self.clauses(clauses)?,
+                span,
+            },
+            Some(vars) => {
+                let join: Vec<VarId> = vars.iter().map(|v| self.scope.var(v)).collect();
+                let inner = self.with_locals(vars, |c| c.clauses(clauses))?;
+                CClause::Not {
+                    src,
+                    join: Some(join),
+                    clauses: inner,
+                    span,
+                }
+            }
+        })
+    }
+
+    /// `or`, or `or-join` (whose other variables are local to each branch).
+    fn or(
+        &mut self,
+        src: &Option<ast::SrcVar>,
+        vars: Option<&ast::RuleVars>,
+        branches: &[Vec<Clause>],
+        span: Span,
+    ) -> Result<CClause, QueryError> {
+        let src = self.src(src, span)?;
+        Ok(match vars {
+            None => CClause::Or {
+                src,
+                join: None,
+                branches: branches
+                    .iter()
+                    .map(|b| self.clauses(b))
+                    .collect::<Result<_, _>>()?,
+                span,
+            },
+            Some(rv) => {
+                let req: Vec<VarId> = rv.required.iter().map(|v| self.scope.var(v)).collect();
+                let free: Vec<VarId> = rv.free.iter().map(|v| self.scope.var(v)).collect();
+                let all: Vec<Var> = rv.all().cloned().collect();
+                let branches = branches
+                    .iter()
+                    .map(|b| self.with_locals(&all, |c| c.clauses(b)))
+                    .collect::<Result<_, _>>()?;
+                CClause::Or {
+                    src,
+                    join: Some((req, free)),
+                    branches,
+                    span,
+                }
+            }
         })
     }
 

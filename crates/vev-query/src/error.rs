@@ -10,68 +10,156 @@ use crate::pull::PullError;
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
 #[non_exhaustive]
 pub enum QueryError {
+    /// The query, rule set or pull pattern text does not parse (its own codes, `syntax/...`).
     #[error(transparent)]
     Syntax(#[from] SyntaxError),
+    /// A pattern or database function names an attribute the database does not have.
     #[error("unknown attribute {attr}")]
-    UnknownAttribute { attr: String, span: Option<Span> },
+    UnknownAttribute {
+        /// The attribute as written.
+        attr: String,
+        /// Where in the query text.
+        span: Option<Span>,
+    },
+    /// A variable must be bound where it is used (a predicate argument, a `not`, a rule's
+    /// required variable, a `:find` element) but nothing binds it there.
     #[error("variable {var} is not bound {context}")]
     UnboundVariable {
+        /// The variable's name.
         var: String,
+        /// Where it needed to be bound, as a phrase ("in predicate").
         context: &'static str,
+        /// The clause that needs it.
         span: Option<Span>,
     },
+    /// A rule call's argument count differs from the rule head's (or two branches of a rule
+    /// have heads of different lengths).
     #[error("rule {rule} is called with {given} arguments but its head has {expected}")]
     RuleArity {
+        /// The rule's name.
         rule: String,
+        /// The arguments of the call (or of the later branch's head).
         given: usize,
+        /// The arguments of the rule's (first) head.
         expected: usize,
+        /// The call or branch.
         span: Option<Span>,
     },
+    /// A clause calls a rule the rule set (`%`) does not define.
     #[error("unknown rule {rule}")]
-    UnknownRule { rule: String, span: Option<Span> },
+    UnknownRule {
+        /// The rule's name.
+        rule: String,
+        /// The call.
+        span: Option<Span>,
+    },
+    /// A predicate or function clause names neither a built-in nor a registered function.
     #[error("unknown function {name}")]
-    UnknownFunction { name: String, span: Option<Span> },
+    UnknownFunction {
+        /// The function's name.
+        name: String,
+        /// The clause.
+        span: Option<Span>,
+    },
+    /// A `:find` aggregate names neither a built-in nor a registered aggregate.
     #[error("unknown aggregate {name}")]
-    UnknownAggregate { name: String, span: Option<Span> },
+    UnknownAggregate {
+        /// The aggregate's name.
+        name: String,
+        /// The `:find` element.
+        span: Option<Span>,
+    },
+    /// A run was given a different number of inputs than the query's `:in` declares.
     #[error("the query has {expected} inputs (:in {names}) but {given} were given")]
     InputCount {
+        /// The inputs `:in` declares.
         expected: usize,
+        /// The inputs given.
         given: usize,
+        /// The `:in` declaration, as text.
         names: String,
     },
+    /// An input does not have the shape its `:in` binding needs (a database for `$`, a
+    /// collection for `[?x ...]`, ...).
     #[error("input {name} expects {expected}, got {got}")]
     InputShape {
+        /// The input as declared in `:in`.
         name: String,
+        /// What it needs, as a phrase ("a collection of tuples").
         expected: &'static str,
+        /// What was given, printed.
         got: String,
     },
+    /// A clause or pull names a source (`$name`) that `:in` does not declare.
     #[error("unknown source {name}")]
-    UnknownSource { name: String, span: Option<Span> },
+    UnknownSource {
+        /// The source's name.
+        name: String,
+        /// Where it is named.
+        span: Option<Span>,
+    },
+    /// A function, predicate or aggregate was given arguments it cannot take (wrong types,
+    /// wrong count, a bad regex, ...).
     #[error("{name}: {message}")]
     Type {
+        /// The function's name.
         name: String,
+        /// What was wrong, quoting the offending value.
         message: String,
+        /// The clause.
         span: Option<Span>,
     },
     /// Integer arithmetic whose result does not fit a long, e.g. `(/ -9223372036854775808 -1)`
     /// or a `sum` past `i64::MAX` (Clojure's `+` throws here too; Vev does not promote).
     #[error("integer overflow in {call}")]
-    Overflow { call: String, span: Option<Span> },
+    Overflow {
+        /// The call, printed with its arguments.
+        call: String,
+        /// The clause.
+        span: Option<Span>,
+    },
+    /// A lookup ref (`[:attr value]`) given as an entity is malformed or names an attribute
+    /// that is not unique.
     #[error("lookup ref {lookup} is invalid: {reason}")]
-    InvalidLookupRef { lookup: String, reason: String },
+    InvalidLookupRef {
+        /// The lookup ref, printed.
+        lookup: String,
+        /// Why it is invalid.
+        reason: String,
+    },
+    /// A query that parses but cannot mean anything (say, `or` branches that bind different
+    /// variables).
     #[error("{message}")]
-    Invalid { message: String, span: Option<Span> },
+    Invalid {
+        /// What is wrong, naming the offending variable or clause.
+        message: String,
+        /// The clause.
+        span: Option<Span>,
+    },
+    /// The run passed `Limits::timeout`.
     #[error("the query ran past its time limit of {limit_ms} ms")]
-    Timeout { limit_ms: u64 },
+    Timeout {
+        /// The limit, in milliseconds.
+        limit_ms: u64,
+    },
+    /// An intermediate relation passed `Limits::max_rows`.
     #[error("the query produced more than {limit} rows")]
-    TooManyRows { limit: usize },
+    TooManyRows {
+        /// The limit.
+        limit: usize,
+    },
+    /// A pull in `:find` was refused.
     #[error(transparent)]
     Pull(#[from] PullError),
+    /// The database's storage failed while the query read it (the rows would be
+    /// incomplete, so none are returned).
     #[error(transparent)]
     Storage(#[from] vev_core::StorageError),
 }
 
 impl QueryError {
+    /// The stable code of this error (`query/unbound-variable`, ...), for matching and for
+    /// the pg server's SQLSTATE table.
     pub fn code(&self) -> &'static str {
         match self {
             QueryError::Syntax(e) => e.code(),

@@ -32,6 +32,7 @@ pub struct Registry {
 }
 
 impl Registry {
+    /// A registry with no user functions or aggregates (the built-ins are always there).
     pub fn new() -> Registry {
         Registry::default()
     }
@@ -558,101 +559,20 @@ fn builtin(name: &str, args: &[Value]) -> Result<Value, QueryError> {
         "+" | "-" | "*" => arith(name, args),
         "/" => divide(args),
         "quot" | "rem" | "mod" => int_op(name, args),
-        "inc" | "dec" => {
-            arity(name, args, 1, 1)?;
-            Ok(match num(name, &args[0])? {
-                Num::Int(n) => Value::Long(
-                    match name {
-                        "inc" => n.checked_add(1),
-                        _ => n.checked_sub(1),
-                    }
-                    .ok_or_else(|| overflow(name, args))?,
-                ),
-                Num::Float(f) => Value::Double(if name == "inc" { f + 1.0 } else { f - 1.0 }),
-            })
-        }
-        "abs" => {
-            arity(name, args, 1, 1)?;
-            Ok(match num(name, &args[0])? {
-                Num::Int(n) => Value::Long(n.checked_abs().ok_or_else(|| overflow(name, args))?),
-                Num::Float(f) => Value::Double(f.abs()),
-            })
-        }
+        "inc" | "dec" => inc_dec(name, args),
+        "abs" => abs(name, args),
         "min" | "max" => extreme(name, args),
         "str" => Ok(Value::from(args.iter().map(to_str).collect::<String>())),
-        "subs" => {
-            arity(name, args, 2, 3)?;
-            let s: Vec<char> = string(name, &args[0])?.chars().collect();
-            let start = long(name, &args[1])?;
-            let end = match args.get(2) {
-                Some(e) => long(name, e)?,
-                None => s.len() as i64,
-            };
-            if start < 0 || end < start || end as usize > s.len() {
-                return Err(QueryError::type_error(
-                    name,
-                    format!(
-                        "index out of range: {start} to {end} of a string of length {}",
-                        s.len()
-                    ),
-                ));
-            }
-            Ok(Value::from(
-                s[start as usize..end as usize].iter().collect::<String>(),
-            ))
-        }
-        "count" => {
-            arity(name, args, 1, 1)?;
-            Ok(Value::Long(match &args[0] {
-                Value::Nil => 0,
-                Value::String(s) => s.chars().count() as i64,
-                Value::Tuple(items) => items.len() as i64,
-                Value::Map(m) => m.len() as i64,
-                Value::Bytes(bytes) => bytes.len() as i64,
-                other => {
-                    return Err(QueryError::type_error(
-                        name,
-                        format!("count not supported on {other}"),
-                    ))
-                }
-            }))
-        }
+        "subs" => subs(name, args),
+        "count" => count(name, args),
         "re-pattern" => {
             arity(name, args, 1, 1)?;
             with_regex(name, &args[0], |_| ())?;
             Ok(args[0].clone())
         }
-        "re-find" => {
-            arity(name, args, 2, 2)?;
-            let s = string(name, &args[1])?;
-            with_regex(name, &args[0], |re| {
-                re.captures(s).map_or(Value::Nil, |c| match_value(&c))
-            })
-        }
-        "re-matches" => {
-            arity(name, args, 2, 2)?;
-            let s = string(name, &args[1])?;
-            with_regex(name, &args[0], |re| {
-                re.captures(s)
-                    .filter(|c| {
-                        c.get(0)
-                            .is_some_and(|m| m.start() == 0 && m.end() == s.len())
-                    })
-                    .map_or(Value::Nil, |c| match_value(&c))
-            })
-        }
-        "re-seq" => {
-            arity(name, args, 2, 2)?;
-            let s = string(name, &args[1])?;
-            with_regex(name, &args[0], |re| {
-                let all: Vec<Value> = re.captures_iter(s).map(|c| match_value(&c)).collect();
-                if all.is_empty() {
-                    Value::Nil
-                } else {
-                    Value::Tuple(all.into())
-                }
-            })
-        }
+        "re-find" => re_find(name, args),
+        "re-matches" => re_matches(name, args),
+        "re-seq" => re_seq(name, args),
         "starts-with?" | "clojure.string/starts-with?" => {
             arity(name, args, 2, 2)?;
             Ok(b(
@@ -697,59 +617,13 @@ fn builtin(name: &str, args: &[Value]) -> Result<Value, QueryError> {
             Ok((n % 2 == 0) == (name == "even?"))
         }),
         "vector" | "list" | "tuple" => Ok(Value::Tuple(args.iter().cloned().collect())),
-        "hash-map" => {
-            if !args.len().is_multiple_of(2) {
-                return Err(QueryError::type_error(
-                    name,
-                    format!("expects an even number of arguments, got {}", args.len()),
-                ));
-            }
-            let m: BTreeMap<Value, Value> = args
-                .chunks(2)
-                .map(|kv| (kv[0].clone(), kv[1].clone()))
-                .collect();
-            Ok(Value::Map(Arc::new(m)))
-        }
+        "hash-map" => hash_map(name, args),
         "type" => {
             arity(name, args, 1, 1)?;
             Ok(Value::Symbol(vev_edn::Symbol::new(type_name(&args[0]))))
         }
-        "name" | "namespace" => {
-            arity(name, args, 1, 1)?;
-            let (ns, n) = match &args[0] {
-                Value::Keyword(k) => (k.namespace().map(str::to_owned), k.name().to_owned()),
-                Value::Symbol(s) => (s.namespace().map(str::to_owned), s.name().to_owned()),
-                Value::String(s) if name == "name" => (None, String::from(&**s)),
-                other => {
-                    return Err(QueryError::type_error(
-                        name,
-                        format!("expects a keyword or symbol, got {other}"),
-                    ))
-                }
-            };
-            Ok(if name == "name" {
-                Value::from(n)
-            } else {
-                ns.map_or(Value::Nil, Value::from)
-            })
-        }
-        "keyword" => {
-            arity(name, args, 1, 2)?;
-            let text = match args {
-                [Value::Keyword(k)] => return Ok(Value::Keyword(k.clone())),
-                [one] => to_str(one),
-                [Value::Nil, n] => to_str(n),
-                [ns, n] => format!("{}/{}", to_str(ns), to_str(n)),
-                _ => unreachable!("arity is checked"),
-            };
-            if !vev_edn::is_valid_keyword(&text) {
-                return Err(QueryError::type_error(
-                    name,
-                    format!("\"{text}\" is not a valid keyword"),
-                ));
-            }
-            Ok(Value::Keyword(Keyword::new(&text)))
-        }
+        "name" | "namespace" => name_or_namespace(name, args),
+        "keyword" => keyword(name, args),
         "identity" | "ground" | "untuple" => {
             arity(name, args, 1, 1)?;
             Ok(args[0].clone())
@@ -759,4 +633,161 @@ fn builtin(name: &str, args: &[Value]) -> Result<Value, QueryError> {
             span: None,
         }),
     }
+}
+
+/// `inc`, `dec`: checked for longs.
+fn inc_dec(name: &str, args: &[Value]) -> Result<Value, QueryError> {
+    arity(name, args, 1, 1)?;
+    Ok(match num(name, &args[0])? {
+        Num::Int(n) => Value::Long(
+            match name {
+                "inc" => n.checked_add(1),
+                _ => n.checked_sub(1),
+            }
+            .ok_or_else(|| overflow(name, args))?,
+        ),
+        Num::Float(f) => Value::Double(if name == "inc" { f + 1.0 } else { f - 1.0 }),
+    })
+}
+
+/// `abs`: checked for longs (the absolute value of the least long overflows).
+fn abs(name: &str, args: &[Value]) -> Result<Value, QueryError> {
+    arity(name, args, 1, 1)?;
+    Ok(match num(name, &args[0])? {
+        Num::Int(n) => Value::Long(n.checked_abs().ok_or_else(|| overflow(name, args))?),
+        Num::Float(f) => Value::Double(f.abs()),
+    })
+}
+
+/// `subs`: a substring by character positions.
+fn subs(name: &str, args: &[Value]) -> Result<Value, QueryError> {
+    arity(name, args, 2, 3)?;
+    let s: Vec<char> = string(name, &args[0])?.chars().collect();
+    let start = long(name, &args[1])?;
+    let end = match args.get(2) {
+        Some(e) => long(name, e)?,
+        None => s.len() as i64,
+    };
+    if start < 0 || end < start || end as usize > s.len() {
+        return Err(QueryError::type_error(
+            name,
+            format!(
+                "index out of range: {start} to {end} of a string of length {}",
+                s.len()
+            ),
+        ));
+    }
+    Ok(Value::from(
+        s[start as usize..end as usize].iter().collect::<String>(),
+    ))
+}
+
+/// `count` of a string (in characters), tuple, map or bytes; 0 for nil.
+fn count(name: &str, args: &[Value]) -> Result<Value, QueryError> {
+    arity(name, args, 1, 1)?;
+    Ok(Value::Long(match &args[0] {
+        Value::Nil => 0,
+        Value::String(s) => s.chars().count() as i64,
+        Value::Tuple(items) => items.len() as i64,
+        Value::Map(m) => m.len() as i64,
+        Value::Bytes(bytes) => bytes.len() as i64,
+        other => {
+            return Err(QueryError::type_error(
+                name,
+                format!("count not supported on {other}"),
+            ))
+        }
+    }))
+}
+
+/// `re-find`: the first match of a regex in a string.
+fn re_find(name: &str, args: &[Value]) -> Result<Value, QueryError> {
+    arity(name, args, 2, 2)?;
+    let s = string(name, &args[1])?;
+    with_regex(name, &args[0], |re| {
+        re.captures(s).map_or(Value::Nil, |c| match_value(&c))
+    })
+}
+
+/// `re-matches`: the match of a regex against the whole string.
+fn re_matches(name: &str, args: &[Value]) -> Result<Value, QueryError> {
+    arity(name, args, 2, 2)?;
+    let s = string(name, &args[1])?;
+    with_regex(name, &args[0], |re| {
+        re.captures(s)
+            .filter(|c| {
+                c.get(0)
+                    .is_some_and(|m| m.start() == 0 && m.end() == s.len())
+            })
+            .map_or(Value::Nil, |c| match_value(&c))
+    })
+}
+
+/// `re-seq`: every match of a regex in a string.
+fn re_seq(name: &str, args: &[Value]) -> Result<Value, QueryError> {
+    arity(name, args, 2, 2)?;
+    let s = string(name, &args[1])?;
+    with_regex(name, &args[0], |re| {
+        let all: Vec<Value> = re.captures_iter(s).map(|c| match_value(&c)).collect();
+        if all.is_empty() {
+            Value::Nil
+        } else {
+            Value::Tuple(all.into())
+        }
+    })
+}
+
+/// `hash-map` of alternating keys and values.
+fn hash_map(name: &str, args: &[Value]) -> Result<Value, QueryError> {
+    if !args.len().is_multiple_of(2) {
+        return Err(QueryError::type_error(
+            name,
+            format!("expects an even number of arguments, got {}", args.len()),
+        ));
+    }
+    let m: BTreeMap<Value, Value> = args
+        .chunks(2)
+        .map(|kv| (kv[0].clone(), kv[1].clone()))
+        .collect();
+    Ok(Value::Map(Arc::new(m)))
+}
+
+/// `name`, `namespace` of a keyword or symbol (`name` also of a string).
+fn name_or_namespace(name: &str, args: &[Value]) -> Result<Value, QueryError> {
+    arity(name, args, 1, 1)?;
+    let (ns, n) = match &args[0] {
+        Value::Keyword(k) => (k.namespace().map(str::to_owned), k.name().to_owned()),
+        Value::Symbol(s) => (s.namespace().map(str::to_owned), s.name().to_owned()),
+        Value::String(s) if name == "name" => (None, String::from(&**s)),
+        other => {
+            return Err(QueryError::type_error(
+                name,
+                format!("expects a keyword or symbol, got {other}"),
+            ))
+        }
+    };
+    Ok(if name == "name" {
+        Value::from(n)
+    } else {
+        ns.map_or(Value::Nil, Value::from)
+    })
+}
+
+/// `keyword` from a name, or a namespace and a name.
+fn keyword(name: &str, args: &[Value]) -> Result<Value, QueryError> {
+    arity(name, args, 1, 2)?;
+    let text = match args {
+        [Value::Keyword(k)] => return Ok(Value::Keyword(k.clone())),
+        [one] => to_str(one),
+        [Value::Nil, n] => to_str(n),
+        [ns, n] => format!("{}/{}", to_str(ns), to_str(n)),
+        _ => unreachable!("arity is checked"),
+    };
+    if !vev_edn::is_valid_keyword(&text) {
+        return Err(QueryError::type_error(
+            name,
+            format!("\"{text}\" is not a valid keyword"),
+        ));
+    }
+    Ok(Value::Keyword(Keyword::new(&text)))
 }

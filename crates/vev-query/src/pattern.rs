@@ -20,6 +20,10 @@ use crate::rel::{ChainIndex, Rel, VarId};
 use crate::source::Source;
 use crate::values::{coerce_to, edn_to_value, resolve_entity};
 
+mod star;
+
+pub(crate) use star::{Star, StarValue};
+
 const E: usize = 0;
 const A: usize = 1;
 const V: usize = 2;
@@ -42,6 +46,18 @@ enum Slot {
 
 /// A value range on the pattern's value, from predicates on it.
 pub(crate) type Range = (Bound<Value>, Bound<Value>);
+
+/// How a prepared pattern is scanned.
+struct ScanPlan {
+    /// The index read.
+    order: IndexOrder,
+    /// The positions (in the index's order) whose values form the scan prefix.
+    prefix: Vec<usize>,
+    /// The positions checked per datom: known but not in the prefix, and repeats.
+    checks: Vec<usize>,
+    /// The positions of new variables, whose values each match adds.
+    free_pos: Vec<usize>,
+}
 
 /// A pattern prepared against one source and the current relation.
 pub(crate) struct Prepared<'s> {
@@ -226,9 +242,8 @@ impl<'s> Prepared<'s> {
         }
     }
 
-    /// The index, its prefix positions, the positions checked per datom (known but not in
-    /// the prefix, and repeats) and the positions of new variables.
-    fn scan_plan(&self) -> (IndexOrder, Vec<usize>, Vec<usize>, Vec<usize>) {
+    /// How this pattern is scanned (see `ScanPlan`).
+    fn scan_plan(&self) -> ScanPlan {
         let (order, prefix) = self.plan_index();
         let checks: Vec<usize> = (0..5)
             .filter(|p| {
@@ -238,7 +253,12 @@ impl<'s> Prepared<'s> {
         let free_pos: Vec<usize> = (0..5)
             .filter(|p| matches!(self.slots[*p], Slot::Free(_)))
             .collect();
-        (order, prefix, checks, free_pos)
+        ScanPlan {
+            order,
+            prefix,
+            checks,
+            free_pos,
+        }
     }
 
     /// The index this pattern reads, for `explain`.
@@ -326,50 +346,17 @@ impl<'s> Prepared<'s> {
         if self.impossible || rel.len == 0 {
             return Ok(out);
         }
-        let (order, prefix, checks, free_pos) = self.scan_plan();
-        let mut err = None;
+        let plan = self.scan_plan();
         if !self.depends_on_rows() {
-            // One scan, crossed with every row.
-            let mut matched: Vec<Value> =
-                Vec::with_capacity(self.scan_estimate(order, &prefix)?.min(SCAN_RESERVE_MAX));
-            let mut n = 0usize;
-            let mut visit = |d: &Datom| {
-                let result = self.emit(d, &checks, &[], &free_pos, &mut matched);
-                progress(result, &mut n, &mut check, &mut err)
-            };
-            self.run_scan(order, &prefix, &[], &mut visit)?;
-            if let Some(e) = err {
-                return Err(e);
-            }
-            let w = free_pos.len();
-            if rel.width() == 0 {
-                // Crossed with the unit relation: the matches are the rows.
-                out.data = matched;
-                out.len = n;
-                check(out.len)?;
-                return Ok(out);
-            }
-            out.data.reserve(rel.len * n * (rel.width() + w));
-            let last = rel.len - 1;
-            for row in rel.rows().take(last) {
-                for i in 0..n {
-                    out.data.extend_from_slice(row);
-                    out.data.extend_from_slice(&matched[i * w..(i + 1) * w]);
-                }
-                out.len += n;
-                check(out.len)?;
-            }
-            // The last row (often the only one: scalar inputs) takes the matches themselves.
-            let row = rel.row(last);
-            let mut values = matched.into_iter();
-            for _ in 0..n {
-                out.data.extend_from_slice(row);
-                out.data.extend(values.by_ref().take(w));
-            }
-            out.len += n;
-            check(out.len)?;
-            return Ok(out);
+            return self.cross_join(rel, out, &plan, check);
         }
+        let ScanPlan {
+            order,
+            prefix,
+            checks,
+            free_pos,
+        } = plan;
+        let mut err = None;
         if self.naive {
             for row in rel.rows() {
                 let mut visit = |d: &Datom| {
@@ -432,6 +419,64 @@ impl<'s> Prepared<'s> {
             check,
             |prefixes, visit| self.src.scan_batch(order, prefixes, visit),
         )
+    }
+
+    /// `join` when no position takes its value from the rows: one scan, its matches crossed
+    /// with every row.
+    fn cross_join(
+        &self,
+        rel: &Rel,
+        mut out: Rel,
+        plan: &ScanPlan,
+        mut check: impl FnMut(usize) -> Result<(), QueryError>,
+    ) -> Result<Rel, QueryError> {
+        let ScanPlan {
+            order,
+            prefix,
+            checks,
+            free_pos,
+        } = plan;
+        let (order, prefix, checks, free_pos) = (*order, &prefix[..], &checks[..], &free_pos[..]);
+        let mut err = None;
+        let mut matched: Vec<Value> =
+            Vec::with_capacity(self.scan_estimate(order, prefix)?.min(SCAN_RESERVE_MAX));
+        let mut n = 0usize;
+        let mut visit = |d: &Datom| {
+            let result = self.emit(d, checks, &[], free_pos, &mut matched);
+            progress(result, &mut n, &mut check, &mut err)
+        };
+        self.run_scan(order, prefix, &[], &mut visit)?;
+        if let Some(e) = err {
+            return Err(e);
+        }
+        let w = free_pos.len();
+        if rel.width() == 0 {
+            // Crossed with the unit relation: the matches are the rows.
+            out.data = matched;
+            out.len = n;
+            check(out.len)?;
+            return Ok(out);
+        }
+        out.data.reserve(rel.len * n * (rel.width() + w));
+        let last = rel.len - 1;
+        for row in rel.rows().take(last) {
+            for i in 0..n {
+                out.data.extend_from_slice(row);
+                out.data.extend_from_slice(&matched[i * w..(i + 1) * w]);
+            }
+            out.len += n;
+            check(out.len)?;
+        }
+        // The last row (often the only one: scalar inputs) takes the matches themselves.
+        let row = rel.row(last);
+        let mut values = matched.into_iter();
+        for _ in 0..n {
+            out.data.extend_from_slice(row);
+            out.data.extend(values.by_ref().take(w));
+        }
+        out.len += n;
+        check(out.len)?;
+        Ok(out)
     }
 
     /// When this pattern's prefix is one or two entity ids in EAVT or AEVT and every row
@@ -566,6 +611,20 @@ impl<'s> Prepared<'s> {
         }
     }
 
+    /// For a scan join with `rel`, which shares the variables `shared` with this pattern:
+    /// the pattern's other new variables (by index), which extend the rows, and the empty
+    /// output relation.
+    fn probe_output(&self, rel: &Rel, shared: &[(usize, usize)]) -> (Vec<usize>, Rel) {
+        let extra: Vec<usize> = (0..self.new_vars.len())
+            .filter(|i| !shared.iter().any(|(s, _)| s == i))
+            .collect();
+        let mut vars = rel.vars.clone();
+        vars.extend(extra.iter().map(|i| self.new_vars[*i]));
+        let mut out = Rel::empty(vars);
+        out.distinct = rel.distinct && self.covers_datom();
+        (extra, out)
+    }
+
     /// Join `rel` with this pattern (prepared against the unit relation, so the variables
     /// `rel` binds are new here) in one scan: `rel` is indexed by those variables and each
     /// matching datom probes it, so the pattern's matches are never materialized. With
@@ -577,15 +636,8 @@ impl<'s> Prepared<'s> {
         sorted: Option<usize>,
         mut check: impl FnMut(usize) -> Result<(), QueryError>,
     ) -> Result<Rel, QueryError> {
-        // The shared variables; the rest extend the rows.
         let shared = self.shared_with(rel);
-        let extra: Vec<usize> = (0..self.new_vars.len())
-            .filter(|i| !shared.iter().any(|(s, _)| s == i))
-            .collect();
-        let mut vars = rel.vars.clone();
-        vars.extend(extra.iter().map(|i| self.new_vars[*i]));
-        let mut out = Rel::empty(vars);
-        out.distinct = rel.distinct && self.covers_datom();
+        let (extra, mut out) = self.probe_output(rel, &shared);
         let rel_cols: Vec<usize> = shared.iter().map(|(_, c)| *c).collect();
         let probe_cols: Vec<usize> = shared.iter().map(|(i, _)| *i).collect();
         let sorted = sorted.map(|c| (c, probe_cols[0]));
@@ -593,24 +645,21 @@ impl<'s> Prepared<'s> {
             Some(_) => None,
             None => Some(ChainIndex::build(rel, &rel_cols)),
         };
-        let (order, prefix, checks, free_pos) = self.scan_plan();
+        let ScanPlan {
+            order,
+            prefix,
+            checks,
+            free_pos,
+        } = self.scan_plan();
         let mut vals: Vec<Value> = Vec::with_capacity(free_pos.len());
         let mut err = None;
         let mut cursor = SortedCursor::default();
         // When the key is the datom's entity and the sorted column holds only entity ids
         // (the usual merge join), the column as a dense array of words: most scanned datoms
         // match no row, and each is turned away by a comparison or two in this array.
-        let ids: Option<Vec<EntityId>> =
-            sorted
-                .filter(|&(_, p)| free_pos[p] == E)
-                .and_then(|(c, _)| {
-                    rel.rows()
-                        .map(|r| match r[c] {
-                            Value::Ref(e) => Some(e),
-                            _ => None,
-                        })
-                        .collect()
-                });
+        let ids = sorted
+            .filter(|&(_, p)| free_pos[p] == E)
+            .and_then(|(c, _)| id_column(rel, c));
         let mut visit = |d: &Datom| {
             if let Some((c, p)) = sorted {
                 // Whether any row has this datom's key, before copying the datom's values:
@@ -739,6 +788,16 @@ impl<'s> Prepared<'s> {
     }
 }
 
+/// Column `c` of `rel` as entity ids, when it holds only ids.
+fn id_column(rel: &Rel, c: usize) -> Option<Vec<EntityId>> {
+    rel.rows()
+        .map(|r| match r[c] {
+            Value::Ref(e) => Some(e),
+            _ => None,
+        })
+        .collect()
+}
+
 /// Count an emitted row and check the limits every 4096 rows; keep the first error. Whether
 /// the scan should go on.
 fn progress(
@@ -859,131 +918,4 @@ fn cmp_components(x: &[Component], y: &[Component]) -> Ordering {
         }
     }
     Ordering::Equal
-}
-
-/// Several patterns on one bound entity, `[?e :a ?x] [?e :b ?y] [?e :c 1]`, resolved in one
-/// pass over each entity's EAVT datoms instead of one index lookup per pattern.
-pub(crate) struct Star<'s> {
-    src: &'s dyn Source,
-    e_col: usize,
-    /// Per member: the attribute, and either a constant value or a new variable.
-    members: Vec<(EntityId, StarValue)>,
-}
-
-pub(crate) enum StarValue {
-    Const(Value),
-    Free(VarId),
-}
-
-impl<'s> Star<'s> {
-    pub fn new(src: &'s dyn Source, e_col: usize, members: Vec<(EntityId, StarValue)>) -> Star<'s> {
-        Star {
-            src,
-            e_col,
-            members,
-        }
-    }
-
-    pub fn join(&self, rel: &Rel) -> Result<Rel, QueryError> {
-        let mut vars = rel.vars.clone();
-        let free: Vec<usize> = (0..self.members.len())
-            .filter(|m| matches!(self.members[*m].1, StarValue::Free(_)))
-            .collect();
-        vars.extend(free.iter().map(|m| match self.members[*m].1 {
-            StarValue::Free(v) => v,
-            StarValue::Const(_) => unreachable!("filtered"),
-        }));
-        let mut out = Rel::empty(vars);
-        out.distinct = rel.distinct;
-        let mut keyed: Vec<(EntityId, usize)> = Vec::with_capacity(rel.len);
-        for (i, row) in rel.rows().enumerate() {
-            if let Some(e) = resolve_entity(self.src, &row[self.e_col])? {
-                keyed.push((e, i));
-            }
-        }
-        keyed.sort_unstable();
-        // One key per distinct entity (as machine words: the batch walk compares ids).
-        let mut keys: Vec<[EntityId; 2]> = Vec::new();
-        let mut groups: Vec<(usize, usize)> = Vec::new();
-        for (i, (e, _)) in keyed.iter().enumerate() {
-            if i > 0 && keyed[i - 1].0 == *e {
-                groups.last_mut().expect("a group per entity").1 = i + 1;
-            } else {
-                keys.push([*e, 0]);
-                groups.push((i, i + 1));
-            }
-        }
-        // Matches of the current group, per member.
-        let mut found: Vec<Vec<Value>> = vec![Vec::new(); self.members.len()];
-        let mut current: Option<usize> = None;
-        // The odometer of `emit_product`, allocated once.
-        let mut idx = vec![0usize; free.len()];
-        let mut flush = |g: usize, found: &mut Vec<Vec<Value>>, out: &mut Rel| {
-            if found.iter().all(|f| !f.is_empty()) {
-                let (from, to) = groups[g];
-                for (_, r) in &keyed[from..to] {
-                    emit_product(rel.row(*r), &free, found, &mut idx, out);
-                }
-            }
-            found.iter_mut().for_each(Vec::clear);
-        };
-        self.src
-            .scan_id_batch(IndexOrder::Eavt, &keys, 1, &mut |g, d| {
-                if current != Some(g) {
-                    if let Some(prev) = current {
-                        flush(prev, &mut found, &mut out);
-                    }
-                    current = Some(g);
-                }
-                if !d.added {
-                    return true;
-                }
-                for (m, (a, v)) in self.members.iter().enumerate() {
-                    if d.a == *a {
-                        match v {
-                            StarValue::Const(c) if d.v == *c => found[m].push(Value::Nil),
-                            StarValue::Const(_) => {}
-                            StarValue::Free(_) => found[m].push(d.v.clone()),
-                        }
-                    }
-                }
-                true
-            });
-        if let Some(prev) = current {
-            flush(prev, &mut found, &mut out);
-        }
-        Ok(out)
-    }
-}
-
-/// Append `row` extended by every combination of the free members' values.
-/// `idx` is scratch of `free.len()` counters.
-fn emit_product(
-    row: &[Value],
-    free: &[usize],
-    found: &[Vec<Value>],
-    idx: &mut [usize],
-    out: &mut Rel,
-) {
-    idx.fill(0);
-    loop {
-        out.data.extend_from_slice(row);
-        for (i, m) in free.iter().enumerate() {
-            out.data.push(found[*m][idx[i]].clone());
-        }
-        out.len += 1;
-        // Next combination, odometer style.
-        let mut i = free.len();
-        loop {
-            if i == 0 {
-                return;
-            }
-            i -= 1;
-            idx[i] += 1;
-            if idx[i] < found[free[i]].len() {
-                break;
-            }
-            idx[i] = 0;
-        }
-    }
 }

@@ -68,6 +68,7 @@ impl Rows {
         self.len
     }
 
+    /// Whether there are no rows.
     pub fn is_empty(&self) -> bool {
         self.len == 0
     }

@@ -20,13 +20,16 @@ use std::collections::{HashMap, HashSet};
 
 use vev_core::Value;
 use vev_datalog::ast;
-use vev_edn::{Span, Symbol};
+use vev_edn::Symbol;
 
 use crate::compile::{CArg, CClause, Compiler, Scope};
 use crate::error::QueryError;
 use crate::exec::{Ctx, Env};
-use crate::rel::{ChainIndex, JoinShape, Rel, RowIndex, VarId};
-use crate::values::edn_to_value;
+use crate::rel::{ChainIndex, Rel, RowIndex, VarId};
+
+mod call;
+
+pub(crate) use call::{call, call_columns};
 
 pub(crate) struct CRule {
     pub head: Vec<VarId>,
@@ -149,6 +152,70 @@ impl Prefix {
 }
 
 pub(crate) type PrefixSlot = RefCell<Option<Prefix>>;
+
+/// What an evaluation is as part of rule evaluation: the side channels a rule body's
+/// evaluation reads (the executor's `Env` carries one).
+#[derive(Clone, Copy)]
+pub(crate) enum RuleCtx<'e> {
+    /// Not a rule body: the query's own clauses.
+    None,
+    /// A rule body evaluated once, outside any fixpoint (a base in `closure`): its last
+    /// projection keeps duplicates, which the caller's table removes.
+    Base { body: &'e [CClause] },
+    /// A rule body evaluated in a round of the fixpoint (or clauses inside its `not`/`or`).
+    Round {
+        /// The body, to tell its last step and to number its rule calls.
+        body: &'e [CClause],
+        /// The tables its rule calls add seeds to and read answers from.
+        tables: &'e RefCell<Tables>,
+        /// Which position of the body sees only the last round's new facts.
+        pass: Pass,
+        /// The body's rule-free prefix, kept from one round to the next (see `Prefix`).
+        prefix: Option<&'e PrefixSlot>,
+    },
+}
+
+impl<'e> RuleCtx<'e> {
+    /// The rule body being evaluated.
+    pub fn body(&self) -> Option<&'e [CClause]> {
+        match *self {
+            RuleCtx::None => None,
+            RuleCtx::Base { body } | RuleCtx::Round { body, .. } => Some(body),
+        }
+    }
+
+    /// The fixpoint's tables, inside a round.
+    pub fn tables(&self) -> Option<&'e RefCell<Tables>> {
+        match *self {
+            RuleCtx::Round { tables, .. } => Some(tables),
+            _ => None,
+        }
+    }
+
+    /// The kept prefix of the body, inside a round of a table that binds nothing.
+    pub fn prefix(&self) -> Option<&'e PrefixSlot> {
+        match *self {
+            RuleCtx::Round { prefix, .. } => prefix,
+            _ => None,
+        }
+    }
+
+    /// The context of clauses nested inside `not`/`or` of this body: the same, but no kept
+    /// prefix (that is the body's own).
+    pub fn inner(self) -> RuleCtx<'e> {
+        match self {
+            RuleCtx::Round {
+                body, tables, pass, ..
+            } => RuleCtx::Round {
+                body,
+                tables,
+                pass,
+                prefix: None,
+            },
+            other => other,
+        }
+    }
+}
 
 /// Which position of a body sees only the previous round's new facts.
 #[derive(Clone, Copy, Debug)]
@@ -362,278 +429,6 @@ pub(crate) struct Tables {
     unseeded: bool,
 }
 
-/// Evaluate a rule call and join its answers with `rel`.
-#[allow(clippy::too_many_arguments)]
-pub(crate) fn call(
-    ctx: &Ctx<'_>,
-    env: &Env<'_>,
-    rel: Rel,
-    src: Option<usize>,
-    name: &Symbol,
-    args: &[CArg],
-    span: Span,
-    clause: &CClause,
-) -> Result<Rel, QueryError> {
-    let Some(branches) = ctx.rules.rules.get(name) else {
-        return Err(QueryError::UnknownRule {
-            rule: name.to_string(),
-            span: Some(span),
-        });
-    };
-    let arity = branches[0].head.len();
-    if args.len() != arity {
-        return Err(QueryError::RuleArity {
-            rule: name.to_string(),
-            given: args.len(),
-            expected: arity,
-            span: Some(span),
-        });
-    }
-    let mut bound: Vec<bool> = args
-        .iter()
-        .map(|a| match a {
-            CArg::Var(v) => rel.has(*v),
-            CArg::Blank => false,
-            _ => true,
-        })
-        .collect();
-    let unseeded = match env.tables {
-        Some(t) => {
-            t.borrow().unseeded
-                && !args
-                    .iter()
-                    .any(|a| matches!(a, CArg::Const(_) | CArg::Src(_)))
-        }
-        None => !bound.iter().any(|b| *b),
-    };
-    if env.tables.is_none() && unseeded {
-        // The whole relation of linear rules, on interned values (see `closure`).
-        if let Some(answers) = crate::closure::whole_relation(ctx, src, name, args)? {
-            ctx.check(answers.len)?;
-            if rel.width() == 0 && rel.len == 1 {
-                return Ok(answers);
-            }
-            return Ok(rel.join(&answers));
-        }
-    }
-    let join_by_hash = unseeded && bound.iter().any(|b| *b);
-    if unseeded {
-        bound.iter_mut().for_each(|b| *b = false);
-    }
-    let bound_pos: Vec<usize> = (0..arity).filter(|p| bound[*p]).collect();
-    // Where each bound argument's value comes from: a column, or a constant.
-    let sources: Vec<Result<usize, Value>> = bound_pos
-        .iter()
-        .map(|p| match &args[*p] {
-            CArg::Var(v) => Ok(rel.col(*v).expect("bound")),
-            CArg::Const(c) => Err(edn_to_value(c)),
-            CArg::Src(i) => Err(Value::Long(*i as i64)),
-            CArg::Blank => unreachable!("blank arguments are never bound"),
-        })
-        .collect();
-    let key_into = |row: &[Value], out: &mut Vec<Value>| {
-        out.clear();
-        out.extend(sources.iter().map(|s| match s {
-            Ok(col) => row[*col].clone(),
-            Err(v) => v.clone(),
-        }));
-    };
-    let key: Key = (name.clone(), bound.clone(), src);
-
-    let owned;
-    let (tables, mode) = match env.tables {
-        Some(t) => (t, site_mode(env, clause)),
-        None => {
-            owned = RefCell::new(Tables {
-                unseeded,
-                ..Tables::default()
-            });
-            (&owned, Mode::All)
-        }
-    };
-    {
-        let mut t = tables.borrow_mut();
-        let table = t
-            .tables
-            .entry(key.clone())
-            .or_insert_with(|| Table::new(arity, bound_pos.clone()));
-        let mut probe = Vec::with_capacity(bound_pos.len());
-        for row in rel.rows() {
-            key_into(row, &mut probe);
-            table.add_seed(&probe);
-        }
-    }
-    if env.tables.is_none() {
-        fixpoint(ctx, tables)?;
-        // A call that binds nothing, with distinct variables for arguments, on the unit
-        // relation (a query's only clause so far): its result is the table's answers, which
-        // no one reads after this, so they move out instead of being copied row by row.
-        let vars: Vec<VarId> = args
-            .iter()
-            .filter_map(|a| match a {
-                CArg::Var(v) => Some(*v),
-                _ => None,
-            })
-            .collect();
-        let distinct_vars =
-            vars.len() == arity && (1..arity).all(|i| !vars[..i].contains(&vars[i]));
-        if rel.width() == 0 && rel.len == 1 && distinct_vars {
-            if let Some(table) = tables.borrow_mut().tables.remove(&key) {
-                let Rows {
-                    rel: mut answers,
-                    delta_end,
-                    ..
-                } = table.answers;
-                debug_assert_eq!(answers.len, delta_end, "a finished table has no new rows");
-                answers.vars = vars;
-                answers.distinct = true;
-                ctx.check(answers.len)?;
-                return Ok(answers);
-            }
-        }
-    }
-
-    if join_by_hash {
-        let t = tables.borrow();
-        let answers = answers_rel(&t.tables[&key], args, mode);
-        if let Some(out) = env
-            .prefix
-            .and_then(|slot| prefix_join(slot, &rel, &answers))
-        {
-            return Ok(out);
-        }
-        return Ok(rel.join(&answers));
-    }
-    // Join: each row with the answers for its key.
-    let mut new_vars: Vec<VarId> = Vec::new();
-    let mut new_pos: Vec<(usize, usize)> = Vec::new(); // (arg position, output column)
-    let mut eq_pos: Vec<(usize, usize)> = Vec::new(); // repeated new variable: (position, first position)
-    for (p, a) in args.iter().enumerate() {
-        if let CArg::Var(v) = a {
-            if rel.has(*v) {
-                continue;
-            }
-            if let Some(first) = args[..p]
-                .iter()
-                .position(|x| matches!(x, CArg::Var(w) if w == v))
-            {
-                eq_pos.push((p, first));
-                continue;
-            }
-            new_pos.push((p, rel.width() + new_vars.len()));
-            new_vars.push(*v);
-        }
-    }
-    let mut vars = rel.vars.clone();
-    vars.extend(new_vars.iter().copied());
-    let mut out = Rel::empty(vars);
-    out.distinct =
-        rel.distinct && eq_pos.is_empty() && !args.iter().any(|a| matches!(a, CArg::Blank));
-    let t = tables.borrow();
-    let table = &t.tables[&key];
-    if rel.len == 1 {
-        // The top-level call of a query: every answer of its part, at most.
-        out.data
-            .reserve(table.answers.ids(mode).len() * out.width());
-    }
-    let mut buf = Vec::with_capacity(out.width());
-    let mut probe = Vec::with_capacity(bound_pos.len());
-    for row in rel.rows() {
-        key_into(row, &mut probe);
-        for ans in table.answers(&probe, mode) {
-            if eq_pos.iter().any(|(p, f)| ans[*p] != ans[*f]) {
-                continue;
-            }
-            buf.clear();
-            buf.extend_from_slice(row);
-            buf.extend(new_pos.iter().map(|(p, _)| ans[*p].clone()));
-            out.push_row(&buf);
-        }
-        ctx.check(out.len)?;
-    }
-    Ok(out)
-}
-
-/// How a rule call's answers become a relation over its variables: the variables (first
-/// occurrences, in argument order), the argument position of each, and the pairs of
-/// positions a repeated variable requires to be equal.
-pub(crate) fn call_columns(args: &[CArg]) -> (Vec<VarId>, Vec<usize>, Vec<(usize, usize)>) {
-    let mut vars: Vec<VarId> = Vec::new();
-    let mut cols: Vec<usize> = Vec::new();
-    let mut repeats: Vec<(usize, usize)> = Vec::new();
-    for (p, a) in args.iter().enumerate() {
-        if let CArg::Var(v) = a {
-            match vars.iter().position(|x| x == v) {
-                Some(i) => repeats.push((p, cols[i])),
-                None => {
-                    vars.push(*v);
-                    cols.push(p);
-                }
-            }
-        }
-    }
-    (vars, cols, repeats)
-}
-
-/// A whole-relation table's answers (one part of them) as a relation over the call's
-/// variables, for a join that matches the bound arguments by hashing.
-fn answers_rel(table: &Table, args: &[CArg], mode: Mode) -> Rel {
-    let (vars, cols, repeats) = call_columns(args);
-    let mut answers = Rel::empty(vars);
-    answers.distinct = repeats.is_empty() && !args.iter().any(|a| matches!(a, CArg::Blank));
-    let w = table.answers.cols.len();
-    for i in table.answers.ids(mode) {
-        let row = &table.answers.rel.data[i * w..(i + 1) * w];
-        if repeats.iter().any(|(p, q)| row[*p] != row[*q]) {
-            continue;
-        }
-        answers.data.extend(cols.iter().map(|c| row[*c].clone()));
-        answers.len += 1;
-    }
-    answers
-}
-
-/// `rel.join(answers)` when `rel` is the prefix an evaluation just restarted from: the prefix
-/// is indexed once by the shared columns and probed with each answer, so a round costs what
-/// its new answers cost, not what the prefix does. The rows are `rel.join`'s, in another
-/// order. `None` when `rel` is not that prefix.
-fn prefix_join(slot: &PrefixSlot, rel: &Rel, answers: &Rel) -> Option<Rel> {
-    let cached = slot.borrow();
-    let prefix = cached.as_ref()?;
-    if !prefix.restored.replace(false) || prefix.rel.len != rel.len || prefix.rel.vars != rel.vars {
-        return None;
-    }
-    let shape = JoinShape::of(rel, answers);
-    let mut index = prefix.index.borrow_mut();
-    if index
-        .as_ref()
-        .is_none_or(|(cols, _)| *cols != shape.left_cols)
-    {
-        *index = Some((
-            shape.left_cols.clone(),
-            ChainIndex::build(&prefix.rel, &shape.left_cols),
-        ));
-    }
-    let (_, index) = index.as_ref().expect("just built");
-    Some(prefix.rel.join_indexed(index, answers, &shape))
-}
-
-/// The mode of a call site under the current pass.
-fn site_mode(env: &Env<'_>, clause: &CClause) -> Mode {
-    let (Some(pass), Some(body)) = (env.pass, env.body) else {
-        return Mode::All;
-    };
-    let site = body
-        .iter()
-        .filter(|c| matches!(c, CClause::Rule { .. }))
-        .position(|c| std::ptr::eq(c, clause));
-    match (pass, site) {
-        (Pass::Site(d), Some(k)) if k < d => Mode::Old,
-        (Pass::Site(d), Some(k)) if k == d => Mode::Delta,
-        _ => Mode::All,
-    }
-}
-
 /// Fill the tables to a fixpoint, round by round.
 fn fixpoint(ctx: &Ctx<'_>, tables: &RefCell<Tables>) -> Result<(), QueryError> {
     // The initial seeds become the first delta.
@@ -642,7 +437,7 @@ fn fixpoint(ctx: &Ctx<'_>, tables: &RefCell<Tables>) -> Result<(), QueryError> {
     });
     // Prefixes of (table, branch, rule-call site) evaluations, for tables whose seeds stay
     // the same from round to round.
-    let mut prefixes: FastMap<(Key, usize, usize), PrefixSlot> = FastMap::default();
+    let mut prefixes: Prefixes = FastMap::default();
     loop {
         ctx.check(0)?;
         let keys: Vec<Key> = tables.borrow().tables.keys().cloned().collect();
@@ -654,84 +449,25 @@ fn fixpoint(ctx: &Ctx<'_>, tables: &RefCell<Tables>) -> Result<(), QueryError> {
             .map(|(k, _)| k.0.clone())
             .collect();
         for key in &keys {
-            let branches = &ctx.rules.rules[&key.0];
-            let (seeds_delta, seeds_old, seeds_all) = {
+            let seeds = {
                 let t = tables.borrow();
                 let seeds = &t.tables[key].seeds;
                 let vars: Vec<VarId> = (0..seeds.cols.len()).collect();
-                (
-                    seeds.part(Mode::Delta, vars.clone()),
-                    seeds.part(Mode::Old, vars.clone()),
-                    seeds.part(Mode::All, vars),
-                )
-            };
-            for (b, branch) in branches.iter().enumerate() {
-                let mut found: Vec<Rel> = Vec::new();
-                if branch.nested_calls {
-                    if seeds_delta.len > 0 || !delta_rules.is_empty() {
-                        found.push(run_body(
-                            ctx,
-                            tables,
-                            key,
-                            branch,
-                            &seeds_all,
-                            Pass::Naive,
-                            None,
-                        )?);
-                    }
-                } else {
-                    if seeds_delta.len > 0 {
-                        // A table that binds nothing has the same seed, the empty row, in
-                        // every round: the prefix this evaluation reaches is the one the
-                        // first rule call's later rounds start from, so it is kept for them.
-                        let has_call = branch
-                            .clauses
-                            .iter()
-                            .any(|c| matches!(c, CClause::Rule { .. }));
-                        let slot = has_call
-                            .then(|| prefix_slot(&mut prefixes, key, b, 0))
-                            .flatten();
-                        found.push(run_body(
-                            ctx,
-                            tables,
-                            key,
-                            branch,
-                            &seeds_delta,
-                            Pass::Seeds,
-                            slot,
-                        )?);
-                    }
-                    let sites: Vec<&Symbol> = branch
-                        .clauses
-                        .iter()
-                        .filter_map(|c| match c {
-                            CClause::Rule { name, .. } => Some(name),
-                            _ => None,
-                        })
-                        .collect();
-                    for (d, callee) in sites.iter().enumerate() {
-                        if delta_rules.contains(*callee) && seeds_old.len > 0 {
-                            let slot = prefix_slot(&mut prefixes, key, b, d);
-                            if let Some(rel) = slot
-                                .map(|slot| delta_step(ctx, tables, key, branch, d, slot))
-                                .transpose()?
-                                .flatten()
-                            {
-                                found.push(rel);
-                                continue;
-                            }
-                            found.push(run_body(
-                                ctx,
-                                tables,
-                                key,
-                                branch,
-                                &seeds_old,
-                                Pass::Site(d),
-                                slot,
-                            )?);
-                        }
-                    }
+                SeedParts {
+                    delta: seeds.part(Mode::Delta, vars.clone()),
+                    old: seeds.part(Mode::Old, vars.clone()),
+                    all: seeds.part(Mode::All, vars),
                 }
+            };
+            for (b, branch) in ctx.rules.rules[&key.0].iter().enumerate() {
+                let round = Round {
+                    ctx,
+                    tables,
+                    key,
+                    seeds: &seeds,
+                    delta_rules: &delta_rules,
+                };
+                let found = round.branch(b, branch, &mut prefixes)?;
                 let mut t = tables.borrow_mut();
                 let table = t.tables.get_mut(key).expect("table exists");
                 for rel in found {
@@ -749,11 +485,110 @@ fn fixpoint(ctx: &Ctx<'_>, tables: &RefCell<Tables>) -> Result<(), QueryError> {
     }
 }
 
+/// The kept prefixes of a fixpoint, by (table, branch, rule-call site).
+type Prefixes = FastMap<(Key, usize, usize), PrefixSlot>;
+
+/// A table's seeds split by round: those new in the last round, the older ones, and all.
+struct SeedParts {
+    delta: Rel,
+    old: Rel,
+    all: Rel,
+}
+
+/// One table's evaluation in one round of the fixpoint.
+struct Round<'r, 'c> {
+    ctx: &'r Ctx<'c>,
+    tables: &'r RefCell<Tables>,
+    key: &'r Key,
+    seeds: &'r SeedParts,
+    /// The rules whose answers changed in the last round.
+    delta_rules: &'r FastSet<Symbol>,
+}
+
+impl Round<'_, '_> {
+    /// The answers branch `b` of the table's rule derives this round: from the new seeds,
+    /// and from each rule call whose callee found new answers (semi-naive; see the module
+    /// doc), or from a whole evaluation for a body with calls inside `not`/`or`.
+    fn branch(
+        &self,
+        b: usize,
+        branch: &CRule,
+        prefixes: &mut Prefixes,
+    ) -> Result<Vec<Rel>, QueryError> {
+        let (ctx, tables, key, seeds) = (self.ctx, self.tables, self.key, self.seeds);
+        let mut found: Vec<Rel> = Vec::new();
+        if branch.nested_calls {
+            if seeds.delta.len > 0 || !self.delta_rules.is_empty() {
+                found.push(run_body(
+                    ctx,
+                    tables,
+                    key,
+                    branch,
+                    &seeds.all,
+                    Pass::Naive,
+                    None,
+                )?);
+            }
+            return Ok(found);
+        }
+        if seeds.delta.len > 0 {
+            // A table that binds nothing has the same seed, the empty row, in every round:
+            // the prefix this evaluation reaches is the one the first rule call's later
+            // rounds start from, so it is kept for them.
+            let has_call = branch
+                .clauses
+                .iter()
+                .any(|c| matches!(c, CClause::Rule { .. }));
+            let slot = has_call.then(|| prefix_slot(prefixes, key, b, 0)).flatten();
+            found.push(run_body(
+                ctx,
+                tables,
+                key,
+                branch,
+                &seeds.delta,
+                Pass::Seeds,
+                slot,
+            )?);
+        }
+        let sites: Vec<&Symbol> = branch
+            .clauses
+            .iter()
+            .filter_map(|c| match c {
+                CClause::Rule { name, .. } => Some(name),
+                _ => None,
+            })
+            .collect();
+        for (d, callee) in sites.iter().enumerate() {
+            if self.delta_rules.contains(*callee) && seeds.old.len > 0 {
+                let slot = prefix_slot(prefixes, key, b, d);
+                if let Some(rel) = slot
+                    .map(|slot| delta_step(ctx, tables, key, branch, d, slot))
+                    .transpose()?
+                    .flatten()
+                {
+                    found.push(rel);
+                    continue;
+                }
+                found.push(run_body(
+                    ctx,
+                    tables,
+                    key,
+                    branch,
+                    &seeds.old,
+                    Pass::Site(d),
+                    slot,
+                )?);
+            }
+        }
+        Ok(found)
+    }
+}
+
 /// The kept prefix of branch `b`'s evaluations up to rule call `d`, for a table that binds
 /// nothing (its one seed, the empty row, is the same in every round, and so is the prefix);
 /// `None` for other tables.
 fn prefix_slot<'p>(
-    prefixes: &'p mut FastMap<(Key, usize, usize), PrefixSlot>,
+    prefixes: &'p mut Prefixes,
     key: &Key,
     b: usize,
     d: usize,
@@ -930,12 +765,14 @@ fn run_body(
         scope: &branch.scope,
         consts: &consts,
         default_src: key.2,
-        tables: Some(tables),
-        pass: Some(pass),
-        body: Some(&branch.clauses),
         record: false,
         cache: None,
-        prefix,
+        rule: RuleCtx::Round {
+            body: &branch.clauses,
+            tables,
+            pass,
+            prefix,
+        },
     };
     let mut head_unique: Vec<VarId> = Vec::new();
     for v in &branch.head {

@@ -14,8 +14,11 @@ use vev_core::{BasisT, Component, Datom, EntityId, IndexOrder, Schema, Value};
 /// A scan reflects the source's view: an as-of or since view yields the datoms true in it, a
 /// history view yields every assertion and retraction (`added` tells which).
 pub trait Source: Send + Sync {
+    /// The schema the source's datoms are read with (attribute types, cardinalities,
+    /// idents), which the engine resolves constants and pull patterns against.
     fn schema(&self) -> &Schema;
 
+    /// The basis-t of the database value the source reads (the last transaction it sees).
     fn basis_t(&self) -> BasisT;
 
     /// Whether scans yield history (assertions and retractions) rather than current facts.

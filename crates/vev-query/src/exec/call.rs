@@ -1,0 +1,359 @@
+//! Predicate and function clauses: arguments gathered per row through a plan resolved once
+//! per clause (`ArgPlan`), results bound under the clause's binding form, and the functions
+//! that read a database (`missing?`, `get-else`, `get-some`).
+
+use vev_core::{Cardinality, Component, IndexOrder, Value};
+use vev_edn::Symbol;
+
+use super::{Ctx, Env};
+use crate::compile::{CArg, CBinding};
+use crate::error::QueryError;
+use crate::funcs;
+use crate::rel::{Rel, VarId};
+use crate::values::{edn_to_value, resolve_entity, truthy};
+
+impl Ctx<'_> {
+    /// The function's name, if a built-in or registered function has it.
+    fn known_function<'n>(
+        &self,
+        name: &'n Symbol,
+        span: vev_edn::Span,
+    ) -> Result<&'n str, QueryError> {
+        let fname = name.as_str();
+        if !funcs::exists(self.registry, fname) {
+            return Err(QueryError::UnknownFunction {
+                name: fname.to_owned(),
+                span: Some(span),
+            });
+        }
+        Ok(fname)
+    }
+
+    pub(super) fn apply_pred(
+        &self,
+        env: &Env<'_>,
+        mut rel: Rel,
+        name: &Symbol,
+        args: &[CArg],
+        span: vev_edn::Span,
+    ) -> Result<Rel, QueryError> {
+        let fname = self.known_function(name, span)?;
+        let mut err = None;
+        let plan = ArgPlan::new(args, &rel);
+        let mut vals: Vec<Value> = Vec::with_capacity(args.len());
+        rel.retain(|row| {
+            if err.is_some() {
+                return false;
+            }
+            plan.fill(row, &mut vals);
+            match self.call(env, fname, args, &vals, span) {
+                Ok(v) => truthy(&v),
+                Err(e) => {
+                    err = Some(e);
+                    false
+                }
+            }
+        });
+        match err {
+            Some(e) => Err(with_span(e, span)),
+            None => Ok(rel),
+        }
+    }
+
+    pub(super) fn apply_fn(
+        &self,
+        env: &Env<'_>,
+        rel: Rel,
+        name: &Symbol,
+        args: &[CArg],
+        binding: &CBinding,
+        span: vev_edn::Span,
+    ) -> Result<Rel, QueryError> {
+        let fname = self.known_function(name, span)?;
+        // Output variables already bound are checked for equality, not rebound.
+        let bvars = binding.vars();
+        let new_vars: Vec<VarId> = {
+            let mut seen = Vec::new();
+            for v in &bvars {
+                if !rel.has(*v) && !seen.contains(v) {
+                    seen.push(*v);
+                }
+            }
+            seen
+        };
+        let mut vars = rel.vars.clone();
+        vars.extend(new_vars.iter().copied());
+        let mut out = Rel::empty(vars);
+        out.distinct = rel.distinct && matches!(binding, CBinding::Scalar(_));
+        let mut buf: Vec<Value> = Vec::new();
+        let plan = ArgPlan::new(args, &rel);
+        let mut vals: Vec<Value> = Vec::with_capacity(args.len());
+        for row in rel.rows() {
+            plan.fill(row, &mut vals);
+            let result = self
+                .call(env, fname, args, &vals, span)
+                .map_err(|e| with_span(e, span))?;
+            for tuple in bind_tuples(fname, binding, result, span)? {
+                // tuple: one value per binding position (None for `_`).
+                buf.clear();
+                buf.extend_from_slice(row);
+                buf.resize(out.width(), Value::Nil);
+                let mut ok = true;
+                for (var, val) in tuple {
+                    if let Some(col) = rel.col(var) {
+                        if !funcs::values_equal(&row[col], &val) {
+                            ok = false;
+                            break;
+                        }
+                        continue;
+                    }
+                    let col = out.col(var).expect("new var has a column");
+                    if col < row.len() {
+                        continue;
+                    }
+                    // A variable bound twice in one binding must get equal values.
+                    if !matches!(buf[col], Value::Nil) && buf[col] != val {
+                        ok = false;
+                        break;
+                    }
+                    buf[col] = val;
+                }
+                if ok {
+                    out.push_row(&buf);
+                }
+            }
+            self.check(out.len)?;
+        }
+        Ok(out)
+    }
+
+    /// Call a function, handling those that read a database.
+    fn call(
+        &self,
+        env: &Env<'_>,
+        name: &str,
+        args: &[CArg],
+        vals: &[Value],
+        span: vev_edn::Span,
+    ) -> Result<Value, QueryError> {
+        if funcs::DB_FNS.contains(&name) {
+            return self.db_fn(env, name, args, vals, span);
+        }
+        funcs::call(self.registry, name, vals)
+    }
+
+    fn db_fn(
+        &self,
+        env: &Env<'_>,
+        name: &str,
+        args: &[CArg],
+        vals: &[Value],
+        span: vev_edn::Span,
+    ) -> Result<Value, QueryError> {
+        let src_idx = match args.first() {
+            Some(CArg::Src(i)) => Some(*i),
+            _ => {
+                return Err(QueryError::type_error(
+                    name,
+                    "expects a source ($) as its first argument".to_owned(),
+                ))
+            }
+        };
+        let src = self.source(env, src_idx, span)?;
+        let want = |n: usize| {
+            if vals.len() < n {
+                Err(QueryError::type_error(
+                    name,
+                    format!("expects at least {n} arguments, got {}", vals.len()),
+                ))
+            } else {
+                Ok(())
+            }
+        };
+        want(3)?;
+        let Some(e) = resolve_entity(src, &vals[1])? else {
+            return Ok(match name {
+                "missing?" => Value::Boolean(true),
+                "get-else" => vals.get(3).cloned().unwrap_or(Value::Nil),
+                _ => Value::Nil,
+            });
+        };
+        let attr_of = |v: &Value| -> Result<std::sync::Arc<vev_core::Attribute>, QueryError> {
+            let found = match v {
+                Value::Keyword(k) => src.schema().attribute_by_ident(k),
+                other => resolve_entity(src, other)?.and_then(|id| src.schema().attribute(id)),
+            };
+            found.cloned().ok_or_else(|| QueryError::UnknownAttribute {
+                attr: v.to_string(),
+                span: Some(span),
+            })
+        };
+        let first_value = |a: u64| {
+            let mut found = None;
+            src.scan(
+                IndexOrder::Eavt,
+                &[Component::Entity(e), Component::Entity(a)],
+                &mut |d| {
+                    if d.added {
+                        found = Some(d.v.clone());
+                        false
+                    } else {
+                        true
+                    }
+                },
+            );
+            found
+        };
+        match name {
+            "missing?" => {
+                let a = attr_of(&vals[2])?;
+                Ok(Value::Boolean(first_value(a.id).is_none()))
+            }
+            "get-else" => {
+                want(4)?;
+                let a = attr_of(&vals[2])?;
+                if a.cardinality == Cardinality::Many {
+                    return Err(QueryError::type_error(
+                        name,
+                        format!(
+                            "attribute {} is cardinality-many; get-else needs cardinality-one",
+                            a.ident
+                        ),
+                    ));
+                }
+                if matches!(vals[3], Value::Nil) {
+                    return Err(QueryError::type_error(
+                        name,
+                        "the default value must not be nil".to_owned(),
+                    ));
+                }
+                Ok(first_value(a.id).unwrap_or_else(|| vals[3].clone()))
+            }
+            _ => {
+                for v in &vals[2..] {
+                    let a = attr_of(v)?;
+                    if let Some(x) = first_value(a.id) {
+                        return Ok(Value::Tuple(vec![Value::Ref(a.id), x].into()));
+                    }
+                }
+                Ok(Value::Nil)
+            }
+        }
+    }
+}
+
+/// Where each argument of a call comes from, resolved once per clause: a column of the
+/// relation or a constant.
+struct ArgPlan {
+    parts: Vec<Result<usize, Value>>,
+}
+
+impl ArgPlan {
+    fn new(args: &[CArg], rel: &Rel) -> ArgPlan {
+        ArgPlan {
+            parts: args
+                .iter()
+                .map(|a| match a {
+                    CArg::Var(v) => Ok(rel.col(*v).expect("argument bound")),
+                    CArg::Const(c) => Err(edn_to_value(c)),
+                    CArg::Src(i) => Err(Value::Long(*i as i64)),
+                    CArg::Blank => Err(Value::Nil),
+                })
+                .collect(),
+        }
+    }
+
+    fn fill(&self, row: &[Value], out: &mut Vec<Value>) {
+        out.clear();
+        out.extend(self.parts.iter().map(|p| match p {
+            Ok(col) => row[*col].clone(),
+            Err(v) => v.clone(),
+        }));
+    }
+}
+
+fn with_span(e: QueryError, span: vev_edn::Span) -> QueryError {
+    match e {
+        QueryError::Type {
+            name,
+            message,
+            span: None,
+        } => QueryError::Type {
+            name,
+            message,
+            span: Some(span),
+        },
+        QueryError::Overflow { call, span: None } => QueryError::Overflow {
+            call,
+            span: Some(span),
+        },
+        QueryError::UnknownFunction { name, span: None } => QueryError::UnknownFunction {
+            name,
+            span: Some(span),
+        },
+        other => other,
+    }
+}
+
+/// The assignments a function result makes under a binding form: one list per output tuple.
+fn bind_tuples(
+    name: &str,
+    binding: &CBinding,
+    result: Value,
+    span: vev_edn::Span,
+) -> Result<Vec<Vec<(VarId, Value)>>, QueryError> {
+    if matches!(result, Value::Nil) {
+        return Ok(Vec::new());
+    }
+    let seq = |v: Value| -> Result<Vec<Value>, QueryError> {
+        match v {
+            Value::Tuple(items) => Ok(items.to_vec()),
+            Value::Nil => Ok(Vec::new()),
+            other => Err(QueryError::Type {
+                name: name.to_owned(),
+                message: format!(
+                    "returned {other}, which cannot be bound to a collection or tuple"
+                ),
+                span: Some(span),
+            }),
+        }
+    };
+    let tuple =
+        |vars: &[Option<VarId>], v: Value| -> Result<Option<Vec<(VarId, Value)>>, QueryError> {
+            let items = seq(v)?;
+            if items.len() < vars.len() {
+                return Err(QueryError::Type {
+                    name: name.to_owned(),
+                    message: format!(
+                        "returned a tuple of {} values, the binding needs {}",
+                        items.len(),
+                        vars.len()
+                    ),
+                    span: Some(span),
+                });
+            }
+            Ok(Some(
+                vars.iter()
+                    .zip(items)
+                    .filter_map(|(var, val)| var.map(|var| (var, val)))
+                    .collect(),
+            ))
+        };
+    Ok(match binding {
+        CBinding::Scalar(v) => vec![vec![(*v, result)]],
+        CBinding::Tuple(vars) => tuple(vars, result)?.into_iter().collect(),
+        CBinding::Coll(var) => seq(result)?
+            .into_iter()
+            .map(|v| var.map(|var| vec![(var, v)]).unwrap_or_default())
+            .collect(),
+        CBinding::Rel(vars) => {
+            let mut out = Vec::new();
+            for row in seq(result)? {
+                if let Some(t) = tuple(vars, row)? {
+                    out.push(t);
+                }
+            }
+            out
+        }
+    })
+}

@@ -1,0 +1,266 @@
+//! Checks that do not depend on the data, made before a query runs: unknown functions,
+//! rules, aggregates and attributes (`check_static`), and variables that no clause can bind
+//! where they must be bound (`check_bindings`), so that such errors never depend on which
+//! rows the data happens to hold.
+
+use std::collections::HashSet;
+
+use vev_datalog::ast;
+use vev_edn::{Edn, Symbol};
+
+use super::{find_var, CompiledRules, Find, Query, QueryOptions};
+use crate::agg;
+use crate::compile::{CClause, CTerm, Scope};
+use crate::error::QueryError;
+use crate::funcs;
+use crate::rel::VarId;
+use crate::rules::RuleSet;
+use crate::source::Source;
+
+impl Query {
+    /// Every check that does not depend on the data, before anything runs: unknown names
+    /// (`check_static`), variables no clause can bind (`check_bindings`, for the query and,
+    /// once per compiled rule set, for every rule body), and `:find` elements nothing binds.
+    pub(super) fn check(
+        &self,
+        compiled: &CompiledRules,
+        opts: &QueryOptions,
+        sources: &[Option<&dyn Source>],
+    ) -> Result<(), QueryError> {
+        let rules = &compiled.set;
+        self.check_static(rules, opts, sources)?;
+        let input_vars: HashSet<VarId> = self.bindings.iter().flat_map(|(_, b)| b.vars()).collect();
+        check_bindings(&self.scope, &self.clauses, &input_vars, rules)?;
+        if !compiled.checked.load(std::sync::atomic::Ordering::Relaxed) {
+            for (_, branches) in rules.iter() {
+                for r in branches {
+                    check_bindings(
+                        &r.scope,
+                        &r.clauses,
+                        &r.head.iter().copied().collect(),
+                        rules,
+                    )?;
+                }
+            }
+            compiled
+                .checked
+                .store(true, std::sync::atomic::Ordering::Relaxed);
+        }
+        let bindable = bindable_vars(&self.clauses, &input_vars);
+        for f in self.find.iter() {
+            let v = find_var(f);
+            if !bindable.contains(&v) {
+                return Err(QueryError::UnboundVariable {
+                    var: self.scope.name(v).to_owned(),
+                    context: "in :find: no clause binds it",
+                    span: Some(f_span(&self.ast, f, &self.find)),
+                });
+            }
+        }
+        Ok(())
+    }
+
+    /// Errors that must not depend on the data: unknown functions, rules, aggregates, attributes.
+    fn check_static(
+        &self,
+        rules: &RuleSet,
+        opts: &QueryOptions,
+        sources: &[Option<&dyn Source>],
+    ) -> Result<(), QueryError> {
+        fn walk(
+            c: &CClause,
+            f: &mut dyn FnMut(&CClause) -> Result<(), QueryError>,
+        ) -> Result<(), QueryError> {
+            f(c)?;
+            match c {
+                CClause::Not { clauses, .. } => clauses.iter().try_for_each(|x| walk(x, f)),
+                CClause::Or { branches, .. } => {
+                    branches.iter().flatten().try_for_each(|x| walk(x, f))
+                }
+                _ => Ok(()),
+            }
+        }
+        let default_src = self.sources.get(&Symbol::new("$")).copied();
+        let mut check = |c: &CClause| -> Result<(), QueryError> {
+            match c {
+                CClause::Pred { name, span, .. } | CClause::Fn { name, span, .. }
+                    if !funcs::exists(&opts.registry, name.as_str()) =>
+                {
+                    return Err(QueryError::UnknownFunction {
+                        name: name.to_string(),
+                        span: Some(*span),
+                    });
+                }
+                CClause::Rule { name, span, .. } if !rules.contains(name) => {
+                    return Err(QueryError::UnknownRule {
+                        rule: name.to_string(),
+                        span: Some(*span),
+                    });
+                }
+                CClause::Pattern { src, terms, span } => {
+                    let source = src
+                        .or(default_src)
+                        .and_then(|i| sources.get(i).copied().flatten());
+                    if let (Some(source), CTerm::Const(Edn::Keyword(k))) = (source, &terms[1]) {
+                        if source.schema().entid(k).is_none() {
+                            return Err(QueryError::UnknownAttribute {
+                                attr: k.to_string(),
+                                span: Some(*span),
+                            });
+                        }
+                    }
+                }
+                _ => {}
+            }
+            Ok(())
+        };
+        for c in self.clauses.iter() {
+            walk(c, &mut check)?;
+        }
+        for f in self.find.iter() {
+            if let Find::Agg { name, .. } = f {
+                if !agg::exists(&opts.registry, name) {
+                    return Err(QueryError::UnknownAggregate {
+                        name: name.clone(),
+                        span: None,
+                    });
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
+/// The span of a find element.
+fn f_span(ast: &ast::Query, f: &Find, all: &[Find]) -> vev_edn::Span {
+    let i = all.iter().position(|x| std::ptr::eq(x, f)).unwrap_or(0);
+    ast.find.elems().get(i).map_or(ast.span, |e| e.span())
+}
+
+/// The variables some clause of the list (or an input) can bind.
+fn bindable_vars(clauses: &[CClause], inputs: &HashSet<VarId>) -> HashSet<VarId> {
+    let mut out = inputs.clone();
+    for c in clauses {
+        match c {
+            CClause::Pred { .. } | CClause::Not { .. } => {}
+            CClause::Fn { binding, .. } => out.extend(binding.vars()),
+            // A plain `or` binds only what every branch uses; the rest it needs bound.
+            CClause::Or { .. } => {
+                let required = c.or_required();
+                out.extend(c.vars().into_iter().filter(|v| !required.contains(v)));
+            }
+            other => out.extend(other.vars()),
+        }
+    }
+    out
+}
+
+/// Checks that do not depend on the data: every predicate and function argument, `not`
+/// variable and `not-join`/`or-join` required variable can be bound; a variable only some
+/// branches of an `or`/`or-join` use is bound outside it (`CClause::or_required`); rule
+/// calls have their rule's arity.
+fn check_bindings(
+    scope: &Scope,
+    clauses: &[CClause],
+    outer: &HashSet<VarId>,
+    rules: &RuleSet,
+) -> Result<(), QueryError> {
+    let bindable = bindable_vars(clauses, outer);
+    let unbound = |v: VarId, context: &'static str, span| QueryError::UnboundVariable {
+        var: scope.name(v).to_owned(),
+        context,
+        span: Some(span),
+    };
+    for c in clauses {
+        match c {
+            CClause::Pred { args, span, .. } | CClause::Fn { args, span, .. } => {
+                for a in args {
+                    if let crate::compile::CArg::Var(v) = a {
+                        if !bindable.contains(v) {
+                            let context = if matches!(c, CClause::Pred { .. }) {
+                                "in predicate"
+                            } else {
+                                "in function call"
+                            };
+                            return Err(unbound(*v, context, *span));
+                        }
+                    }
+                }
+            }
+            CClause::Not {
+                join,
+                clauses: inner,
+                span,
+                ..
+            } => {
+                let vars = c.vars();
+                match join {
+                    Some(j) => {
+                        if let Some(v) = j.iter().find(|v| !bindable.contains(v)) {
+                            return Err(unbound(
+                                *v,
+                                "in not-join: the query never binds it",
+                                *span,
+                            ));
+                        }
+                    }
+                    None => {
+                        if !vars.iter().any(|v| bindable.contains(v)) {
+                            if let Some(v) = vars.first() {
+                                return Err(unbound(
+                                    *v,
+                                    "in not clause: none of its variables is bound outside it",
+                                    *span,
+                                ));
+                            }
+                        }
+                    }
+                }
+                check_bindings(scope, inner, &bindable, rules)?;
+            }
+            CClause::Or {
+                join,
+                branches,
+                span,
+                ..
+            } => {
+                let missing = c.or_required().into_iter().find(|v| !bindable.contains(v));
+                if let (Some((req, _)), Some(v)) = (join, missing) {
+                    let context = if req.contains(&v) {
+                        "in or-join's required variables"
+                    } else {
+                        "in or-join: a branch does not use it and nothing outside binds it"
+                    };
+                    return Err(unbound(v, context, *span));
+                } else if let Some(v) = missing {
+                    return Err(QueryError::Invalid {
+                        message: format!(
+                            "every branch of or must use the same variables, but {} is not in all of them and nothing outside the or binds it",
+                            scope.name(v)
+                        ),
+                        span: Some(*span),
+                    });
+                }
+                for b in branches {
+                    check_bindings(scope, b, &bindable, rules)?;
+                }
+            }
+            CClause::Rule {
+                name, args, span, ..
+            } => {
+                if let Some(expected) = rules.arity(name) {
+                    if expected != args.len() {
+                        return Err(QueryError::RuleArity {
+                            rule: name.to_string(),
+                            given: args.len(),
+                            expected,
+                            span: Some(*span),
+                        });
+                    }
+                }
+            }
+            CClause::Pattern { .. } => {}
+        }
+    }
+    Ok(())
+}
