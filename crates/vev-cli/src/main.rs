@@ -1,5 +1,9 @@
 //! `vev`: the command line of the Vev database. The only crate that prints.
 
+// clap turns the doc comments below into `--help` text, where brackets are EDN (lookup refs,
+// patterns), not intra-doc links.
+#![allow(rustdoc::broken_intra_doc_links)]
+
 use std::path::PathBuf;
 use std::process::ExitCode;
 
