@@ -4,6 +4,9 @@
 use std::path::{Path, PathBuf};
 
 use assert_cmd::Command;
+
+mod common;
+use common::Live;
 use vev::edn::parse;
 use vev::Edn;
 
@@ -98,54 +101,6 @@ fn transact_batch_runs_one_transaction_per_vector() {
     let reports: Vec<Edn> = out.lines().map(|l| parse(l).unwrap()).collect();
     let ts: Vec<&Edn> = reports.iter().map(|r| get(r, "basis-t")).collect();
     assert_eq!(ts, [&Edn::Integer(4), &Edn::Integer(5), &Edn::Integer(6)]);
-}
-
-/// A `vev` process on pipes whose stdout is read a line at a time while it runs.
-struct Live {
-    child: std::process::Child,
-    lines: std::sync::mpsc::Receiver<String>,
-}
-
-impl Live {
-    fn spawn(args: &[&str]) -> Live {
-        use std::io::BufRead;
-        let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_vev"))
-            .args(args)
-            .stdin(std::process::Stdio::piped())
-            .stdout(std::process::Stdio::piped())
-            .stderr(std::process::Stdio::piped())
-            .spawn()
-            .expect("spawns");
-        let stdout = child.stdout.take().unwrap();
-        let (tx, lines) = std::sync::mpsc::channel();
-        std::thread::spawn(move || {
-            for line in std::io::BufReader::new(stdout).lines() {
-                if tx.send(line.unwrap()).is_err() {
-                    return;
-                }
-            }
-        });
-        Live { child, lines }
-    }
-
-    fn write(&mut self, text: &str) {
-        use std::io::Write;
-        let stdin = self.child.stdin.as_mut().unwrap();
-        stdin.write_all(text.as_bytes()).unwrap();
-        stdin.flush().unwrap();
-    }
-
-    /// The next line of output, read while stdin is still open.
-    fn line(&self) -> String {
-        self.lines
-            .recv_timeout(std::time::Duration::from_secs(20))
-            .expect("a line of output before stdin is closed")
-    }
-
-    fn finish(mut self) -> std::process::Output {
-        drop(self.child.stdin.take());
-        self.child.wait_with_output().unwrap()
-    }
 }
 
 fn count_emails(db: &Path) -> String {

@@ -5,6 +5,9 @@ use std::path::Path;
 
 use assert_cmd::Command;
 
+mod common;
+use common::Live;
+
 const SCHEMA: &str = r#":tx [{:db/ident :person/name :db/valueType :db.type/string :db/cardinality :db.cardinality/one}
  {:db/ident :person/age :db/valueType :db.type/long :db/cardinality :db.cardinality/one}]
 "#;
@@ -162,55 +165,6 @@ fn type_ahead_runs_every_entry() {
         ],
         "{out}"
     );
-}
-
-/// A session on pipes, read a line at a time while it runs.
-struct Live {
-    child: std::process::Child,
-    lines: std::sync::mpsc::Receiver<String>,
-}
-
-impl Live {
-    fn spawn(args: &[&str]) -> Live {
-        use std::io::BufRead;
-        let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_vev"))
-            .args(args)
-            .env("VEV_HISTORY", "")
-            .stdin(std::process::Stdio::piped())
-            .stdout(std::process::Stdio::piped())
-            .stderr(std::process::Stdio::piped())
-            .spawn()
-            .expect("spawns");
-        let stdout = child.stdout.take().unwrap();
-        let (tx, lines) = std::sync::mpsc::channel();
-        std::thread::spawn(move || {
-            for line in std::io::BufReader::new(stdout).lines() {
-                if tx.send(line.unwrap()).is_err() {
-                    return;
-                }
-            }
-        });
-        Live { child, lines }
-    }
-
-    fn write(&mut self, text: &str) {
-        use std::io::Write;
-        let stdin = self.child.stdin.as_mut().unwrap();
-        stdin.write_all(text.as_bytes()).unwrap();
-        stdin.flush().unwrap();
-    }
-
-    /// The next line of output, while stdin stays open.
-    fn line(&self) -> String {
-        self.lines
-            .recv_timeout(std::time::Duration::from_secs(20))
-            .expect("a line of output before stdin is closed")
-    }
-
-    fn finish(mut self) -> std::process::Output {
-        drop(self.child.stdin.take());
-        self.child.wait_with_output().unwrap()
-    }
 }
 
 /// An idle REPL holds no lock: another process writes meanwhile, and the REPL's next query

@@ -44,3 +44,27 @@ impl FaultPlan {
         Ok(())
     }
 }
+
+/// Flip one byte in the middle of segment `id` of the database file at `path` (no Vev
+/// connection may have it open): the corruption tests' way to damage exactly one segment,
+/// which its checksum must then catch.
+#[cfg(feature = "testing")]
+pub fn flip_segment_byte(path: &std::path::Path, id: u64) -> Result<(), StorageError> {
+    let io = crate::io("flip segment byte");
+    let conn = rusqlite::Connection::open(path).map_err(&io)?;
+    let mut payload: Vec<u8> = conn
+        .query_row(
+            "SELECT payload FROM vev_segment WHERE id = ?1",
+            [id as i64],
+            |r| r.get(0),
+        )
+        .map_err(&io)?;
+    let mid = payload.len() / 2;
+    payload[mid] ^= 0x5a;
+    conn.execute(
+        "UPDATE vev_segment SET payload = ?1 WHERE id = ?2",
+        rusqlite::params![payload, id as i64],
+    )
+    .map_err(&io)?;
+    Ok(())
+}

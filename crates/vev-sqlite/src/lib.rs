@@ -35,10 +35,10 @@ use vev_db::Db;
 
 mod backup;
 mod faults;
-#[cfg(feature = "testing")]
-pub use faults::FaultPlan;
 #[cfg(not(feature = "testing"))]
 use faults::FaultPlan;
+#[cfg(feature = "testing")]
+pub use faults::{flip_segment_byte, FaultPlan};
 #[cfg(unix)]
 mod lock;
 #[cfg(not(unix))]

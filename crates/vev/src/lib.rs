@@ -53,4 +53,10 @@ pub use vev_query::{
 /// Fault injection for tests (the `testing` feature).
 #[cfg(feature = "testing")]
 pub use vev_sqlite::FaultPlan;
+
+/// Test hooks (the `testing` feature): fault injection and damage to a file on purpose.
+#[cfg(feature = "testing")]
+pub mod testing {
+    pub use vev_sqlite::{flip_segment_byte, FaultPlan};
+}
 pub use vev_sqlite::{BackupProgress, BackupReport, LockMode, VerifyReport};

@@ -331,21 +331,7 @@ fn open(path: &Path) -> Connection {
 fn corrupt_copy(intact: &Path, dir: &Path, name: &str, id: u64) -> PathBuf {
     let path = dir.join(format!("{}.vev", name.replace(' ', "-")));
     std::fs::copy(intact, &path).unwrap();
-    let c = rusqlite::Connection::open(&path).unwrap();
-    let mut payload: Vec<u8> = c
-        .query_row(
-            "SELECT payload FROM vev_segment WHERE id = ?1",
-            [id as i64],
-            |r| r.get(0),
-        )
-        .unwrap();
-    let mid = payload.len() / 2;
-    payload[mid] ^= 0x5a;
-    c.execute(
-        "UPDATE vev_segment SET payload = ?1 WHERE id = ?2",
-        rusqlite::params![payload, id as i64],
-    )
-    .unwrap();
+    vev::testing::flip_segment_byte(&path, id).unwrap();
     path
 }
 
