@@ -36,7 +36,10 @@ impl SegmentStore for Patched {
         }
         match self.segments.iter().find(|s| s.0 == id) {
             Some(s) => Ok(s.1.clone()),
-            None => Err(vev::StorageError::corruption(format!("segment {id}"), "missing")),
+            None => Err(vev::StorageError::corruption(
+                format!("segment {id}"),
+                "missing",
+            )),
         }
     }
 }
@@ -56,14 +59,18 @@ fn base() -> &'static vev::Db {
         }
         tx.push(']');
         conn.transact_edn(&tx).expect("data");
-        conn.transact_edn("[[:db/retract [:p/name \"n3\"] :p/age 3]]").expect("retract");
+        conn.transact_edn("[[:db/retract [:p/name \"n3\"] :p/age 3]]")
+            .expect("retract");
         conn.db()
     })
 }
 
 fn exercise(db: &vev::Db) {
     let _ = db.verify_segments();
-    let _ = db.q("[:find (count ?e) . :where [?e :p/name] [?e :p/age ?a] [(> ?a 10)]]", &[]);
+    let _ = db.q(
+        "[:find (count ?e) . :where [?e :p/name] [?e :p/age ?a] [(> ?a 10)]]",
+        &[],
+    );
     let _ = db.history().datoms(vev::IndexOrder::Aevt, &[]).count();
 }
 

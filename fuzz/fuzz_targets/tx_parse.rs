@@ -22,14 +22,18 @@ fn base() -> &'static vev::Db {
     DB.get_or_init(|| {
         let conn = vev::Connection::open_in_memory();
         conn.transact_edn(SCHEMA).expect("schema");
-        conn.transact_edn(r#"[{:db/id "a" :p/name "a" :p/age 1 :p/friend "b"} {:db/id "b" :p/name "b"}]"#)
-            .expect("data");
+        conn.transact_edn(
+            r#"[{:db/id "a" :p/name "a" :p/age 1 :p/friend "b"} {:db/id "b" :p/name "b"}]"#,
+        )
+        .expect("data");
         conn.db()
     })
 }
 
 fuzz_target!(|data: &[u8]| {
-    let Ok(text) = std::str::from_utf8(data) else { return };
+    let Ok(text) = std::str::from_utf8(data) else {
+        return;
+    };
     let Ok(ops) = vev::parse_tx(text) else { return };
     let ops: Vec<vev::TxOp> = ops.into_iter().map(|s| s.op).collect();
     let db = base();

@@ -9,62 +9,12 @@ use std::path::{Path, PathBuf};
 use assert_cmd::Command;
 use vev::{Connection, Edn, OpenOptions};
 
-const PEOPLE: usize = 900;
+use vev::testing::CORRUPTION_PEOPLE as PEOPLE;
 
-/// Schema, people, friendships, then retractions and renames, checkpointed: every tree of
-/// the file is in segments (the log tail is empty) and the file is one file (no -wal).
+/// The corruption fixture (`vev::testing`), checkpointed and closed: every tree of the file
+/// is in segments, the log tail is empty, and the file is one file (no -wal).
 fn build(path: &Path) {
-    let conn = Connection::open(path).unwrap();
-    conn.transact_edn(
-        r#"[{:db/ident :p/email :db/valueType :db.type/string :db/cardinality :db.cardinality/one
-             :db/unique :db.unique/identity}
-            {:db/ident :p/name :db/valueType :db.type/string :db/cardinality :db.cardinality/one}
-            {:db/ident :p/tag :db/valueType :db.type/string :db/cardinality :db.cardinality/many}
-            {:db/ident :p/friend :db/valueType :db.type/ref :db/cardinality :db.cardinality/many}]"#,
-    )
-    .unwrap();
-    let people: Vec<String> = (0..PEOPLE)
-        .map(|i| {
-            format!(
-                r#"{{:p/email "p{i}@x" :p/name "name {i}" :p/tag ["t{}" "u{}"]}}"#,
-                i % 7,
-                i % 3
-            )
-        })
-        .collect();
-    conn.transact_edn(&format!("[{}]", people.join(" ")))
-        .unwrap();
-    let friend = |i: usize| (i * 7 + 1) % PEOPLE;
-    let friends: Vec<String> = (0..PEOPLE)
-        .map(|i| {
-            format!(
-                r#"[:db/add [:p/email "p{i}@x"] :p/friend [:p/email "p{}@x"]]"#,
-                friend(i)
-            )
-        })
-        .collect();
-    conn.transact_edn(&format!("[{}]", friends.join(" ")))
-        .unwrap();
-    let changes: Vec<String> = (0..PEOPLE)
-        .step_by(3)
-        .map(|i| {
-            format!(
-                r#"[:db/retract [:p/email "p{i}@x"] :p/friend [:p/email "p{}@x"]]
-                   [:db/retract [:p/email "p{i}@x"] :p/tag "t{}"]
-                   [:db/add [:p/email "p{i}@x"] :p/name "renamed {i}"]"#,
-                friend(i),
-                i % 7
-            )
-        })
-        .collect();
-    conn.transact_edn(&format!("[{}]", changes.join(" ")))
-        .unwrap();
-    conn.checkpoint().unwrap();
-    drop(conn);
-    rusqlite::Connection::open(path)
-        .unwrap()
-        .execute_batch("PRAGMA wal_checkpoint(TRUNCATE)")
-        .unwrap();
+    vev::testing::write_corruption_fixture(path).unwrap();
 }
 
 /// The segments of each tree (`eavt`, ..., `retired vaet`, `log`).

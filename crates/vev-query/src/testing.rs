@@ -220,6 +220,26 @@ fn attribute(
     }
 }
 
+/// A query result in a form that compares equal between plans: relation rows sorted (with
+/// their duplicates, for `:with` bags) and collections sorted, since Datomic's results are
+/// sets (or bags) and only their order may differ. The oracles and the fuzzers compare these.
+pub fn canonical(result: crate::QueryResult) -> vev_edn::Edn {
+    use crate::QueryResult;
+    use vev_edn::Edn;
+    match result {
+        QueryResult::Rel(rows) | QueryResult::Bag(rows) => {
+            let mut rows = rows.into_vecs();
+            rows.sort();
+            Edn::Vector(rows.into_iter().map(Edn::Vector).collect())
+        }
+        QueryResult::Coll(mut items) | QueryResult::Maps(mut items) => {
+            items.sort();
+            Edn::Vector(items)
+        }
+        QueryResult::Scalar(_) | QueryResult::Tuple(_) => result.to_edn(),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

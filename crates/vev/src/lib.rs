@@ -54,9 +54,6 @@ pub use vev_query::{
 #[cfg(feature = "testing")]
 pub use vev_sqlite::FaultPlan;
 
-/// Test hooks (the `testing` feature): fault injection and damage to a file on purpose.
 #[cfg(feature = "testing")]
-pub mod testing {
-    pub use vev_sqlite::{flip_segment_byte, FaultPlan};
-}
+pub mod testing;
 pub use vev_sqlite::{BackupProgress, BackupReport, LockMode, VerifyReport};

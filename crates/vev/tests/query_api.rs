@@ -296,13 +296,7 @@ fn hash_joins_star_joins_and_ranges_agree_with_the_naive_plan() {
     conn.transact_edn(r#"[[:db/retract [:name "n1"] :age 1]]"#)
         .ok();
     let db = conn.db();
-    let naive = QueryOptions {
-        limits: Limits {
-            naive: true,
-            ..Limits::default()
-        },
-        ..QueryOptions::default()
-    };
+    let naive = naive_options();
     let queries = [
         r#"[:find ?e ?a :where [?e :name "n3"] [?e :age ?a]]"#,
         r#"[:find ?e ?a :where [?e :age ?a] [?e :name "n3"]]"#,
@@ -371,13 +365,7 @@ fn double_ranges_agree_with_the_predicates_on_signed_zeros_and_nan() {
     )
     .unwrap();
     let db = conn.db();
-    let naive = QueryOptions {
-        limits: Limits {
-            naive: true,
-            ..Limits::default()
-        },
-        ..QueryOptions::default()
-    };
+    let naive = naive_options();
     let expected = [
         ("[(<= ?v -0.0)]", vec![-1.0, -0.0, 0.0]),
         ("[(>= ?v 0.0)]", vec![-0.0, 0.0, 1.5, f64::INFINITY]),
@@ -409,5 +397,16 @@ fn double_ranges_agree_with_the_predicates_on_signed_zeros_and_nan() {
                 opts.limits.naive
             );
         }
+    }
+}
+
+/// Options that run the written-order, row-at-a-time plan the optimized one is checked against.
+fn naive_options() -> QueryOptions {
+    QueryOptions {
+        limits: Limits {
+            naive: true,
+            ..Limits::default()
+        },
+        ..QueryOptions::default()
     }
 }

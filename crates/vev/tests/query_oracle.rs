@@ -26,8 +26,8 @@ use proptest::prelude::*;
 use proptest::test_runner::TestCaseError;
 
 use query_gen::{build, build_from_texts, DbSpec, Dialect, QuerySpec, Tape};
-use vev::{Db, Edn, IndexOrder, Input, Limits, Query, QueryOptions, QueryResult, Source};
-use vev_query::testing::VecSource;
+use vev::{Db, Edn, IndexOrder, Input, Limits, Query, QueryOptions, Source};
+use vev_query::testing::{canonical, VecSource};
 
 /// What one run gives, in a form that compares order-insensitively.
 #[derive(Clone, Debug, PartialEq)]
@@ -46,22 +46,6 @@ fn options(naive: bool) -> QueryOptions {
             timeout: Some(Duration::from_secs(20)),
         },
         ..QueryOptions::default()
-    }
-}
-
-/// The result with relation rows sorted (duplicates kept, for `:with`) and collections sorted.
-fn canonical(result: QueryResult) -> Edn {
-    match result {
-        QueryResult::Rel(rows) | QueryResult::Bag(rows) => {
-            let mut rows = rows.into_vecs();
-            rows.sort();
-            Edn::Vector(rows.into_iter().map(Edn::Vector).collect())
-        }
-        QueryResult::Coll(mut items) | QueryResult::Maps(mut items) => {
-            items.sort();
-            Edn::Vector(items)
-        }
-        QueryResult::Scalar(_) | QueryResult::Tuple(_) => result.to_edn(),
     }
 }
 

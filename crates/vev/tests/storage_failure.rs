@@ -10,58 +10,12 @@ use vev::{
     Component, Connection, Db, EntityId, IndexOrder, Keyword, OpenOptions, TimePoint, Value,
 };
 
-const SCHEMA: &str = r#"[
- {:db/ident :p/email :db/valueType :db.type/string :db/cardinality :db.cardinality/one
-  :db/unique :db.unique/identity}
- {:db/ident :p/name :db/valueType :db.type/string :db/cardinality :db.cardinality/one}
- {:db/ident :p/age :db/valueType :db.type/long :db/cardinality :db.cardinality/one}
- {:db/ident :p/tag :db/valueType :db.type/string :db/cardinality :db.cardinality/many}
- {:db/ident :p/friend :db/valueType :db.type/ref :db/cardinality :db.cardinality/many}]"#;
+use vev::testing::{write_corruption_fixture, CORRUPTION_PEOPLE as PEOPLE};
 
-const PEOPLE: usize = 900;
-
-/// Schema, people, friendships, then retractions and renames (so the retired datoms' four
-/// indexes hold something), checkpointed: every tree is in segments, the log tail is empty.
+/// The fixture, checked: every tree is in segments (two or more where it matters).
 fn build(path: &Path) {
-    let conn = Connection::open(path).unwrap();
-    conn.transact_edn(SCHEMA).unwrap();
-    let people: Vec<String> = (0..PEOPLE)
-        .map(|i| {
-            format!(
-                r#"{{:p/email "p{i}@x" :p/name "name {i}" :p/age {} :p/tag ["t{}" "u{}"]}}"#,
-                i % 90,
-                i % 7,
-                i % 3
-            )
-        })
-        .collect();
-    conn.transact_edn(&format!("[{}]", people.join(" ")))
-        .unwrap();
-    let friends: Vec<String> = (0..PEOPLE)
-        .map(|i| {
-            format!(
-                r#"[:db/add [:p/email "p{i}@x"] :p/friend [:p/email "p{}@x"]]"#,
-                (i * 7 + 1) % PEOPLE
-            )
-        })
-        .collect();
-    conn.transact_edn(&format!("[{}]", friends.join(" ")))
-        .unwrap();
-    let changes: Vec<String> = (0..PEOPLE)
-        .step_by(3)
-        .map(|i| {
-            format!(
-                r#"[:db/retract [:p/email "p{i}@x"] :p/friend [:p/email "p{}@x"]]
-                   [:db/retract [:p/email "p{i}@x"] :p/tag "t{}"]
-                   [:db/add [:p/email "p{i}@x"] :p/name "renamed {i}"]"#,
-                (i * 7 + 1) % PEOPLE,
-                i % 7
-            )
-        })
-        .collect();
-    conn.transact_edn(&format!("[{}]", changes.join(" ")))
-        .unwrap();
-    conn.checkpoint().unwrap();
+    write_corruption_fixture(path).unwrap();
+    let conn = Connection::open_with(path, &OpenOptions::read_only()).unwrap();
     let db = conn.db();
     for (tree, ids) in db.tree_segment_ids() {
         assert!(

@@ -5,7 +5,7 @@
 
 use std::time::Duration;
 
-use vev::{Edn, Input, Limits, Query, QueryOptions, QueryResult};
+use vev::{Edn, Input, Limits, Query, QueryOptions};
 
 /// What one run gave, in a form that compares regardless of row order.
 #[derive(Debug, PartialEq)]
@@ -16,22 +16,7 @@ pub enum Outcome {
     OverLimit,
 }
 
-/// The result with relation rows sorted (duplicates kept, for `:with` bags) and collections
-/// sorted: Datomic's results are sets (or bags), so only the order may differ between plans.
-pub fn canonical(result: QueryResult) -> Edn {
-    match result {
-        QueryResult::Rel(rows) | QueryResult::Bag(rows) => {
-            let mut rows = rows.into_vecs();
-            rows.sort();
-            Edn::Vector(rows.into_iter().map(Edn::Vector).collect())
-        }
-        QueryResult::Coll(mut items) | QueryResult::Maps(mut items) => {
-            items.sort();
-            Edn::Vector(items)
-        }
-        other => other.to_edn(),
-    }
-}
+pub use vev_query::testing::canonical;
 
 pub fn run(query: &Query, inputs: &[Input<'_>], naive: bool) -> Outcome {
     let opts = QueryOptions {
