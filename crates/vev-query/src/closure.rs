@@ -12,6 +12,13 @@
 //! words, and the rounds hash and compare words: no `Value` is cloned, hashed, compared or
 //! dropped per derived answer, and a round costs what its new answers cost.
 //!
+//! In detail: branches whose bases are the same patterns up to the names of their variables
+//! (as a closure's two branches are) share one evaluation; each base row's part of the head
+//! is packed once (rows of at most two words in a `u64`, else a `u128`) and grouped by the
+//! values it joins the call on (a one-word key through an array indexed by the word, since
+//! words are dense); each round ORs a new answer's part into its group's parts and adds the
+//! rows to open-addressing tables. Calls with at most four arguments qualify.
+//!
 //! Everything else goes to `rules`' general evaluation: calls that bind arguments, constants
 //! or sources as arguments of inner calls, required-binding heads, rule calls inside
 //! `not`/`or`, the naive plan (the reference the differential tests compare this with), and
