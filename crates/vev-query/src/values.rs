@@ -50,6 +50,9 @@ pub(crate) fn edn_to_value(edn: &Edn) -> Value {
 pub(crate) fn coerce_to(attr: &Attribute, v: Value) -> Option<Value> {
     let t = attr.value_type;
     Some(match (t, v) {
+        // An entity id (bound by an entity or attribute position) as a long: Datomic's ids
+        // are longs, so it matches the long equal to it.
+        (ValueType::Long, Value::Ref(e)) => Value::Long(i64::try_from(e).ok()?),
         (ValueType::Double, Value::Long(n)) => Value::Double(n as f64),
         (ValueType::Float, Value::Double(d)) => Value::Float(d as f32),
         (ValueType::Float, Value::Long(n)) => Value::Float(n as f32),
