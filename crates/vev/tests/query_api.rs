@@ -454,3 +454,29 @@ fn ids_and_longs_join_the_same_in_every_plan() {
         assert_eq!(run(&QueryOptions::default()), run(&naive), "{text}");
     }
 }
+
+/// A constant lookup ref whose attribute does not exist, or is not unique, is an error in
+/// every plan, even when an earlier clause leaves no rows for it (found by `query_run`: the
+/// naive plan, running clauses in written order, never reached it and answered no rows).
+#[test]
+fn a_bad_lookup_ref_is_an_error_in_every_plan() {
+    let conn = people(3);
+    let db = conn.db();
+    let naive = naive_options();
+    for (text, code) in [
+        (
+            "[:find ?a :where [:nothing ?x] [[:nope \"Ann\"] :age ?a]]",
+            "query/unknown-attribute",
+        ),
+        (
+            "[:find ?a :where [:nothing ?x] [[:age 3] :age ?a]]",
+            "query/invalid-lookup-ref",
+        ),
+    ] {
+        let q = Query::parse(text).unwrap();
+        for opts in [&QueryOptions::default(), &naive] {
+            let err = q.run(&[Input::Db(&db)], opts).unwrap_err();
+            assert_eq!(err.code(), code, "{text}");
+        }
+    }
+}

@@ -109,6 +109,9 @@ impl Query {
                             });
                         }
                     }
+                    if let Some(source) = source {
+                        check_lookup_ref(source, &terms[0], *span)?;
+                    }
                 }
                 _ => {}
             }
@@ -128,6 +131,33 @@ impl Query {
             }
         }
         Ok(())
+    }
+}
+
+/// A constant lookup ref in a pattern's entity position names a unique attribute of the
+/// source, whatever rows reach the pattern (so every plan reports the same error, however
+/// early it finds the relation empty).
+fn check_lookup_ref(
+    source: &dyn Source,
+    term: &CTerm,
+    span: vev_edn::Span,
+) -> Result<(), QueryError> {
+    let CTerm::Const(Edn::Vector(items)) = term else {
+        return Ok(());
+    };
+    let [Edn::Keyword(k), value] = items.as_slice() else {
+        return Ok(());
+    };
+    match source.schema().attribute_by_ident(k) {
+        None => Err(QueryError::UnknownAttribute {
+            attr: k.to_string(),
+            span: Some(span),
+        }),
+        Some(a) if a.unique.is_none() => Err(QueryError::InvalidLookupRef {
+            lookup: format!("[{k} {value}]"),
+            reason: format!("attribute {} is not :db/unique", a.ident),
+        }),
+        Some(_) => Ok(()),
     }
 }
 
