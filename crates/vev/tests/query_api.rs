@@ -480,3 +480,23 @@ fn a_bad_lookup_ref_is_an_error_in_every_plan() {
         }
     }
 }
+
+/// A pattern without a source in a query whose `:in` binds no `$` is `query/unknown-source`
+/// in every plan, even when an earlier clause leaves no rows for it (found by `query_run`:
+/// the naive plan never reached the pattern and answered nil).
+#[test]
+fn a_pattern_without_its_source_is_an_error_in_every_plan() {
+    let conn = people(3);
+    let db = conn.db();
+    let naive = naive_options();
+    let q = Query::parse("[:find ?e . :in $b :where [$b ?e :age 30] [?e :name ?n]]").unwrap();
+    for opts in [&QueryOptions::default(), &naive] {
+        let err = q.run(&[Input::Db(&db)], opts).unwrap_err();
+        assert_eq!(err.code(), "query/unknown-source");
+    }
+    // A source named by the enclosing `not` is the pattern's source.
+    let q = Query::parse("[:find ?e . :in $b :where [$b ?e :age 1] ($b not [?e :age 2])]").unwrap();
+    for opts in [&QueryOptions::default(), &naive] {
+        assert!(q.run(&[Input::Db(&db)], opts).is_ok());
+    }
+}

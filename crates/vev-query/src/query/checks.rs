@@ -119,6 +119,7 @@ impl Query {
         };
         for c in self.clauses.iter() {
             walk(c, &mut check)?;
+            check_default_source(c, default_src)?;
         }
         for f in self.find.iter() {
             if let Find::Agg { name, .. } = f {
@@ -131,6 +132,28 @@ impl Query {
             }
         }
         Ok(())
+    }
+}
+
+/// A pattern that names no source reads the default one (`$`, or the source its enclosing
+/// `not`/`or` names): with none given, that is an error whatever rows reach the pattern (so
+/// every plan reports it, however early it finds the relation empty).
+fn check_default_source(c: &CClause, default: Option<usize>) -> Result<(), QueryError> {
+    match c {
+        CClause::Pattern {
+            src: None, span, ..
+        } if default.is_none() => Err(QueryError::UnknownSource {
+            name: "$".to_owned(),
+            span: Some(*span),
+        }),
+        CClause::Not { src, clauses, .. } => clauses
+            .iter()
+            .try_for_each(|x| check_default_source(x, src.or(default))),
+        CClause::Or { src, branches, .. } => branches
+            .iter()
+            .flatten()
+            .try_for_each(|x| check_default_source(x, src.or(default))),
+        _ => Ok(()),
     }
 }
 
