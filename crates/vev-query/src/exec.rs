@@ -93,6 +93,20 @@ pub(crate) struct Env<'e> {
     pub rule: RuleCtx<'e>,
 }
 
+impl Env<'_> {
+    /// The environment of the clauses inside a `not` or `or` (reading `src` when it names
+    /// one): no plan recording or caching of its own, and the rule context one level in.
+    fn nested(&self, src: Option<usize>) -> Self {
+        Env {
+            default_src: src.or(self.default_src),
+            record: false,
+            cache: None,
+            rule: self.rule.inner(),
+            ..*self
+        }
+    }
+}
+
 impl<'a> Ctx<'a> {
     pub fn check(&self, rows: usize) -> Result<(), QueryError> {
         if let Some(max) = self.limits.max_rows {
@@ -366,13 +380,7 @@ impl<'a> Ctx<'a> {
                 branches,
                 span,
             } => {
-                let inner_env = Env {
-                    default_src: src.or(env.default_src),
-                    record: false,
-                    cache: None,
-                    rule: env.rule.inner(),
-                    ..*env
-                };
+                let inner_env = env.nested(*src);
                 let out = self.apply_or(&inner_env, rel, c, join.as_ref(), branches, *span)?;
                 self.record(env, c, "or".into(), None, out.len);
                 Ok(out)
@@ -458,13 +466,7 @@ impl<'a> Ctx<'a> {
             None => c.vars().into_iter().filter(|v| rel.has(*v)).collect(),
         };
         let input = rel.project(&join);
-        let inner_env = Env {
-            default_src: src.or(env.default_src),
-            record: false,
-            cache: None,
-            rule: env.rule.inner(),
-            ..*env
-        };
+        let inner_env = env.nested(src);
         let matched = self.eval(&inner_env, input, clauses, &join)?;
         let matched = project_bound(&matched, &join);
         let all: Vec<usize> = (0..join.len()).collect();
