@@ -88,34 +88,49 @@ pub(crate) fn resolve_entity(src: &dyn Source, v: &Value) -> Result<Option<Entit
     }
 }
 
+/// The attribute a lookup ref `[k value]` names: it must exist (`query/unknown-attribute`,
+/// at `span`) and be unique (`query/invalid-lookup-ref`).
+pub(crate) fn lookup_ref_attribute(
+    schema: &vev_core::Schema,
+    k: &vev_core::Keyword,
+    value: &dyn std::fmt::Display,
+    span: Option<vev_edn::Span>,
+) -> Result<Arc<Attribute>, QueryError> {
+    match schema.attribute_by_ident(k) {
+        None => Err(QueryError::UnknownAttribute {
+            attr: k.to_string(),
+            span,
+        }),
+        Some(a) if a.unique.is_none() => Err(not_unique(a, k, value)),
+        Some(a) => Ok(a.clone()),
+    }
+}
+
+fn not_unique(
+    a: &Attribute,
+    attr: &dyn std::fmt::Display,
+    value: &dyn std::fmt::Display,
+) -> QueryError {
+    QueryError::InvalidLookupRef {
+        lookup: format!("[{attr} {value}]"),
+        reason: format!("attribute {} is not :db/unique", a.ident),
+    }
+}
+
 fn resolve_lookup_ref(
     src: &dyn Source,
     attr: &Value,
     value: &Value,
 ) -> Result<Option<EntityId>, QueryError> {
-    let shown = || format!("[{} {}]", attr, value);
     let a = match attr {
-        Value::Keyword(k) => match src.schema().attribute_by_ident(k) {
-            Some(a) => a.clone(),
-            None => {
-                return Err(QueryError::UnknownAttribute {
-                    attr: k.to_string(),
-                    span: None,
-                })
-            }
-        },
+        Value::Keyword(k) => lookup_ref_attribute(src.schema(), k, value, None)?,
         Value::Ref(id) => match src.schema().attribute(*id) {
-            Some(a) => a.clone(),
+            Some(a) if a.unique.is_some() => a.clone(),
+            Some(a) => return Err(not_unique(a, attr, value)),
             None => return Ok(None),
         },
         _ => return Ok(None),
     };
-    if a.unique.is_none() {
-        return Err(QueryError::InvalidLookupRef {
-            lookup: shown(),
-            reason: format!("attribute {} is not :db/unique", a.ident),
-        });
-    }
     let v = if a.is_ref() {
         match resolve_entity(src, value)? {
             Some(e) => Value::Ref(e),

@@ -171,17 +171,7 @@ fn check_lookup_ref(
     let [Edn::Keyword(k), value] = items.as_slice() else {
         return Ok(());
     };
-    match source.schema().attribute_by_ident(k) {
-        None => Err(QueryError::UnknownAttribute {
-            attr: k.to_string(),
-            span: Some(span),
-        }),
-        Some(a) if a.unique.is_none() => Err(QueryError::InvalidLookupRef {
-            lookup: format!("[{k} {value}]"),
-            reason: format!("attribute {} is not :db/unique", a.ident),
-        }),
-        Some(_) => Ok(()),
-    }
+    crate::values::lookup_ref_attribute(source.schema(), k, value, Some(span)).map(|_| ())
 }
 
 /// The span of a find element.
