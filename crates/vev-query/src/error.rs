@@ -155,6 +155,10 @@ pub enum QueryError {
     /// incomplete, so none are returned).
     #[error(transparent)]
     Storage(#[from] vev_core::StorageError),
+    /// A `fulltext` call was refused: malformed query text, or an attribute without
+    /// `:db/fulltext`.
+    #[error(transparent)]
+    Fulltext(#[from] crate::fulltext::FulltextError),
 }
 
 impl QueryError {
@@ -180,6 +184,7 @@ impl QueryError {
             QueryError::TooManyRows { .. } => "query/too-many-rows",
             QueryError::Pull(e) => e.code(),
             QueryError::Storage(e) => e.code(),
+            QueryError::Fulltext(e) => e.code(),
         }
     }
 

@@ -71,7 +71,7 @@ pub(crate) fn exists(registry: &Registry, name: &str) -> bool {
 }
 
 /// Functions the executor implements because they read a database.
-pub(crate) const DB_FNS: &[&str] = &["get-else", "get-some", "missing?"];
+pub(crate) const DB_FNS: &[&str] = &["fulltext", "get-else", "get-some", "missing?"];
 
 pub(crate) const BUILTINS: &[&str] = &[
     "=",

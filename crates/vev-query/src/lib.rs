@@ -12,6 +12,8 @@
 //!   values.
 //! - `funcs` and `agg`: built-in functions, predicates and aggregates, plus user-registered
 //!   ones.
+//! - [`fulltext`]: the analyzer, query grammar, BM25 scoring and reference search of
+//!   `fulltext`, whose index each `Source` provides.
 //! - [`pull`](mod@pull): Datomic's pull patterns.
 //! - `query`: the API: [`Query`] (prepare once, run many times), [`q`], `explain`; with
 //!   `query::inputs` (binding a run's inputs), `query::checks` (errors found before a run)
@@ -27,6 +29,7 @@ mod compile;
 mod error;
 mod exec;
 mod funcs;
+pub mod fulltext;
 mod pattern;
 pub mod pull;
 mod query;

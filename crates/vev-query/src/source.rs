@@ -68,6 +68,18 @@ pub trait Source: Send + Sync {
     /// An estimate of how many AVET datoms of `a` lie inside the bounds.
     fn count_range_estimate(&self, a: EntityId, start: Bound<&Value>, end: Bound<&Value>) -> usize;
 
+    /// The documents of the full-text attribute `a` (values the view shows) that match
+    /// `query`, with their scores, in no particular order. The default is the reference
+    /// search: a scan of every value of `a` (`fulltext::scan_search`); a source with a
+    /// full-text index answers from it, with the same rows and scores.
+    fn fulltext(
+        &self,
+        a: EntityId,
+        query: &crate::fulltext::FtQuery,
+    ) -> Result<Vec<crate::fulltext::Hit>, crate::QueryError> {
+        Ok(crate::fulltext::scan_search(self, a, query))
+    }
+
     /// A mark to give `storage_failure_since` when the reads it covers are done.
     fn storage_mark(&self) -> u64 {
         0

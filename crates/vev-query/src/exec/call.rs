@@ -136,6 +136,9 @@ impl Ctx<'_> {
         vals: &[Value],
         span: vev_edn::Span,
     ) -> Result<Value, QueryError> {
+        if name == "fulltext" {
+            return self.fulltext_fn(env, args, vals, span);
+        }
         if funcs::DB_FNS.contains(&name) {
             return self.db_fn(env, name, args, vals, span);
         }
@@ -240,6 +243,86 @@ impl Ctx<'_> {
             }
         }
     }
+}
+
+impl Ctx<'_> {
+    /// `(fulltext $ :attr "query")`: a relation of `[entity value tx score]` tuples, from
+    /// the source's full-text index (or, in the naive plan, the reference scan).
+    fn fulltext_fn(
+        &self,
+        env: &Env<'_>,
+        args: &[CArg],
+        vals: &[Value],
+        span: vev_edn::Span,
+    ) -> Result<Value, QueryError> {
+        let Some(CArg::Src(i)) = args.first() else {
+            return Err(QueryError::type_error(
+                "fulltext",
+                "expects a source ($) as its first argument".to_owned(),
+            ));
+        };
+        let src = self.source(env, Some(*i), span)?;
+        let (attr, query) = fulltext_args(src, vals, Some(span))?;
+        let hits = if self.limits.naive {
+            crate::fulltext::scan_search(src, attr, &query)
+        } else {
+            src.fulltext(attr, &query)?
+        };
+        let rows: Vec<Value> = hits
+            .into_iter()
+            .map(|h| {
+                Value::Tuple(
+                    vec![
+                        Value::Ref(h.e),
+                        Value::String(h.value),
+                        Value::Ref(h.tx),
+                        Value::Double(h.score),
+                    ]
+                    .into(),
+                )
+            })
+            .collect();
+        Ok(Value::Tuple(rows.into()))
+    }
+}
+
+/// The attribute and the parsed query of a `fulltext` call's arguments (`$`, attribute,
+/// query text): the attribute must exist and have `:db/fulltext`, the text must parse.
+pub(crate) fn fulltext_args(
+    src: &dyn crate::source::Source,
+    vals: &[Value],
+    span: Option<vev_edn::Span>,
+) -> Result<(vev_core::EntityId, crate::fulltext::FtQuery), QueryError> {
+    if vals.len() != 3 {
+        return Err(QueryError::type_error(
+            "fulltext",
+            format!(
+                "expects 3 arguments ($, an attribute, the query text), got {}",
+                vals.len()
+            ),
+        ));
+    }
+    let attr = match &vals[1] {
+        Value::Keyword(k) => src.schema().attribute_by_ident(k),
+        other => resolve_entity(src, other)?.and_then(|id| src.schema().attribute(id)),
+    }
+    .ok_or_else(|| QueryError::UnknownAttribute {
+        attr: vals[1].to_string(),
+        span,
+    })?;
+    if !attr.fulltext {
+        return Err(crate::fulltext::FulltextError::NotIndexed {
+            attr: format!(":{}", attr.ident),
+        }
+        .into());
+    }
+    let Value::String(text) = &vals[2] else {
+        return Err(QueryError::type_error(
+            "fulltext",
+            format!("the query must be a string, got {}", vals[2]),
+        ));
+    };
+    Ok((attr.id, crate::fulltext::FtQuery::parse(text)?))
 }
 
 /// Where each argument of a call comes from, resolved once per clause: a column of the

@@ -91,6 +91,12 @@ impl Query {
                         span: Some(*span),
                     });
                 }
+                CClause::Fn {
+                    name, args, span, ..
+                }
+                | CClause::Pred {
+                    name, args, span, ..
+                } if name.as_str() == "fulltext" => check_fulltext(args, sources, *span)?,
                 CClause::Rule { name, span, .. } if !rules.contains(name) => {
                     return Err(QueryError::UnknownRule {
                         rule: name.to_string(),
@@ -155,6 +161,43 @@ fn check_default_source(c: &CClause, default: Option<usize>) -> Result<(), Query
             .try_for_each(|x| check_default_source(x, src.or(default))),
         _ => Ok(()),
     }
+}
+
+/// A `fulltext` call's constant arguments: an attribute that exists and has `:db/fulltext`,
+/// query text that parses (whatever rows reach the call).
+fn check_fulltext(
+    args: &[crate::compile::CArg],
+    sources: &[Option<&dyn Source>],
+    span: vev_edn::Span,
+) -> Result<(), QueryError> {
+    use crate::compile::CArg;
+    let Some(CArg::Src(i)) = args.first() else {
+        return Err(QueryError::Type {
+            name: "fulltext".to_owned(),
+            message: "expects a source ($) as its first argument".to_owned(),
+            span: Some(span),
+        });
+    };
+    let Some(source) = sources.get(*i).copied().flatten() else {
+        return Ok(());
+    };
+    if args.len() != 3 {
+        return Ok(()); // the call reports the count
+    }
+    if let CArg::Const(text) = &args[2] {
+        if let Edn::String(text) = text {
+            crate::fulltext::FtQuery::parse(text)?;
+        }
+    }
+    if let CArg::Const(attr) = &args[1] {
+        let vals = [
+            vev_core::Value::Nil,
+            crate::values::edn_to_value(attr),
+            vev_core::Value::String("x".into()),
+        ];
+        crate::exec::fulltext_args(source, &vals, Some(span))?;
+    }
+    Ok(())
 }
 
 /// A constant lookup ref in a pattern's entity position names a unique attribute of the
