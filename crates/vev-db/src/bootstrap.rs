@@ -53,5 +53,6 @@ pub(crate) fn empty_db() -> Db {
         next_user: 1,
         last_instant: 0,
         segments: None,
+        fulltext: Default::default(),
     })
 }

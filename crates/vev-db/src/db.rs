@@ -217,6 +217,8 @@ pub(crate) struct State {
     pub last_instant: i64,
     /// Where persisted subtrees load from (none for a database that lives only in memory).
     pub segments: Option<Arc<crate::segment::SegmentCache>>,
+    /// The full-text index.
+    pub fulltext: crate::fulltext::FtState,
 }
 
 impl State {
@@ -255,6 +257,7 @@ impl State {
             next_user: self.next_user,
             last_instant: self.last_instant,
             segments,
+            fulltext: self.fulltext.clone(),
         }
     }
 }

@@ -12,6 +12,7 @@ mod bootstrap;
 mod codec;
 mod db;
 mod entity;
+pub mod fulltext;
 mod log;
 pub mod persist;
 mod segment;

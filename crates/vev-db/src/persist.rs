@@ -25,6 +25,9 @@ use crate::tree::Stored;
 
 const KIND_LOG: u8 = 2;
 const KIND_ROOT: u8 = 3;
+/// Marks the full-text section after a root's trees (roots written before full text end
+/// with the trees).
+const ROOT_FULLTEXT: u8 = 1;
 
 /// One committed transaction as the log stores it.
 #[derive(Clone, Debug, PartialEq)]
@@ -270,6 +273,10 @@ pub fn checkpoint(db: &Db, cache: &Arc<SegmentCache>, next_id: &mut u64) -> Chec
         swaps.extend(sw);
         stored_trees.push(tree);
     }
+    // The full-text index's part of the root: its deletion marks and live statistics (its
+    // entries are in the manifest, which the backend stores beside each transaction).
+    w.u8(ROOT_FULLTEXT);
+    state.fulltext.write_root(&mut w);
     *next_id = ids.into_inner();
     let stored_trees: [crate::tree::Tree; 9] = match stored_trees.try_into() {
         Ok(t) => t,
@@ -446,7 +453,61 @@ pub fn root_segment_ids(bytes: &[u8], cache: &Arc<SegmentCache>) -> DecodeResult
 }
 
 /// Open the database a root record describes. Segments load on demand through `cache`.
+/// Its full-text index has no entries: see `open_root_with`.
 pub fn open_root(bytes: &[u8], cache: &Arc<SegmentCache>) -> DecodeResult<Db> {
+    open_root_parts(bytes, cache).map(|(db, _)| db)
+}
+
+/// A stored full-text manifest entry: its segment's id and its record.
+pub struct StoredEntry {
+    /// The segment's id in the backend's full-text segments.
+    pub segment: u64,
+    /// The record `fulltext_unstored` gave (or a compaction's `new_entry`).
+    pub record: Vec<u8>,
+}
+
+/// Open the database a root record (or, with `None`, an empty database) describes, with
+/// the full-text manifest the backend read in the same snapshot and its stored counters;
+/// the log after the root then replays onto it. A root from before full text existed gets
+/// its full-text attributes' values indexed now (as one entry not yet stored).
+pub fn open_root_with(
+    bytes: Option<&[u8]>,
+    cache: &Arc<SegmentCache>,
+    manifest: Vec<StoredEntry>,
+    counters: crate::fulltext::FulltextStats,
+) -> Result<Db, StorageError> {
+    let corrupt = |e: DecodeError| StorageError::corruption("root record", e.0);
+    let (db, section) = match bytes {
+        Some(b) => open_root_parts(b, cache).map_err(corrupt)?,
+        None => {
+            let mut db = Db::empty();
+            Arc::make_mut(&mut db.state).segments = Some(cache.clone());
+            (db, None)
+        }
+    };
+    let mut entries = Vec::with_capacity(manifest.len());
+    for m in manifest {
+        let e = crate::fulltext::decode_entry(&m.record, m.segment).map_err(|e| {
+            StorageError::corruption(
+                format!("full-text manifest entry of segment {}", m.segment),
+                e.0,
+            )
+        })?;
+        entries.push(e);
+    }
+    let ft = crate::fulltext::FtState::opened(section.as_ref(), entries, counters)?;
+    let mut state = Arc::unwrap_or_clone(db.state);
+    state.fulltext = ft;
+    if section.is_none() && bytes.is_some() {
+        state.fulltext = state.fulltext.reindex(&state);
+    }
+    Ok(Db::from_state(state))
+}
+
+fn open_root_parts(
+    bytes: &[u8],
+    cache: &Arc<SegmentCache>,
+) -> DecodeResult<(Db, Option<crate::fulltext::RootSection>)> {
     let mut r = Reader::new(bytes);
     let kind = r.u8()?;
     if kind != KIND_ROOT {
@@ -467,10 +528,18 @@ pub fn open_root(bytes: &[u8], cache: &Arc<SegmentCache>) -> DecodeResult<Db> {
     let current = indexes()?;
     let retired = indexes()?;
     let log = read_tree(&mut r, IndexOrder::Log, cache)?;
+    let section = if r.is_at_end() {
+        None
+    } else {
+        match r.u8()? {
+            ROOT_FULLTEXT => Some(crate::fulltext::FtState::read_root(&mut r)?),
+            b => return err(format!("root section byte {b}")),
+        }
+    };
     if !r.is_at_end() {
         return err("trailing bytes after the trees");
     }
-    Ok(Db::from_state(State {
+    let db = Db::from_state(State {
         current,
         retired,
         log,
@@ -479,7 +548,9 @@ pub fn open_root(bytes: &[u8], cache: &Arc<SegmentCache>) -> DecodeResult<Db> {
         next_user,
         last_instant,
         segments: Some(cache.clone()),
-    }))
+        fulltext: Default::default(),
+    });
+    Ok((db, section))
 }
 
 impl Db {

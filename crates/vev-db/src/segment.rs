@@ -49,6 +49,25 @@ const TAG_REF: u8 = 2;
 pub trait SegmentStore: Send + Sync {
     /// The payload of segment `id`, its checksum already verified.
     fn read_segment(&self, id: u64) -> Result<Vec<u8>, StorageError>;
+
+    /// The payload of full-text segment `id`, its checksum already verified. A store
+    /// without full-text segments has none to give.
+    fn read_fulltext_segment(&self, id: u64) -> Result<Vec<u8>, StorageError> {
+        Err(StorageError::corruption(
+            format!("full-text segment {id}"),
+            "this store holds no full-text segments",
+        ))
+    }
+}
+
+/// Decoded full-text segments kept, by their approximate size in memory.
+pub const FULLTEXT_CACHE_BYTES: usize = 256 << 20;
+
+#[derive(Default)]
+struct FtLru {
+    map: hashbrown::HashMap<u64, (Arc<crate::fulltext::Segment>, usize, u64)>,
+    tick: u64,
+    bytes: usize,
 }
 
 struct Lru {
@@ -68,6 +87,7 @@ pub struct SegmentCache {
     failures: AtomicU64,
     last_failure: Mutex<Option<StorageError>>,
     loads: AtomicU64,
+    fulltext: Mutex<FtLru>,
 }
 
 impl SegmentCache {
@@ -86,6 +106,7 @@ impl SegmentCache {
             failures: AtomicU64::new(0),
             last_failure: Mutex::new(None),
             loads: AtomicU64::new(0),
+            fulltext: Mutex::new(FtLru::default()),
         })
     }
 
@@ -154,6 +175,64 @@ impl SegmentCache {
             Err(e) => {
                 self.fail(e);
                 Node::Leaf(Arc::new(Vec::new()))
+            }
+        }
+    }
+
+    /// Full-text segment `id`, decoded (from the cache, or read and decoded now). `None`
+    /// when it cannot be: the failure is recorded as for index segments.
+    pub(crate) fn load_fulltext(&self, id: u64) -> Option<Arc<crate::fulltext::Segment>> {
+        {
+            let mut lru = vev_core::sync::lock(&self.fulltext);
+            lru.tick += 1;
+            let tick = lru.tick;
+            if let Some(hit) = lru.map.get_mut(&id) {
+                hit.2 = tick;
+                return Some(hit.0.clone());
+            }
+        }
+        self.loads.fetch_add(1, AtomicOrdering::Relaxed);
+        let what = || format!("full-text segment {id}");
+        let loaded = self.store.read_fulltext_segment(id).and_then(|bytes| {
+            crate::fulltext::Segment::decode(&bytes)
+                .map_err(|e| StorageError::corruption(what(), e.0))
+        });
+        match loaded {
+            Ok(seg) => {
+                let seg = Arc::new(seg);
+                self.insert_fulltext(id, seg.clone());
+                Some(seg)
+            }
+            Err(e) => {
+                self.fail(e);
+                None
+            }
+        }
+    }
+
+    /// Keep a decoded full-text segment (one just written, say) under `id`.
+    pub(crate) fn insert_fulltext(&self, id: u64, seg: Arc<crate::fulltext::Segment>) {
+        let size = seg.size_bytes();
+        let mut lru = vev_core::sync::lock(&self.fulltext);
+        lru.tick += 1;
+        let tick = lru.tick;
+        if let Some((_, old, _)) = lru.map.insert(id, (seg, size, tick)) {
+            lru.bytes -= old;
+        }
+        lru.bytes += size;
+        if lru.bytes > FULLTEXT_CACHE_BYTES {
+            let mut ticks: Vec<(u64, u64, usize)> = lru
+                .map
+                .iter()
+                .map(|(id, (_, n, t))| (*t, *id, *n))
+                .collect();
+            ticks.sort_unstable();
+            for (_, id, n) in ticks {
+                if lru.bytes <= FULLTEXT_CACHE_BYTES / 2 {
+                    break;
+                }
+                lru.map.remove(&id);
+                lru.bytes -= n;
             }
         }
     }

@@ -18,6 +18,17 @@ impl Source for Db {
         Db::schema(self)
     }
 
+    fn fulltext(
+        &self,
+        a: EntityId,
+        query: &vev_query::fulltext::FtQuery,
+    ) -> Result<Vec<vev_query::fulltext::Hit>, vev_query::QueryError> {
+        if let Some(f) = &self.failed {
+            return Err(vev_core::StorageError::clone(f).into());
+        }
+        Ok(crate::fulltext::search(self, a, query)?)
+    }
+
     fn basis_t(&self) -> BasisT {
         Db::basis_t(self)
     }

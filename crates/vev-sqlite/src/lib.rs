@@ -35,6 +35,7 @@ use vev_db::Db;
 
 mod backup;
 mod faults;
+mod fulltext;
 #[cfg(not(feature = "testing"))]
 use faults::FaultPlan;
 #[cfg(feature = "testing")]
@@ -83,6 +84,9 @@ pub struct StoreOptions {
     /// How long a segment stays in the file after no root names it (for readers, in this or
     /// other processes, still reading an older database); `None` keeps every segment.
     pub gc_grace: Option<Duration>,
+    /// A pause before each full-text segment write (a benchmark's stand-in for an object
+    /// store's upload latency); `None` for none.
+    pub segment_write_delay: Option<Duration>,
 }
 
 impl StoreOptions {
@@ -110,8 +114,16 @@ impl Default for StoreOptions {
             #[cfg(feature = "testing")]
             faults: None,
             gc_grace: Some(GC_GRACE_DEFAULT),
+            segment_write_delay: None,
         }
     }
+}
+
+/// The wall clock in milliseconds since the Unix epoch.
+pub(crate) fn now_ms() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis() as i64)
 }
 
 /// A SQLite failure as a storage error: SQLite's own corruption findings (a malformed or
@@ -289,6 +301,10 @@ impl SegmentStore for SegmentReader {
             )),
         }
     }
+
+    fn read_fulltext_segment(&self, id: u64) -> Result<Vec<u8>, StorageError> {
+        fulltext::read_segment(&vev_core::sync::lock(&self.conn), id)
+    }
 }
 
 /// An open database file: the connection that writes (or, read-only, reads) the log and the
@@ -302,6 +318,7 @@ pub struct Store {
     /// The next segment id a checkpoint may use.
     next_segment: Mutex<u64>,
     gc_grace: Option<Duration>,
+    segment_write_delay: Option<Duration>,
     /// The root (its basis-t and `next_segment`) the latest database read here is built on:
     /// `catch_up` adopts any other, so a reader that keeps up with the log still moves onto
     /// each checkpoint's segments instead of holding in memory every path the log changed.
@@ -338,6 +355,12 @@ pub struct VerifyReport {
     /// Of `segments`, those no root names any more, kept for the grace period.
     pub garbage_segments: u64,
     pub index_datoms: u64,
+    /// Full-text segments in the file (their checksums checked).
+    pub fulltext_segments: u64,
+    /// Of those, the ones a compaction replaced, kept for the grace period.
+    pub fulltext_garbage_segments: u64,
+    /// Documents of the full-text index, checked against the database's values.
+    pub fulltext_documents: u64,
 }
 
 impl Store {
@@ -375,6 +398,7 @@ impl Store {
         if !opts.read_only {
             // Files of this format written before garbage was tracked lack the table.
             conn.execute_batch(GARBAGE_TABLE).map_err(io("create"))?;
+            conn.execute_batch(fulltext::TABLES).map_err(io("create"))?;
             preallocate_wal(&mut conn, path);
         }
         let seg_conn = open_sqlite(path, true)?;
@@ -392,6 +416,7 @@ impl Store {
             faults: opts.faults(),
             next_segment: Mutex::new(1),
             gc_grace: opts.gc_grace,
+            segment_write_delay: opts.segment_write_delay,
             root_seen: Mutex::new(None),
             _lock: lock,
         };
@@ -440,13 +465,22 @@ impl Store {
             )
             .optional()
             .map_err(io("root read"))?;
+        let (manifest, counters) = fulltext::read_manifest(&tx)?;
         let (db, root_t) = match root {
-            None => (Db::empty(), 0),
+            None => (
+                persist::open_root_with(None, &self.cache, manifest, counters)?,
+                0,
+            ),
             Some((t, next_segment, bytes)) => {
                 let what = || format!("root record (t={t})");
                 let payload = unseal(&what, bytes)?;
-                let db = persist::open_root(&payload, &self.cache)
-                    .map_err(|e| StorageError::corruption(what(), e.0))?;
+                let db = persist::open_root_with(Some(&payload), &self.cache, manifest, counters)
+                    .map_err(|e| match e {
+                    StorageError::Corruption { reason, .. } => {
+                        StorageError::corruption(what(), reason)
+                    }
+                    other => other,
+                })?;
                 if db.basis_t() != t as u64 {
                     return Err(StorageError::corruption(
                         what(),
@@ -493,6 +527,7 @@ impl Store {
             tx_data,
         ));
         let t = db_after.basis_t();
+        let entries = db_after.fulltext_unstored();
         let mut conn = self.conn();
         let tx = conn
             .transaction_with_behavior(TransactionBehavior::Immediate)
@@ -501,11 +536,18 @@ impl Store {
         tx.prepare_cached("INSERT INTO vev_log (t, record) VALUES (?1, ?2)")
             .and_then(|mut st| st.execute(params![t as i64, record]))
             .map_err(io("log write"))?;
+        // The transaction's full-text segment and manifest entry, in its own commit.
+        self.write_entries(&tx, &entries)?;
         self.commit(tx, "log sync")
     }
 
-    /// Append many transactions' log records in one synced write batch (bulk import).
-    pub fn append_many(&self, records: &[LogRecord]) -> Result<(), StorageError> {
+    /// Append many transactions' log records in one synced write batch (bulk import), with
+    /// the full-text entries of those transactions.
+    pub fn append_many(
+        &self,
+        records: &[LogRecord],
+        fulltext: &[vev_db::fulltext::NewEntry],
+    ) -> Result<(), StorageError> {
         if self.read_only {
             return Err(self.read_only_error());
         }
@@ -523,6 +565,7 @@ impl Store {
                     .map_err(io("log write"))?;
             }
         }
+        self.write_entries(&tx, fulltext)?;
         self.commit(tx, "log sync")
     }
 
@@ -651,9 +694,7 @@ impl Store {
                 dead.push(id.map_err(io("garbage"))? as u64);
             }
         }
-        let now_ms = std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map_or(0, |d| d.as_millis() as i64);
+        let now_ms = now_ms();
         {
             let mut st = tx
                 .prepare_cached("INSERT OR IGNORE INTO vev_garbage (id, since_ms) VALUES (?1, ?2)")
@@ -739,7 +780,10 @@ impl Store {
             .map_err(io("root read"))?;
         let seen = *vev_core::sync::lock(&self.root_seen);
         // A new root, even one older than `db` (which replayed the log past it): adopt it,
-        // so that what the log changed leaves memory for the root's segments.
+        // so that what the log changed leaves memory for the root's segments. A writer
+        // catches up only after a failed write, and then reads everything again: the
+        // full-text entries that write may have stored must come from the manifest, not
+        // from a replay that would take them for unstored ones.
         if root.is_some() && root != seen {
             return self.load().map(|(db, _, _)| db);
         }
@@ -747,6 +791,9 @@ impl Store {
             let conn = self.conn();
             read_log_after(&conn, db.basis_t())?
         };
+        if !records.is_empty() && !self.read_only {
+            return self.load().map(|(db, _, _)| db);
+        }
         let mut db = db.current();
         for rec in records {
             db = replay(db, &rec)?;
@@ -766,6 +813,9 @@ impl Store {
             segments: 0,
             garbage_segments: 0,
             index_datoms: 0,
+            fulltext_segments: 0,
+            fulltext_garbage_segments: 0,
+            fulltext_documents: 0,
         };
         let mut expect_t = 1;
         {
@@ -818,6 +868,9 @@ impl Store {
             ));
         }
         report.index_datoms = db.verify_segments()? as u64;
+        (report.fulltext_segments, report.fulltext_garbage_segments) =
+            self.verify_fulltext_segments()?;
+        report.fulltext_documents = db.verify_fulltext()?.documents;
         Ok(report)
     }
 

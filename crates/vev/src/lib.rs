@@ -41,11 +41,13 @@ pub use vev_core::{
     Symbol, TempId, TupleSpec, TxError, TxMap, TxOp, TxValue, Unique, Value, ValueType,
 };
 pub use vev_datalog::{ast as query_ast, parse_pull, parse_query, parse_rules};
+pub use vev_db::fulltext::{FulltextStats, FulltextVerify};
 pub use vev_db::{
     coerce_value, Datoms, Db, Entity, TimePoint, TimePointError, TxContext, TxFunctions,
     TxLogEntry, TxReport, View,
 };
 pub use vev_edn as edn;
+pub use vev_query::fulltext::{FtQuery, FulltextError, Hit as FulltextHit};
 pub use vev_query::{
     pull_many, q, Input, Limits, PlanStep, PullError, Query, QueryError, QueryOptions, QueryResult,
     Registry, ResultKind, Rows, Source,

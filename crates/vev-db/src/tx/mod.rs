@@ -266,6 +266,15 @@ impl Bulk {
         Ok((self, done))
     }
 
+    /// The full-text entries of the transactions since the last call, as one entry to
+    /// store with their log records (a bulk import writes one segment per write batch).
+    pub fn take_fulltext(&mut self) -> Vec<crate::fulltext::NewEntry> {
+        let db = std::mem::replace(&mut self.db, Db::empty());
+        let (db, entries) = db.take_fulltext();
+        self.db = db;
+        entries
+    }
+
     /// The database with everything applied.
     pub fn finish(mut self) -> Db {
         self.merge();
@@ -509,6 +518,12 @@ pub(crate) fn apply(
     retracted_tx: &[EntityId],
     defer_avet: Option<&mut Vec<Change>>,
 ) {
+    // The full-text index first: an alteration reads the attribute's values in db-before.
+    if let Some(first) = tx_data.first() {
+        let t = vev_core::ids::t_of(first.tx);
+        let ft = std::mem::take(&mut state.fulltext);
+        state.fulltext = ft.apply_tx(state, schema_before, tx_data, retracted_tx, t);
+    }
     let schema = state.schema.clone();
     let mut current = Vec::with_capacity(tx_data.len());
     let mut retired = Vec::new();

@@ -308,7 +308,9 @@ fn check_alteration(before: &Db, old: &Attribute, new: &Attribute) -> Result<(),
     if old.value_type != new.value_type {
         return Err(forbid("db/valueType"));
     }
-    if old.fulltext != new.fulltext {
+    // Adding full text indexes the attribute's values (in this transaction's segment);
+    // removing it would make a search of the past lose documents, so it stays refused.
+    if old.fulltext && !new.fulltext {
         return Err(forbid("db/fulltext"));
     }
     if old.tuple != new.tuple {

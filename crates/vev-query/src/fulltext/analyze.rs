@@ -68,10 +68,16 @@ mod tests {
     #[test]
     fn visit_terms_gives_positions() {
         let mut seen = Vec::new();
-        visit_terms("Hello, Wörld hello", &mut |p, t| seen.push((p, t.to_owned())));
+        visit_terms("Hello, Wörld hello", &mut |p, t| {
+            seen.push((p, t.to_owned()))
+        });
         assert_eq!(
             seen,
-            [(0, "hello".into()), (1, "world".into()), (2, "hello".into())]
+            [
+                (0, "hello".into()),
+                (1, "world".into()),
+                (2, "hello".into())
+            ]
         );
     }
 }

@@ -261,9 +261,7 @@ mod tests {
         // n = 3, df = 2: idf = ln(1 + (3 - 2 + 0.5) / (2 + 0.5)).
         let idf = (1.5f64 / 2.5).ln_1p();
         let avg = 7.0 / 3.0;
-        let s = |tf: f64, len: f64| {
-            idf * tf * 2.2 / (tf + 1.2 * (1.0 - 0.75 + 0.75 * len / avg))
-        };
+        let s = |tf: f64, len: f64| idf * tf * 2.2 / (tf + 1.2 * (1.0 - 0.75 + 0.75 * len / avg));
         assert!((hits[0].score - s(2.0, 2.0)).abs() < 1e-12);
         assert!((hits[1].score - s(1.0, 4.0)).abs() < 1e-12);
         assert!(hits[0].score > hits[1].score);

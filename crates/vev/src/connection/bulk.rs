@@ -40,6 +40,8 @@ struct Batch {
     records: Vec<LogRecord>,
     #[allow(dead_code)] // only dropped, on the log thread
     ops: Vec<Vec<TxOp>>,
+    /// The full-text entries of the batch's transactions (one, merged).
+    fulltext: Vec<vev_db::fulltext::NewEntry>,
     txs: u64,
     datoms: u64,
 }
@@ -101,7 +103,10 @@ fn log_batches(
             return;
         }
         let written = match durable {
-            Some(d) => d.store.append_many(&batch.records).map_err(Error::from),
+            Some(d) => d
+                .store
+                .append_many(&batch.records, &batch.fulltext)
+                .map_err(Error::from),
             None => Ok(()),
         };
         let stop = written.is_err();
@@ -126,10 +131,20 @@ struct Gathered {
 
 impl Gathered {
     /// Send what is gathered to the log thread; false when it has stopped.
-    fn send(&mut self, to_log: &SyncSender<Batch>) -> bool {
+    fn send(&mut self, to_log: &SyncSender<Batch>, state: &mut Importing) -> bool {
+        let fulltext = match state {
+            Importing::Bulk(bulk) => bulk.take_fulltext(),
+            Importing::Reports(db) => {
+                let (next, entries) = std::mem::replace(db, Db::empty()).take_fulltext();
+                *db = next;
+                entries
+            }
+            Importing::Failed => Vec::new(),
+        };
         let batch = Batch {
             records: std::mem::take(&mut self.records),
             ops: std::mem::take(&mut self.ops),
+            fulltext,
             txs: self.txs_seen,
             datoms: self.datoms_seen,
         };
@@ -263,12 +278,12 @@ impl Connection {
                 datoms: tx_data,
             });
             gathered.ops.push(ops);
-            if gathered.datoms >= batch_datoms && !gathered.send(&to_log) {
+            if gathered.datoms >= batch_datoms && !gathered.send(&to_log, &mut state) {
                 break;
             }
         }
         if acks.failed.is_none() && !gathered.records.is_empty() {
-            gathered.send(&to_log);
+            gathered.send(&to_log, &mut state);
         }
         state
     }

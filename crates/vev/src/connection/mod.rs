@@ -68,6 +68,12 @@ pub struct OpenOptions {
     /// suits a single connection only: a checkpoint may then delete a segment that a reader
     /// (or the writer's own older database) is loading at the same time.
     pub gc_grace: Option<std::time::Duration>,
+    /// Merge small full-text segments on a thread of their own as transactions add them
+    /// (default true). Off, they accumulate until `compact_fulltext`.
+    pub fulltext_compaction: bool,
+    /// A pause before each full-text segment write: a benchmark's stand-in for an object
+    /// store's upload latency (default none).
+    pub segment_write_delay: Option<Duration>,
     /// For tests: fail the Nth storage operation (the `testing` feature).
     #[cfg(feature = "testing")]
     pub faults: Option<Arc<FaultPlan>>,
@@ -84,6 +90,8 @@ impl Default for OpenOptions {
             bulk_batch_datoms: 200_000,
             checkpoint_on_close: true,
             gc_grace: Some(vev_sqlite::GC_GRACE_DEFAULT),
+            fulltext_compaction: true,
+            segment_write_delay: None,
             #[cfg(feature = "testing")]
             faults: None,
         }
@@ -113,6 +121,12 @@ pub struct BulkProgress {
     pub elapsed: Duration,
 }
 
+/// A full-text compaction running on its own thread: the merge and, on a file, the id its
+/// segment was written under.
+type CompactionThread = std::thread::JoinHandle<
+    Result<Option<(vev_db::fulltext::Compaction, Option<u64>)>, StorageError>,
+>;
+
 /// A checkpoint running on its own thread: what it returns, and the log tail it covers.
 struct Background {
     handle: std::thread::JoinHandle<Result<vev_db::persist::Checkpoint, StorageError>>,
@@ -131,6 +145,10 @@ struct Writer {
     needs_catch_up: bool,
     /// Datoms in the log since the last checkpoint.
     tail_datoms: usize,
+    /// The full-text compaction in flight, if any.
+    compaction: Option<CompactionThread>,
+    /// Whether compactions start by themselves (`OpenOptions::fulltext_compaction`).
+    auto_compact: bool,
 }
 
 struct Durable {
@@ -157,6 +175,10 @@ impl Drop for Inner {
             return;
         };
         let writer = vev_core::sync::get_mut(&mut self.writer);
+        if let Some(c) = writer.compaction.take() {
+            // Written or not, the file is consistent; only the adoption is skipped.
+            let _ = c.join();
+        }
         if let Some(bg) = writer.background.take() {
             if let Ok(Ok(cp)) = bg.handle.join() {
                 writer.tail_datoms = writer.tail_datoms.saturating_sub(bg.tail_datoms);
@@ -224,11 +246,14 @@ impl Connection {
                 #[cfg(feature = "testing")]
                 faults: opts.faults.clone(),
                 gc_grace: opts.gc_grace,
+                segment_write_delay: opts.segment_write_delay,
             },
         )?;
         let version = opened.store.data_version()?;
-        Ok(Connection::build(
-            opened.db,
+        // A file from before full text: its index, built on opening, is stored now.
+        let db = opened.store.store_fulltext_entries(&opened.db)?;
+        let conn = Connection::build(
+            db,
             opened.tail_datoms,
             Some(Durable {
                 store: Arc::new(opened.store),
@@ -237,7 +262,9 @@ impl Connection {
                 checkpoint_on_close: opts.checkpoint_on_close,
                 seen_version: AtomicI64::new(version),
             }),
-        ))
+        );
+        vev_core::sync::lock(&conn.inner.writer).auto_compact = opts.fulltext_compaction;
+        Ok(conn)
     }
 
     /// A new, empty in-memory database.
@@ -260,6 +287,8 @@ impl Connection {
                     retry_at_tail: 0,
                     needs_catch_up: false,
                     tail_datoms,
+                    compaction: None,
+                    auto_compact: true,
                 }),
                 functions: RwLock::new(HashMap::new()),
                 durable,
@@ -433,15 +462,21 @@ impl Connection {
         let mut writer = vev_core::sync::lock(&self.inner.writer);
         self.catch_up_locked(&mut writer)?;
         let before = self.latest();
-        let report = self.apply(&before, ops)?;
+        let mut report = self.apply(&before, ops)?;
         if let Some(durable) = &self.inner.durable {
             if let Err(e) = durable.store.append(&report.db_after, &report.tx_data) {
                 writer.needs_catch_up = true;
                 return Err(e.into());
             }
+            // Its full-text segment went in with the log record.
+            report.db_after = report.db_after.fulltext_stored();
             writer.tail_datoms += report.tx_data.len();
         }
         self.publish(report.db_after.clone());
+        self.finish_compaction(&mut writer, false);
+        if writer.auto_compact {
+            self.start_compaction(&mut writer, false);
+        }
         writer
             .listeners
             .retain(|tx| tx.send(report.clone()).is_ok());
@@ -453,6 +488,77 @@ impl Connection {
             }
         }
         Ok(report)
+    }
+
+    /// Adopt a finished full-text compaction (`wait`: wait for one in flight). A failed one
+    /// changes nothing (the file keeps the entries it would have replaced).
+    fn finish_compaction(&self, writer: &mut Writer, wait: bool) {
+        let done = writer
+            .compaction
+            .as_ref()
+            .is_some_and(|c| wait || c.is_finished());
+        if !done {
+            return;
+        }
+        match writer.compaction.take().map(|h| h.join()) {
+            Some(Ok(Ok(Some((c, id))))) => {
+                self.publish(self.latest().fulltext_adopt(&c, id));
+            }
+            // Its write may have landed although it failed: re-read the file first.
+            Some(Ok(Err(_))) => writer.needs_catch_up = true,
+            Some(Err(p)) => std::panic::resume_unwind(p),
+            _ => {}
+        }
+    }
+
+    /// Start a full-text compaction of the latest database on its own thread, unless one
+    /// is running or none is due (`all`: merge every segment into one).
+    fn start_compaction(&self, writer: &mut Writer, all: bool) {
+        let durable = self.inner.durable.as_ref();
+        if writer.compaction.is_some()
+            || durable.is_some_and(|d| d.store.is_read_only())
+            || !self
+                .latest()
+                .fulltext_compaction_due(all, durable.is_some())
+        {
+            return;
+        }
+        let store = durable.map(|d| d.store.clone());
+        let snapshot = self.latest();
+        writer.compaction = Some(std::thread::spawn(move || {
+            let Some(c) = snapshot.fulltext_compaction(all, store.is_some())? else {
+                return Ok(None);
+            };
+            let id = match &store {
+                Some(store) => Some(store.write_compaction(&c)?),
+                None => None,
+            };
+            Ok(Some((c, id)))
+        }));
+    }
+
+    /// Merge every full-text segment into one now (after any compaction in flight), so
+    /// searches visit one segment. Transactions wait meanwhile; readers do not.
+    pub fn compact_fulltext(&self) -> Result<(), Error> {
+        let mut writer = vev_core::sync::lock(&self.inner.writer);
+        self.finish_compaction(&mut writer, true);
+        self.catch_up_locked(&mut writer)?;
+        self.start_compaction(&mut writer, true);
+        let Some(handle) = writer.compaction.take() else {
+            return Ok(());
+        };
+        let joined = handle
+            .join()
+            .unwrap_or_else(|p| std::panic::resume_unwind(p));
+        if let Some((c, id)) = joined.inspect_err(|_| writer.needs_catch_up = true)? {
+            self.publish(self.latest().fulltext_adopt(&c, id));
+        }
+        Ok(())
+    }
+
+    /// The full-text index's counters, on the latest database.
+    pub fn fulltext_stats(&self) -> vev_db::fulltext::FulltextStats {
+        self.latest().fulltext_stats()
     }
 
     /// After a failed storage write, adopt whatever the file holds.

@@ -1,0 +1,224 @@
+//! Compaction: merging a run of small segments into one, so a search visits few segments.
+//!
+//! Tiered merging: an entry's tier is the base-8 logarithm of its document count; a run
+//! of `FANOUT` (8) consecutive stored entries of one tier merges into one entry of the next
+//! tier up, so each document is rewritten about once per tier (log₈ of the index size in
+//! all): bounded write amplification. A merge keeps every document and its number (only
+//! the division into segments changes), so no search result and no score changes.
+//!
+//! A compaction is computed from one database value (on a thread of its own), written by
+//! the storage backend in one commit that replaces the run's manifest entries with the new
+//! one, and then adopted by the latest value: the run's entries are still there (only
+//! compaction removes entries), and the deletion marks transactions added meanwhile carry
+//! over to the merged entry.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use vev_core::{EntityId, StorageError};
+
+use super::segment::Segment;
+use super::{load, Entry, FtState, Mark, NewEntry, SegRef};
+use crate::Db;
+
+/// Entries merged by one compaction.
+pub const FANOUT: usize = 8;
+
+/// A merged segment and the entries it replaces.
+pub struct Compaction {
+    /// Document ranges of the entries replaced, in order.
+    replaced: Vec<(u64, u64)>,
+    entry: Entry,
+}
+
+impl Compaction {
+    /// The first and one-past-last document numbers of the entries it replaces.
+    pub fn range(&self) -> (u64, u64) {
+        (self.entry.doc_first, self.entry.doc_end)
+    }
+
+    /// How many entries it replaces.
+    pub fn replaces(&self) -> usize {
+        self.replaced.len()
+    }
+
+    /// The merged entry to store.
+    pub fn new_entry(&self) -> NewEntry {
+        let SegRef::Memory { bytes, .. } = &self.entry.seg else {
+            unreachable!("a compaction's segment is built in memory")
+        };
+        NewEntry {
+            doc_first: self.entry.doc_first,
+            doc_end: self.entry.doc_end,
+            record: self.entry.record(),
+            segment: bytes.clone(),
+        }
+    }
+}
+
+fn tier(docs: u64) -> u32 {
+    docs.max(1).ilog(FANOUT as u64)
+}
+
+/// The run of entries to merge next: the oldest `FANOUT` consecutive eligible entries of
+/// one tier (every entry, with `all`, if there are two or more). Entries not yet in storage
+/// are not eligible when `durable`.
+fn plan(ft: &FtState, all: bool, durable: bool) -> Option<std::ops::Range<usize>> {
+    let eligible = |e: &Entry| e.stored || !durable;
+    let entries = &ft.entries;
+    if all {
+        let n = entries.iter().take_while(|e| eligible(e)).count();
+        return (n >= 2).then_some(0..n);
+    }
+    let mut start = 0;
+    for i in 0..entries.len() {
+        if !eligible(&entries[i]) {
+            break;
+        }
+        if tier(entries[i].docs()) != tier(entries[start].docs()) {
+            start = i;
+        }
+        if i + 1 - start == FANOUT {
+            return Some(start..i + 1);
+        }
+    }
+    None
+}
+
+impl Db {
+    /// Whether `fulltext_compaction` has something to merge (nothing is loaded to tell).
+    pub fn fulltext_compaction_due(&self, all: bool, durable: bool) -> bool {
+        plan(&self.state.fulltext, all, durable).is_some()
+    }
+
+    /// The next compaction of the full-text index, merged (loading the segments it
+    /// merges): `all` merges every entry into one, otherwise the tiered policy picks a run.
+    /// `None` when there is nothing to merge. `durable`: only entries already in storage.
+    pub fn fulltext_compaction(
+        &self,
+        all: bool,
+        durable: bool,
+    ) -> Result<Option<Compaction>, StorageError> {
+        let ft = &self.state.fulltext;
+        let Some(run) = plan(ft, all, durable) else {
+            return Ok(None);
+        };
+        let mark = self.storage_mark();
+        let entries = &ft.entries[run];
+        let mut segs = Vec::with_capacity(entries.len());
+        for e in entries {
+            match load(&e.seg, self.state.segments.as_ref()) {
+                Some(s) => segs.push(s),
+                None => break,
+            }
+        }
+        self.storage_check(mark)?;
+        if segs.len() != entries.len() {
+            return Err(StorageError::corruption(
+                "full-text segment",
+                "a stored entry has no segment cache to load from",
+            ));
+        }
+        let parts: Vec<&Segment> = segs.iter().map(|s| &**s).collect();
+        let merged = Segment::merge(&parts);
+        let bytes = merged.encode();
+        let first = entries[0].doc_first;
+        let mut attrs: BTreeMap<EntityId, (u64, u64)> = BTreeMap::new();
+        for (a, n, len) in entries.iter().flat_map(|e| e.attrs.iter()) {
+            let s = attrs.entry(*a).or_default();
+            s.0 += n;
+            s.1 += len;
+        }
+        let marks = Arc::new(merged_marks(entries, first));
+        let entry = Entry {
+            doc_first: first,
+            doc_end: entries[entries.len() - 1].doc_end,
+            t_first: entries.iter().map(|e| e.t_first).min().unwrap_or(0),
+            t_last: entries.iter().map(|e| e.t_last).max().unwrap_or(0),
+            tx_min: entries.iter().map(|e| e.tx_min).min().unwrap_or(0),
+            tx_max: entries.iter().map(|e| e.tx_max).max().unwrap_or(0),
+            attrs: attrs.into_iter().map(|(a, (n, l))| (a, n, l)).collect(),
+            seg: SegRef::Memory {
+                seg: Arc::new(merged),
+                bytes: Arc::new(bytes),
+            },
+            stored: false,
+            embedded: marks.clone(),
+            deleted: marks,
+        };
+        Ok(Some(Compaction {
+            replaced: entries.iter().map(|e| (e.doc_first, e.doc_end)).collect(),
+            entry,
+        }))
+    }
+
+    /// This database with a compaction adopted: the entries it replaced (all still here)
+    /// become its entry, with every deletion mark they have now. `stored`: the backend
+    /// wrote it (as segment `id`, which then loads through the cache instead of staying in
+    /// memory), or `None` in memory.
+    pub fn fulltext_adopt(&self, c: &Compaction, stored: Option<u64>) -> Db {
+        let ft = &self.state.fulltext;
+        let Some(start) = ft
+            .entries
+            .iter()
+            .position(|e| e.doc_first == c.replaced[0].0)
+        else {
+            return self.clone();
+        };
+        let end = start + c.replaced.len();
+        let same = ft.entries.get(start..end).is_some_and(|run| {
+            run.iter()
+                .zip(&c.replaced)
+                .all(|(e, r)| (e.doc_first, e.doc_end) == *r)
+        });
+        if !same {
+            return self.clone();
+        }
+        let mut entry = c.entry.clone();
+        entry.deleted = Arc::new(merged_marks(&ft.entries[start..end], entry.doc_first));
+        if let (Some(id), SegRef::Memory { seg, .. }) = (stored, &entry.seg) {
+            if let Some(cache) = &self.state.segments {
+                cache.insert_fulltext(id, seg.clone());
+                entry.seg = SegRef::Stored(id);
+            }
+            entry.stored = true;
+        }
+        let mut next = ft.clone();
+        let entries = Arc::make_mut(&mut next.entries);
+        entries.splice(start..end, [entry]);
+        next.counters.compactions += 1;
+        next.counters.segments_written += 1;
+        next.counters.bytes_written += c.new_entry().segment.len() as u64;
+        let mut state = (*self.state).clone();
+        state.fulltext = next;
+        Db {
+            state: Arc::new(state),
+            view: self.view,
+            failed: self.failed.clone(),
+        }
+    }
+}
+
+/// The deletion marks of consecutive entries, renumbered from document `first`.
+fn merged_marks(entries: &[Entry], first: u64) -> Vec<Mark> {
+    entries
+        .iter()
+        .flat_map(|e| {
+            let base = (e.doc_first - first) as u32;
+            e.deleted.iter().map(move |m| (base + m.0, m.1))
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn tiers_are_base_eight() {
+        assert_eq!(
+            [tier(0), tier(1), tier(7), tier(8), tier(63), tier(64)],
+            [0, 0, 0, 1, 1, 2]
+        );
+    }
+}

@@ -1,0 +1,278 @@
+//! A search over the index: the same rows and scores as `vev_query::fulltext::scan_search`,
+//! from postings instead of a scan of every value.
+//!
+//! Two passes over the segments that hold the attribute: the first gathers the statistics
+//! (documents and total length of the view, unless the plain current view's running totals
+//! apply; the prefix terms; each scoring term's document frequency among the view's
+//! documents), the second finds each segment's matching documents (postings intersected,
+//! unioned and subtracted as sorted lists of local ids; phrases checked on positions) and
+//! scores them, adding the scoring terms' contributions in the order of the scoring terms,
+//! as the reference does.
+
+use std::sync::Arc;
+
+use vev_core::{EntityId, StorageError};
+use vev_query::fulltext::{scoring_terms, Atom, FtQuery, Hit, Scoring};
+
+use super::segment::{Postings, Segment};
+use super::{load, visible, Entry, ViewBounds};
+use crate::Db;
+
+/// Documents of attribute `a` in `db`'s view that match `query`, scored.
+pub(crate) fn search(db: &Db, a: EntityId, query: &FtQuery) -> Result<Vec<Hit>, StorageError> {
+    let state = &db.state;
+    let ft = &state.fulltext;
+    let view = db.view;
+    let bounds = ViewBounds {
+        basis: view.as_of.map_or(state.basis_t, |t| t.min(state.basis_t)),
+        since: view.since,
+        history: view.history,
+        latest: view.as_of.is_none_or(|t| t >= state.basis_t)
+            && view.since.is_none()
+            && !view.history,
+    };
+    let mark = db.storage_mark();
+    let mut parts: Vec<(&Entry, Arc<Segment>)> = Vec::new();
+    for entry in ft.entries.iter().filter(|e| e.has_attr(a)) {
+        if let Some(seg) = load(&entry.seg, state.segments.as_ref()) {
+            parts.push((entry, seg));
+        }
+    }
+    db.storage_check(mark)?;
+    let (docs, total_len) = if bounds.latest {
+        ft.live.get(&a).copied().unwrap_or((0, 0))
+    } else {
+        view_totals(&parts, a, &bounds)
+    };
+    let vocabulary: Vec<&str> = prefix_vocabulary(&parts, a, query);
+    let terms = scoring_terms(query, vocabulary);
+    let df: Vec<u64> = terms
+        .iter()
+        .map(|t| {
+            parts
+                .iter()
+                .filter_map(|(e, s)| s.postings(a, t).map(|p| count_visible(e, s, p, &bounds)))
+                .sum()
+        })
+        .collect();
+    let scoring = Scoring::new(terms, &df, docs, total_len);
+    let mut hits = Vec::new();
+    for (entry, seg) in &parts {
+        let matched = matching(seg, a, query);
+        let matched: Vec<u32> = matched
+            .into_iter()
+            .filter(|&l| is_visible(entry, seg, l, &bounds))
+            .collect();
+        if matched.is_empty() {
+            continue;
+        }
+        let mut scores = vec![0.0f64; matched.len()];
+        for (i, term) in scoring.terms.iter().enumerate() {
+            let Some(p) = seg.postings(a, term) else {
+                continue;
+            };
+            for_each_common(&matched, &p.docs, |mi, pi| {
+                let len = seg.docs[matched[mi] as usize].len;
+                scores[mi] += scoring.term_score(i, p.tf(pi), len);
+            });
+        }
+        for (local, score) in matched.into_iter().zip(scores) {
+            let d = &seg.docs[local as usize];
+            hits.push(Hit {
+                e: d.e,
+                value: d.value.clone(),
+                tx: d.tx,
+                score,
+            });
+        }
+    }
+    Ok(hits)
+}
+
+fn is_visible(entry: &Entry, seg: &Segment, local: u32, bounds: &ViewBounds) -> bool {
+    if bounds.latest && entry.deleted.is_empty() {
+        return true;
+    }
+    visible(seg.docs[local as usize].tx, entry.deleted_at(local), bounds)
+}
+
+fn count_visible(entry: &Entry, seg: &Segment, p: &Postings, bounds: &ViewBounds) -> u64 {
+    if bounds.latest && entry.deleted.is_empty() {
+        return p.docs.len() as u64;
+    }
+    p.docs
+        .iter()
+        .filter(|&&l| is_visible(entry, seg, l, bounds))
+        .count() as u64
+}
+
+/// Documents and total length of attribute `a` in the view.
+fn view_totals(parts: &[(&Entry, Arc<Segment>)], a: EntityId, bounds: &ViewBounds) -> (u64, u64) {
+    let (mut n, mut len) = (0, 0);
+    for (entry, seg) in parts {
+        for (local, d) in seg.docs.iter().enumerate() {
+            if d.a == a && is_visible(entry, seg, local as u32, bounds) {
+                n += 1;
+                len += u64::from(d.len);
+            }
+        }
+    }
+    (n, len)
+}
+
+/// The terms of `a` that the query's prefixes match, in every segment.
+fn prefix_vocabulary<'s>(
+    parts: &'s [(&Entry, Arc<Segment>)],
+    a: EntityId,
+    query: &FtQuery,
+) -> Vec<&'s str> {
+    let mut out = Vec::new();
+    for atom in query.positive_atoms() {
+        if let Atom::Prefix(p) = atom {
+            for (_, seg) in parts {
+                out.extend(seg.with_prefix(a, p).iter().map(|x| &*x.term));
+            }
+        }
+    }
+    out
+}
+
+/// Local ids of the segment's documents of `a` that match the query (visibility aside),
+/// increasing.
+fn matching(seg: &Segment, a: EntityId, query: &FtQuery) -> Vec<u32> {
+    let mut out: Vec<u32> = Vec::new();
+    for group in &query.groups {
+        let mut must = group.must.iter();
+        let Some(first) = must.next() else { continue };
+        let mut docs = atom_docs(seg, a, first);
+        for atom in must {
+            if docs.is_empty() {
+                break;
+            }
+            docs = intersect(&docs, &atom_docs(seg, a, atom));
+        }
+        for atom in &group.not {
+            if docs.is_empty() {
+                break;
+            }
+            docs = subtract(&docs, &atom_docs(seg, a, atom));
+        }
+        out = union(&out, &docs);
+    }
+    out
+}
+
+/// Local ids of the documents of `a` matching one atom, increasing.
+fn atom_docs(seg: &Segment, a: EntityId, atom: &Atom) -> Vec<u32> {
+    match atom {
+        Atom::Term(t) => seg.postings(a, t).map_or_else(Vec::new, |p| p.docs.clone()),
+        Atom::Prefix(p) => {
+            let mut out = Vec::new();
+            for postings in seg.with_prefix(a, p) {
+                out = union(&out, &postings.docs);
+            }
+            out
+        }
+        Atom::Phrase(words) => phrase_docs(seg, a, words),
+    }
+}
+
+fn phrase_docs(seg: &Segment, a: EntityId, words: &[String]) -> Vec<u32> {
+    let lists: Option<Vec<&Postings>> = words.iter().map(|w| seg.postings(a, w)).collect();
+    let Some(lists) = lists else {
+        return Vec::new();
+    };
+    let mut docs = lists[0].docs.clone();
+    for p in &lists[1..] {
+        docs = intersect(&docs, &p.docs);
+    }
+    docs.retain(|&doc| {
+        let positions: Vec<&[u32]> = lists
+            .iter()
+            .map(|p| {
+                let i = p.docs.binary_search(&doc).expect("doc is in every list");
+                p.positions_of(i)
+            })
+            .collect();
+        positions[0].iter().any(|&start| {
+            positions[1..]
+                .iter()
+                .enumerate()
+                .all(|(k, ps)| ps.binary_search(&(start + k as u32 + 1)).is_ok())
+        })
+    });
+    docs
+}
+
+/// Call `f(i, j)` for each `x[i] == y[j]` (both increasing).
+fn for_each_common(x: &[u32], y: &[u32], mut f: impl FnMut(usize, usize)) {
+    let (mut i, mut j) = (0, 0);
+    while i < x.len() && j < y.len() {
+        match x[i].cmp(&y[j]) {
+            std::cmp::Ordering::Less => i += 1,
+            std::cmp::Ordering::Greater => j += 1,
+            std::cmp::Ordering::Equal => {
+                f(i, j);
+                i += 1;
+                j += 1;
+            }
+        }
+    }
+}
+
+fn intersect(x: &[u32], y: &[u32]) -> Vec<u32> {
+    let mut out = Vec::with_capacity(x.len().min(y.len()));
+    for_each_common(x, y, |i, _| out.push(x[i]));
+    out
+}
+
+fn subtract(x: &[u32], y: &[u32]) -> Vec<u32> {
+    let mut out = Vec::with_capacity(x.len());
+    let mut j = 0;
+    for &v in x {
+        while j < y.len() && y[j] < v {
+            j += 1;
+        }
+        if j == y.len() || y[j] != v {
+            out.push(v);
+        }
+    }
+    out
+}
+
+fn union(x: &[u32], y: &[u32]) -> Vec<u32> {
+    let mut out = Vec::with_capacity(x.len() + y.len());
+    let (mut i, mut j) = (0, 0);
+    while i < x.len() && j < y.len() {
+        match x[i].cmp(&y[j]) {
+            std::cmp::Ordering::Less => {
+                out.push(x[i]);
+                i += 1;
+            }
+            std::cmp::Ordering::Greater => {
+                out.push(y[j]);
+                j += 1;
+            }
+            std::cmp::Ordering::Equal => {
+                out.push(x[i]);
+                i += 1;
+                j += 1;
+            }
+        }
+    }
+    out.extend_from_slice(&x[i..]);
+    out.extend_from_slice(&y[j..]);
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sorted_set_operations() {
+        assert_eq!(intersect(&[1, 3, 5, 7], &[3, 4, 7]), [3, 7]);
+        assert_eq!(subtract(&[1, 3, 5, 7], &[3, 4, 7]), [1, 5]);
+        assert_eq!(union(&[1, 3, 5], &[2, 3, 9]), [1, 2, 3, 5, 9]);
+    }
+}

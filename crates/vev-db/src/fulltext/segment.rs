@@ -1,0 +1,429 @@
+//! A full-text segment: the documents one transaction (or one compaction) indexed, and the
+//! postings of their terms.
+//!
+//! A segment is immutable. Its documents are numbered from the manifest entry's first
+//! document number on (the *local* id is the offset), and each keeps what a search binds:
+//! entity, attribute, the transaction that asserted the value, the value itself, and its
+//! length in terms. The term dictionary is sorted by (attribute, term), so one attribute's
+//! terms are one run and a prefix is a range of it; each term's postings list the local
+//! ids holding it (increasing) and, per document, the positions (increasing), which phrase
+//! queries use and whose count is the term frequency.
+
+use std::cmp::Ordering;
+use std::sync::Arc;
+
+use vev_core::EntityId;
+use vev_query::fulltext::analyze;
+
+use crate::codec::{err, DecodeResult, Reader, Writer};
+
+const KIND_FT_SEGMENT: u8 = 5;
+
+/// One indexed value.
+#[derive(Clone, Debug, PartialEq)]
+pub(crate) struct Doc {
+    pub e: EntityId,
+    pub a: EntityId,
+    /// The transaction that asserted the value.
+    pub tx: EntityId,
+    /// Terms in the value.
+    pub len: u32,
+    pub value: Arc<str>,
+}
+
+/// The postings of one (attribute, term).
+#[derive(Clone, Debug, PartialEq)]
+pub(crate) struct Postings {
+    pub a: EntityId,
+    pub term: Box<str>,
+    /// Local ids of the documents holding the term, increasing.
+    pub docs: Vec<u32>,
+    /// `positions[offsets[i]..offsets[i + 1]]` are the positions in `docs[i]`.
+    pub offsets: Vec<u32>,
+    pub positions: Vec<u32>,
+}
+
+impl Postings {
+    /// How often `docs[i]` holds the term.
+    pub fn tf(&self, i: usize) -> u32 {
+        self.offsets[i + 1] - self.offsets[i]
+    }
+
+    pub fn positions_of(&self, i: usize) -> &[u32] {
+        &self.positions[self.offsets[i] as usize..self.offsets[i + 1] as usize]
+    }
+}
+
+/// A decoded segment.
+#[derive(Debug, PartialEq)]
+pub(crate) struct Segment {
+    pub docs: Vec<Doc>,
+    /// Sorted by (attribute, term), no duplicates.
+    pub terms: Vec<Postings>,
+    /// Local ids ordered by (entity, attribute, tx): a retraction finds its document here.
+    by_entity: Vec<u32>,
+}
+
+fn key_cmp(p: &Postings, a: EntityId, term: &str) -> Ordering {
+    p.a.cmp(&a).then_with(|| (*p.term).cmp(term))
+}
+
+impl Segment {
+    /// Index `docs` (their `len` is computed here).
+    pub fn build(mut docs: Vec<Doc>) -> Segment {
+        let mut map: hashbrown::HashMap<(EntityId, Box<str>), Vec<(u32, u32)>> =
+            hashbrown::HashMap::new();
+        for (i, doc) in docs.iter_mut().enumerate() {
+            let mut len = 0;
+            analyze::visit_terms(&doc.value, &mut |pos, term| {
+                len = pos + 1;
+                match map.get_mut(&KeyRef(doc.a, term)) {
+                    Some(list) => list.push((i as u32, pos)),
+                    None => {
+                        map.insert((doc.a, term.into()), vec![(i as u32, pos)]);
+                    }
+                }
+            });
+            doc.len = len;
+        }
+        let mut keys: Vec<((EntityId, Box<str>), Vec<(u32, u32)>)> = map.into_iter().collect();
+        keys.sort_unstable_by(|x, y| x.0.cmp(&y.0));
+        let terms = keys
+            .into_iter()
+            .map(|((a, term), hits)| {
+                let mut p = Postings {
+                    a,
+                    term,
+                    docs: Vec::new(),
+                    offsets: vec![0],
+                    positions: Vec::with_capacity(hits.len()),
+                };
+                for (doc, pos) in hits {
+                    if p.docs.last() != Some(&doc) {
+                        if !p.docs.is_empty() {
+                            p.offsets.push(p.positions.len() as u32);
+                        }
+                        p.docs.push(doc);
+                    }
+                    p.positions.push(pos);
+                }
+                p.offsets.push(p.positions.len() as u32);
+                p
+            })
+            .collect();
+        Segment::with_terms(docs, terms)
+    }
+
+    fn with_terms(docs: Vec<Doc>, terms: Vec<Postings>) -> Segment {
+        let mut by_entity: Vec<u32> = (0..docs.len() as u32).collect();
+        by_entity.sort_by_key(|&i| {
+            let d = &docs[i as usize];
+            (d.e, d.a, d.tx)
+        });
+        Segment {
+            docs,
+            terms,
+            by_entity,
+        }
+    }
+
+    /// The segments' documents one after another (each renumbered past the ones before),
+    /// with their postings merged: the same documents and terms, one segment.
+    pub fn merge(parts: &[&Segment]) -> Segment {
+        let mut docs = Vec::with_capacity(parts.iter().map(|s| s.docs.len()).sum());
+        let mut bases = Vec::with_capacity(parts.len());
+        for s in parts {
+            bases.push(docs.len() as u32);
+            docs.extend(s.docs.iter().cloned());
+        }
+        // A k-way merge of the sorted dictionaries; equal keys append their postings in part
+        // order, so documents stay increasing.
+        let mut cursors = vec![0usize; parts.len()];
+        let mut terms: Vec<Postings> = Vec::new();
+        loop {
+            let mut least: Option<&Postings> = None;
+            for (s, &c) in parts.iter().zip(&cursors) {
+                if let Some(p) = s.terms.get(c) {
+                    if least.is_none_or(|l| key_cmp(p, l.a, &l.term) == Ordering::Less) {
+                        least = Some(p);
+                    }
+                }
+            }
+            let Some(least) = least else { break };
+            let (a, term) = (least.a, least.term.clone());
+            let mut out = Postings {
+                a,
+                term,
+                docs: Vec::new(),
+                offsets: vec![0],
+                positions: Vec::new(),
+            };
+            for (k, s) in parts.iter().enumerate() {
+                let Some(p) = s.terms.get(cursors[k]) else {
+                    continue;
+                };
+                if key_cmp(p, a, &out.term) != Ordering::Equal {
+                    continue;
+                }
+                cursors[k] += 1;
+                for i in 0..p.docs.len() {
+                    out.docs.push(p.docs[i] + bases[k]);
+                    out.positions.extend_from_slice(p.positions_of(i));
+                    out.offsets.push(out.positions.len() as u32);
+                }
+            }
+            terms.push(out);
+        }
+        Segment::with_terms(docs, terms)
+    }
+
+    /// The postings of (a, term).
+    pub fn postings(&self, a: EntityId, term: &str) -> Option<&Postings> {
+        self.terms
+            .binary_search_by(|p| key_cmp(p, a, term))
+            .ok()
+            .map(|i| &self.terms[i])
+    }
+
+    /// The postings of attribute `a`'s terms that start with `prefix`, in term order.
+    pub fn with_prefix(&self, a: EntityId, prefix: &str) -> &[Postings] {
+        let start = self
+            .terms
+            .partition_point(|p| key_cmp(p, a, prefix) == Ordering::Less);
+        let len = self.terms[start..]
+            .iter()
+            .take_while(|p| p.a == a && p.term.starts_with(prefix))
+            .count();
+        &self.terms[start..start + len]
+    }
+
+    /// The local id of the document (e, a, value) asserted by `tx`, if this segment has it.
+    pub fn find(&self, e: EntityId, a: EntityId, tx: EntityId, value: &str) -> Option<u32> {
+        let start = self.by_entity.partition_point(|&i| {
+            let d = &self.docs[i as usize];
+            (d.e, d.a, d.tx) < (e, a, tx)
+        });
+        self.by_entity[start..]
+            .iter()
+            .copied()
+            .take_while(|&i| {
+                let d = &self.docs[i as usize];
+                (d.e, d.a, d.tx) == (e, a, tx)
+            })
+            .find(|&i| &*self.docs[i as usize].value == value)
+    }
+
+    /// Approximate bytes the decoded segment holds (for the cache's bound).
+    pub fn size_bytes(&self) -> usize {
+        let docs: usize = self.docs.iter().map(|d| 48 + d.value.len()).sum();
+        let terms: usize = self
+            .terms
+            .iter()
+            .map(|p| 64 + p.term.len() + 4 * (p.docs.len() + p.offsets.len() + p.positions.len()))
+            .sum();
+        docs + terms + 4 * self.by_entity.len()
+    }
+
+    /// The segment as bytes (the storage backend adds its checksum).
+    pub fn encode(&self) -> Vec<u8> {
+        let mut w = Writer::new();
+        w.u8(KIND_FT_SEGMENT);
+        w.varint(self.docs.len() as u64);
+        let (mut e0, mut tx0) = (0u64, 0u64);
+        for d in &self.docs {
+            w.zigzag(d.e.wrapping_sub(e0) as i64);
+            w.varint(d.a);
+            w.zigzag(d.tx.wrapping_sub(tx0) as i64);
+            w.varint(u64::from(d.len));
+            w.str(&d.value);
+            (e0, tx0) = (d.e, d.tx);
+        }
+        w.varint(self.terms.len() as u64);
+        for p in &self.terms {
+            w.varint(p.a);
+            w.str(&p.term);
+            w.varint(p.docs.len() as u64);
+            let mut prev = 0;
+            for i in 0..p.docs.len() {
+                w.varint(u64::from(p.docs[i] - prev));
+                prev = p.docs[i];
+                let ps = p.positions_of(i);
+                w.varint(ps.len() as u64);
+                let mut last = 0;
+                for &pos in ps {
+                    w.varint(u64::from(pos - last));
+                    last = pos;
+                }
+            }
+        }
+        w.buf
+    }
+
+    /// Read a segment `encode` wrote. Never trusts the bytes: counts are checked against the
+    /// bytes left, documents and positions must increase and stay in range, terms must be
+    /// sorted, and every term must come from its document's text.
+    pub fn decode(bytes: &[u8]) -> DecodeResult<Segment> {
+        let mut r = Reader::new(bytes);
+        if r.u8()? != KIND_FT_SEGMENT {
+            return err("not a full-text segment");
+        }
+        let n = r.count()?;
+        let mut docs = Vec::with_capacity(n);
+        let (mut e0, mut tx0) = (0u64, 0u64);
+        for _ in 0..n {
+            let e = e0.wrapping_add(r.zigzag()? as u64);
+            let a = r.varint()?;
+            let tx = tx0.wrapping_add(r.zigzag()? as u64);
+            let len = u32::try_from(r.varint()?).or_else(|_| err("document length"))?;
+            let value: Arc<str> = Arc::from(r.str()?);
+            docs.push(Doc {
+                e,
+                a,
+                tx,
+                len,
+                value,
+            });
+            (e0, tx0) = (e, tx);
+        }
+        let k = r.count()?;
+        let mut terms: Vec<Postings> = Vec::with_capacity(k);
+        for _ in 0..k {
+            let p = read_postings(&mut r, &docs)?;
+            if let Some(prev) = terms.last() {
+                if key_cmp(prev, p.a, &p.term) != Ordering::Less {
+                    return err(format!("term {:?} is out of order", p.term));
+                }
+            }
+            terms.push(p);
+        }
+        if !r.is_at_end() {
+            return err("trailing bytes after the terms");
+        }
+        Ok(Segment::with_terms(docs, terms))
+    }
+}
+
+fn read_postings(r: &mut Reader<'_>, docs: &[Doc]) -> DecodeResult<Postings> {
+    let a = r.varint()?;
+    let term: Box<str> = r.str()?.into();
+    let n = r.count()?;
+    let mut p = Postings {
+        a,
+        term,
+        docs: Vec::with_capacity(n),
+        offsets: Vec::with_capacity(n + 1),
+        positions: Vec::new(),
+    };
+    p.offsets.push(0);
+    let mut prev: Option<u32> = None;
+    for _ in 0..n {
+        let delta = r.varint()?;
+        let doc = match prev {
+            None => delta,
+            Some(x) if delta > 0 => u64::from(x) + delta,
+            Some(_) => return err(format!("postings of {:?} repeat a document", p.term)),
+        };
+        let Some(d) = usize::try_from(doc).ok().and_then(|i| docs.get(i)) else {
+            return err(format!("postings of {:?} name document {doc}", p.term));
+        };
+        if d.a != a {
+            return err(format!("term {:?} of another attribute's document", p.term));
+        }
+        let m = r.count()?;
+        if m == 0 {
+            return err(format!("postings of {:?} with no position", p.term));
+        }
+        let mut last: Option<u32> = None;
+        for _ in 0..m {
+            let delta = r.varint()?;
+            let pos = match last {
+                None => delta,
+                Some(x) if delta > 0 => u64::from(x) + delta,
+                Some(_) => return err(format!("positions of {:?} repeat", p.term)),
+            };
+            if pos >= u64::from(d.len) {
+                return err(format!("position {pos} past document {doc}'s length"));
+            }
+            last = Some(pos as u32);
+            p.positions.push(pos as u32);
+        }
+        p.docs.push(doc as u32);
+        p.offsets.push(p.positions.len() as u32);
+        prev = Some(doc as u32);
+    }
+    Ok(p)
+}
+
+/// A borrowed (attribute, term) key, so the build's map is probed without allocating. It
+/// hashes as the owned tuple does (field by field).
+struct KeyRef<'a>(EntityId, &'a str);
+
+impl std::hash::Hash for KeyRef<'_> {
+    fn hash<H: std::hash::Hasher>(&self, state: &mut H) {
+        self.0.hash(state);
+        self.1.hash(state);
+    }
+}
+
+impl hashbrown::Equivalent<(EntityId, Box<str>)> for KeyRef<'_> {
+    fn equivalent(&self, key: &(EntityId, Box<str>)) -> bool {
+        self.0 == key.0 && self.1 == &*key.1
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn doc(e: u64, a: u64, text: &str) -> Doc {
+        Doc {
+            e,
+            a,
+            tx: 1000 + e,
+            len: 0,
+            value: Arc::from(text),
+        }
+    }
+
+    #[test]
+    fn build_encode_decode_round_trip() {
+        let seg = Segment::build(vec![
+            doc(1, 10, "Crazy in Love, crazy!"),
+            doc(2, 10, "Love Me Do"),
+            doc(3, 11, "Love"),
+        ]);
+        assert_eq!(seg.docs[0].len, 4);
+        let love = seg.postings(10, "love").unwrap();
+        assert_eq!(love.docs, [0, 1]);
+        let crazy = seg.postings(10, "crazy").unwrap();
+        assert_eq!((crazy.tf(0), crazy.positions_of(0)), (2, &[0, 3][..]));
+        assert_eq!(seg.postings(11, "love").unwrap().docs, [2]);
+        assert_eq!(seg.with_prefix(10, "l").len(), 1);
+        assert_eq!(seg.find(2, 10, 1002, "Love Me Do"), Some(1));
+        assert_eq!(seg.find(2, 10, 1002, "other"), None);
+        let bytes = seg.encode();
+        assert_eq!(Segment::decode(&bytes).unwrap(), seg);
+        for cut in 0..bytes.len() {
+            assert!(Segment::decode(&bytes[..cut]).is_err());
+        }
+        for i in 0..bytes.len() {
+            let mut bad = bytes.clone();
+            bad[i] ^= 0x41;
+            let _ = Segment::decode(&bad); // never panics
+        }
+    }
+
+    #[test]
+    fn merge_renumbers_and_keeps_postings() {
+        let a = Segment::build(vec![doc(1, 10, "love song"), doc(2, 10, "sad song")]);
+        let b = Segment::build(vec![doc(3, 10, "love love"), doc(4, 11, "song")]);
+        let m = Segment::merge(&[&a, &b]);
+        let all = Segment::build(vec![
+            doc(1, 10, "love song"),
+            doc(2, 10, "sad song"),
+            doc(3, 10, "love love"),
+            doc(4, 11, "song"),
+        ]);
+        assert_eq!(m, all);
+    }
+}

@@ -1,0 +1,227 @@
+//! Full-text search: the index against the reference scan, structure (one segment and one
+//! manifest entry per transaction, none for a delete-only one), compaction and reopening
+//! that change no result.
+
+use std::sync::Arc;
+
+use vev::{Connection, Db, EntityId, FtQuery, OpenOptions, Source};
+
+const SCHEMA: &str = r#"[{:db/ident :doc/id :db/valueType :db.type/long
+                           :db/cardinality :db.cardinality/one :db/unique :db.unique/identity}
+                          {:db/ident :doc/text :db/valueType :db.type/string
+                           :db/cardinality :db.cardinality/one :db/fulltext true}
+                          {:db/ident :doc/tags :db/valueType :db.type/string
+                           :db/cardinality :db.cardinality/many :db/fulltext true}]"#;
+
+fn attr(db: &Db, ident: &str) -> EntityId {
+    db.schema()
+        .attribute_by_ident(&vev::Keyword::new(ident))
+        .unwrap()
+        .id
+}
+
+/// Index and reference rows, sorted, with scores compared within a tolerance.
+fn check_same(db: &Db, ident: &str, q: &str) -> usize {
+    let a = attr(db, ident);
+    let query = FtQuery::parse(q).unwrap();
+    let mut got = db.fulltext(a, &query).unwrap();
+    let mut want = vev_query_reference(db, a, &query);
+    let key = |h: &vev::FulltextHit| (h.e, h.tx, h.value.clone());
+    got.sort_by_key(key);
+    want.sort_by_key(key);
+    assert_eq!(got.len(), want.len(), "{q:?}: {got:?} vs {want:?}");
+    for (g, w) in got.iter().zip(&want) {
+        assert_eq!(key(g), key(w), "{q:?}");
+        assert!(
+            (g.score - w.score).abs() <= 1e-9 * w.score.abs().max(1.0),
+            "{q:?}: {g:?} {w:?}"
+        );
+    }
+    got.len()
+}
+
+fn vev_query_reference(db: &Db, a: EntityId, q: &FtQuery) -> Vec<vev::FulltextHit> {
+    vev_query::fulltext::scan_search(db, a, q)
+}
+
+fn texts(n: usize) -> Vec<String> {
+    let words = [
+        "love", "always", "crazy", "night", "Beyoncé", "café", "intro", "song", "blue", "moon",
+        "river", "dance", "heart", "rain", "gold",
+    ];
+    (0..n)
+        .map(|i| {
+            let len = 1 + (i * 7 + 3) % 6;
+            (0..len)
+                .map(|k| words[(i * 31 + k * 17 + k * k) % words.len()])
+                .collect::<Vec<_>>()
+                .join(" ")
+        })
+        .collect()
+}
+
+fn tx_docs(from: usize, texts: &[String]) -> String {
+    let mut s = String::from("[");
+    for (i, t) in texts.iter().enumerate() {
+        s.push_str(&format!("{{:doc/id {} :doc/text {:?}}}", from + i, t));
+    }
+    s.push(']');
+    s
+}
+
+const QUERIES: &[&str] = &[
+    "love",
+    "crazy love",
+    "\"blue moon\"",
+    "lov*",
+    "beyonce OR cafe",
+    "night -rain",
+    "d* heart",
+    "gold OR \"river dance\" -love",
+];
+
+fn check_all(db: &Db) -> Vec<usize> {
+    QUERIES
+        .iter()
+        .map(|q| check_same(db, ":doc/text".trim_start_matches(':'), q))
+        .collect()
+}
+
+#[test]
+fn one_segment_and_one_manifest_entry_per_transaction_none_when_delete_only() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("ft.vev");
+    let opts = OpenOptions {
+        fulltext_compaction: false,
+        ..OpenOptions::default()
+    };
+    let conn = Connection::open_with(&path, &opts).unwrap();
+    conn.transact_edn(SCHEMA).unwrap();
+    let all = texts(611);
+    let mut at = 0;
+    for batch in [1, 10, 100, 500] {
+        let before = conn.fulltext_stats();
+        conn.transact_edn(&tx_docs(at, &all[at..at + batch]))
+            .unwrap();
+        at += batch;
+        let after = conn.fulltext_stats();
+        assert_eq!(
+            after.segments_written - before.segments_written,
+            1,
+            "batch {batch}"
+        );
+        assert_eq!(
+            after.manifest_appends - before.manifest_appends,
+            1,
+            "batch {batch}"
+        );
+        assert_eq!(
+            after.live_segments - before.live_segments,
+            1,
+            "batch {batch}"
+        );
+        assert_eq!(after.documents - before.documents, batch as u64);
+    }
+    let counts = check_all(&conn.db());
+    // A delete-only transaction: no segment, no manifest entry, and the documents stop
+    // matching.
+    let before = conn.fulltext_stats();
+    let db = conn.db();
+    let hits_before = check_same(&db, "doc/text", "love");
+    conn.transact_edn(r#"[[:db/retract [:doc/id 0] :doc/text] [:db/retractEntity [:doc/id 5]]]"#)
+        .unwrap_or_else(|_| {
+            // Retract by value: look the values up.
+            let t0 = &all[0];
+            conn.transact_edn(&format!(
+                "[[:db/retract [:doc/id 0] :doc/text {t0:?}] [:db/retractEntity [:doc/id 5]]]"
+            ))
+            .unwrap()
+        });
+    let after = conn.fulltext_stats();
+    assert_eq!(after.segments_written, before.segments_written);
+    assert_eq!(after.manifest_appends, before.manifest_appends);
+    assert_eq!(after.live_segments, before.live_segments);
+    assert_eq!(after.deleted_documents, before.deleted_documents + 2);
+    let db = conn.db();
+    let n = check_same(&db, "doc/text", "love");
+    let removed = [0usize, 5]
+        .iter()
+        .filter(|&&i| all[i].split(' ').any(|w| w == "love"))
+        .count();
+    assert_eq!(n, hits_before - removed);
+    // Compaction and reopening change no row and no score.
+    let digest_before = digest(&conn.db());
+    conn.compact_fulltext().unwrap();
+    assert_eq!(conn.fulltext_stats().live_segments, 1);
+    assert_eq!(digest(&conn.db()), digest_before);
+    check_all(&conn.db());
+    conn.verify().unwrap();
+    drop(conn);
+    let conn = Connection::open(&path).unwrap();
+    assert_eq!(digest(&conn.db()), digest_before);
+    assert_eq!(conn.fulltext_stats().compactions, 1);
+    let report = conn.verify().unwrap().unwrap();
+    assert_eq!(report.fulltext_documents, 611);
+    let _ = counts;
+}
+
+/// Rows and scores of every query, through the index, as one comparable value.
+fn digest(db: &Db) -> Vec<Vec<(EntityId, String, u64)>> {
+    let a = attr(db, "doc/text");
+    QUERIES
+        .iter()
+        .map(|q| {
+            let mut rows: Vec<(EntityId, String, u64)> = db
+                .fulltext(a, &FtQuery::parse(q).unwrap())
+                .unwrap()
+                .into_iter()
+                .map(|h| (h.e, h.value.to_string(), h.score.to_bits()))
+                .collect();
+            rows.sort();
+            rows
+        })
+        .collect()
+}
+
+#[test]
+fn time_travel_replacement_and_alteration() {
+    let conn = Connection::open_in_memory();
+    conn.transact_edn(SCHEMA).unwrap();
+    conn.transact_edn(
+        r#"[{:doc/id 1 :doc/text "crazy in love"} {:doc/id 2 :doc/text "love me do"}]"#,
+    )
+    .unwrap();
+    let t1 = conn.db().basis_t();
+    conn.transact_edn(r#"[{:doc/id 1 :doc/text "always on my mind"}]"#)
+        .unwrap();
+    let db = conn.db();
+    assert_eq!(check_same(&db, "doc/text", "love"), 1);
+    assert_eq!(check_same(&db.as_of(t1), "doc/text", "love"), 2);
+    assert_eq!(check_same(&db.history(), "doc/text", "love"), 2);
+    assert_eq!(check_same(&db.since(t1), "doc/text", "always"), 1);
+    assert_eq!(check_same(&db.since(t1), "doc/text", "love"), 0);
+    // Alteration: an existing attribute becomes full-text, with its history.
+    conn.transact_edn(r#"[{:db/ident :doc/title :db/valueType :db.type/string :db/cardinality :db.cardinality/one}]"#)
+        .unwrap();
+    conn.transact_edn(r#"[{:doc/id 1 :doc/title "Blue Moon"}]"#)
+        .unwrap();
+    let t2 = conn.db().basis_t();
+    conn.transact_edn(r#"[{:doc/id 1 :doc/title "Moon River"}]"#)
+        .unwrap();
+    conn.transact_edn(r#"[{:db/id :doc/title :db/fulltext true}]"#)
+        .unwrap();
+    let db = conn.db();
+    assert_eq!(check_same(&db, "doc/title", "moon"), 1);
+    assert_eq!(check_same(&db, "doc/title", "blue"), 0);
+    assert_eq!(check_same(&db.as_of(t2), "doc/title", "blue"), 1);
+    assert_eq!(check_same(&db.history(), "doc/title", "moon"), 2);
+    // Card-many values.
+    conn.transact_edn(r#"[{:doc/id 3 :doc/tags ["rock" "jazz fusion"]}]"#)
+        .unwrap();
+    conn.transact_edn(r#"[[:db/retract [:doc/id 3] :doc/tags "rock"]]"#)
+        .unwrap();
+    let db = conn.db();
+    assert_eq!(check_same(&db, "doc/tags", "rock OR jazz"), 1);
+    assert_eq!(check_same(&db.history(), "doc/tags", "rock OR jazz"), 2);
+    let _ = Arc::new(0);
+}
