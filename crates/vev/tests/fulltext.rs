@@ -225,3 +225,244 @@ fn time_travel_replacement_and_alteration() {
     assert_eq!(check_same(&db.history(), "doc/tags", "rock OR jazz"), 2);
     let _ = Arc::new(0);
 }
+
+// ---- differential: the index against the reference scan ----
+
+mod differential {
+    use super::*;
+    use rand::rngs::StdRng;
+    use rand::{Rng, SeedableRng};
+
+    const WORDS: &[&str] = &[
+        "love", "Love", "LOVE", "lovely", "always", "crazy", "café", "Cafe", "naïve", "intro",
+        "night", "blue", "moon", "river", "don't", "e-mail", "3.14", "Ωmega", "straße", "la",
+    ];
+
+    fn text(rng: &mut StdRng) -> String {
+        let n = rng.random_range(0..7);
+        let mut words: Vec<&str> = (0..n)
+            .map(|_| WORDS[rng.random_range(0..WORDS.len())])
+            .collect();
+        if rng.random_bool(0.2) {
+            words.push(",");
+        }
+        words.join(" ")
+    }
+
+    fn word(rng: &mut StdRng) -> String {
+        WORDS[rng.random_range(0..WORDS.len())].to_owned()
+    }
+
+    fn query(rng: &mut StdRng) -> String {
+        let groups = rng.random_range(1..3);
+        let mut out = Vec::new();
+        for g in 0..groups {
+            if g > 0 {
+                out.push("OR".to_owned());
+            }
+            out.push(atom(rng));
+            for _ in 0..rng.random_range(0..3) {
+                let a = atom(rng);
+                out.push(if rng.random_bool(0.25) {
+                    format!("-{a}")
+                } else {
+                    a
+                });
+            }
+        }
+        out.join(" ")
+    }
+
+    fn atom(rng: &mut StdRng) -> String {
+        match rng.random_range(0..6) {
+            0 => format!("\"{} {}\"", word(rng), word(rng)),
+            1 => {
+                let w = vev_query::fulltext::analyze::fold(&word(rng));
+                let cut = w
+                    .char_indices()
+                    .nth(rng.random_range(1..3))
+                    .map_or(w.len(), |c| c.0);
+                let p = &w[..cut];
+                if p.chars().all(char::is_alphanumeric) {
+                    format!("{p}*")
+                } else {
+                    w
+                }
+            }
+            _ => word(rng),
+        }
+    }
+
+    const SCHEMA: &str = r#"[{:db/ident :d/id :db/valueType :db.type/long
+                                :db/cardinality :db.cardinality/one :db/unique :db.unique/identity}
+                               {:db/ident :d/one :db/valueType :db.type/string
+                                :db/cardinality :db.cardinality/one :db/fulltext true}
+                               {:db/ident :d/many :db/valueType :db.type/string
+                                :db/cardinality :db.cardinality/many :db/fulltext true}
+                               {:db/ident :d/gone :db/valueType :db.type/string
+                                :db/cardinality :db.cardinality/one :db/fulltext true :db/noHistory true}
+                               {:db/ident :d/late :db/valueType :db.type/string
+                                :db/cardinality :db.cardinality/one}]"#;
+
+    /// One random transaction: assertions, replacements, retractions, entity retractions,
+    /// and (once) the alteration that makes `:d/late` full-text.
+    fn random_tx(rng: &mut StdRng, db: &Db, altered: &mut bool) -> String {
+        if !*altered && rng.random_bool(0.08) {
+            *altered = true;
+            return "[{:db/id :d/late :db/fulltext true}]".into();
+        }
+        let mut ops = Vec::new();
+        let mut ids: Vec<i64> = (0..12).collect();
+        for _ in 0..rng.random_range(1..6) {
+            // Each entity once per transaction, so no two operations conflict.
+            let id = ids.swap_remove(rng.random_range(0..ids.len()));
+            match rng.random_range(0..10) {
+                0..=4 => {
+                    let attr = [":d/one", ":d/many", ":d/gone", ":d/late"][rng.random_range(0..4)];
+                    ops.push(format!("{{:d/id {id} {attr} {:?}}}", text(rng)));
+                }
+                5 | 6 => {
+                    // Retract one current value of some attribute, if the entity has one.
+                    let attr = ["d/one", "d/many", "d/gone", "d/late"][rng.random_range(0..4)];
+                    let id_edn = vev::Edn::Integer(id);
+                    let found = vev::q(
+                        &format!("[:find ?v . :in $ ?id :where [?e :d/id ?id] [?e :{attr} ?v]]"),
+                        &[vev::Input::Db(db), vev::Input::Edn(&id_edn)],
+                    );
+                    if let Ok(vev::QueryResult::Scalar(Some(v))) = found {
+                        ops.push(format!("[:db/retract [:d/id {id}] :{attr} {v}]"));
+                    }
+                }
+                7 => {
+                    if db
+                        .entity_with_value(attr(db, "d/id"), &vev::Value::Long(id))
+                        .unwrap()
+                        .is_some()
+                    {
+                        ops.push(format!("[:db/retractEntity [:d/id {id}]]"));
+                    }
+                }
+                _ => ops.push(format!("{{:d/id {id}}}")),
+            }
+        }
+        format!("[{}]", ops.join(" "))
+    }
+
+    fn views(rng: &mut StdRng, db: &Db) -> Vec<Db> {
+        let t = db.basis_t();
+        let mut out = vec![db.clone(), db.history()];
+        for _ in 0..3 {
+            let a = rng.random_range(0..=t);
+            let b = rng.random_range(0..=t);
+            out.push(db.as_of(a));
+            out.push(db.since(a));
+            out.push(db.as_of(a.max(b)).since(a.min(b)));
+            out.push(db.as_of(a).history());
+        }
+        out
+    }
+
+    fn compare(db: &Db, rng: &mut StdRng, seed: u64) {
+        for view in views(rng, db) {
+            for ident in ["d/one", "d/many", "d/gone", "d/late"] {
+                let a = attr(&view, ident);
+                if !view.schema().attribute(a).unwrap().fulltext {
+                    continue;
+                }
+                for _ in 0..4 {
+                    let q = query(rng);
+                    let Ok(parsed) = FtQuery::parse(&q) else {
+                        continue;
+                    };
+                    let mut got = view.fulltext(a, &parsed).unwrap();
+                    let mut want = vev_query::fulltext::scan_search(&view, a, &parsed);
+                    let key = |h: &vev::FulltextHit| (h.e, h.tx, h.value.clone());
+                    got.sort_by_key(key);
+                    want.sort_by_key(key);
+                    let ctx = || format!("seed {seed}, {ident}, query {q:?}, view {view:?}");
+                    assert_eq!(
+                        got.iter().map(key).collect::<Vec<_>>(),
+                        want.iter().map(key).collect::<Vec<_>>(),
+                        "{}",
+                        ctx()
+                    );
+                    for (g, w) in got.iter().zip(&want) {
+                        assert!(
+                            (g.score - w.score).abs() <= 1e-9 * w.score.abs().max(1.0),
+                            "{}: {g:?} {w:?}",
+                            ctx()
+                        );
+                    }
+                }
+            }
+        }
+    }
+
+    fn cases() -> u64 {
+        std::env::var("VEV_PROPTEST_CASES")
+            .ok()
+            .and_then(|s| s.parse().ok())
+            .unwrap_or(24)
+    }
+
+    /// Random transactions in memory, compacted now and then; every few transactions every
+    /// view is searched through the index and through the reference.
+    #[test]
+    fn index_matches_the_reference_scan_in_every_view() {
+        for seed in 0..cases() {
+            let mut rng = StdRng::seed_from_u64(seed);
+            let conn = Connection::open_in_memory();
+            conn.transact_edn(SCHEMA).unwrap();
+            let mut altered = false;
+            for i in 0..30 {
+                let tx = random_tx(&mut rng, &conn.db(), &mut altered);
+                conn.transact_edn(&tx)
+                    .unwrap_or_else(|e| panic!("seed {seed}: {tx}: {e}"));
+                if rng.random_bool(0.15) {
+                    conn.compact_fulltext().unwrap();
+                }
+                if i % 6 == 5 {
+                    compare(&conn.db(), &mut rng, seed);
+                }
+            }
+            compare(&conn.db(), &mut rng, seed);
+        }
+    }
+
+    /// The same on a file: checkpoints, compactions and reopening on the way, and `verify`
+    /// (the index against the log) at the end.
+    #[test]
+    fn index_on_a_file_matches_the_reference_after_reopening() {
+        for seed in 0..cases().div_ceil(4) {
+            let mut rng = StdRng::seed_from_u64(1000 + seed);
+            let dir = tempfile::tempdir().unwrap();
+            let path = dir.path().join("d.vev");
+            let mut conn = Connection::open(&path).unwrap();
+            conn.transact_edn(SCHEMA).unwrap();
+            let mut altered = false;
+            for i in 0..40 {
+                let tx = random_tx(&mut rng, &conn.db(), &mut altered);
+                conn.transact_edn(&tx)
+                    .unwrap_or_else(|e| panic!("seed {seed}: {tx}: {e}"));
+                match rng.random_range(0..12) {
+                    0 => conn.checkpoint().unwrap(),
+                    1 => conn.compact_fulltext().unwrap(),
+                    2 => {
+                        drop(conn);
+                        conn = Connection::open(&path).unwrap();
+                    }
+                    _ => {}
+                }
+                conn.verify()
+                    .unwrap_or_else(|e| panic!("seed {seed} step {i}: {e}"));
+                if i % 10 == 9 {
+                    compare(&conn.db(), &mut rng, seed);
+                }
+            }
+            conn.verify().unwrap();
+            let reader = Connection::open_with(&path, &OpenOptions::read_only()).unwrap();
+            reader.verify().unwrap();
+            compare(&reader.db(), &mut rng, seed);
+        }
+    }
+}

@@ -281,12 +281,18 @@ impl FtState {
             let Some(local) = seg.find(e, a, asserted, value) else {
                 continue;
             };
-            if entry.deleted_at(local).is_some() {
-                continue;
+            match entry.deleted_at(local) {
+                // Replaying, on opening, a retraction that a compaction's entry already
+                // recorded: the mark is there, the live statistics (the root's) do not
+                // count it yet.
+                Some(marked) if marked == at => {}
+                Some(_) => continue,
+                None => {
+                    let deleted = Arc::make_mut(&mut entry.deleted);
+                    let at_pos = deleted.partition_point(|m| m.0 < local);
+                    deleted.insert(at_pos, (local, at));
+                }
             }
-            let deleted = Arc::make_mut(&mut entry.deleted);
-            let at_pos = deleted.partition_point(|m| m.0 < local);
-            deleted.insert(at_pos, (local, at));
             let len = u64::from(seg.docs[local as usize].len);
             let live = Arc::make_mut(&mut self.live);
             if let Some(s) = live.get_mut(&a) {
