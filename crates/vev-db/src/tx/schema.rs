@@ -308,7 +308,7 @@ fn check_alteration(before: &Db, old: &Attribute, new: &Attribute) -> Result<(),
     if old.value_type != new.value_type {
         return Err(forbid("db/valueType"));
     }
-    if old.fulltext != new.fulltext {
+    if old.fulltext && !new.fulltext {
         return Err(forbid("db/fulltext"));
     }
     if old.tuple != new.tuple {
