@@ -122,7 +122,7 @@ pub fn check(run: &Run, db: &Db, c: &Edn) -> Result<(), String> {
             db,
             arg(0)?,
             arg(1)?,
-            Err(keyword_of(arg(2)?)?.as_str()),
+            Err((keyword_of(arg(2)?)?.as_str(), &args[3..])),
         ),
         "pull" => {
             let pattern = subst(run, db, arg(0)?)?;
@@ -180,15 +180,16 @@ pub fn subst(run: &Run, db: &Db, x: &Edn) -> Result<Edn, String> {
     })
 }
 
-/// `[:q query [inputs] expected]` and `[:q-error query [inputs] :code]`. The symbol `$` among
-/// the inputs is the database under check; an expected set matches a collection result in
-/// any order.
+/// `[:q query [inputs] expected]` and `[:q-error query [inputs] :code "text"...]`. The symbol
+/// `$` among the inputs is the database under check; an expected set matches a collection
+/// result in any order; `#approx x` in the expected result matches a double near x; the
+/// error's message must include each text.
 fn check_query(
     run: &Run,
     db: &Db,
     query: &Edn,
     inputs: &Edn,
-    want: Result<&Edn, &str>,
+    want: Result<&Edn, (&str, &[Edn])>,
 ) -> Result<(), String> {
     // A string is the query's raw text (so that reader errors can be checked).
     let query = match query {
@@ -220,15 +221,69 @@ fn check_query(
                 (Edn::Vector(items), Edn::Set(_)) => Edn::Set(items.into_iter().collect()),
                 (g, _) => g,
             };
-            expect_eq(&got, &want)
+            if approx_eq(&got, &want) {
+                Ok(())
+            } else {
+                Err(format!("got {got}, want {want}"))
+            }
         }
-        (Ok(got), Err(code)) => Err(format!(
+        (Ok(got), Err((code, _))) => Err(format!(
             "query returned {}, expected error {code}",
             got.to_edn()
         )),
         (Err(e), Ok(_)) => Err(format!("query failed: [{}] {e}", e.code())),
-        (Err(e), Err(code)) if e.code() == code => Ok(()),
-        (Err(e), Err(code)) => Err(format!("expected {code}, got [{}] {e}", e.code())),
+        (Err(e), Err((code, texts))) if e.code() == code => {
+            let message = e.to_string();
+            for text in texts {
+                let text = text.as_str().ok_or("q-error's message texts are strings")?;
+                if !message.contains(text) {
+                    return Err(format!(
+                        "error message {message:?} does not include {text:?}"
+                    ));
+                }
+            }
+            Ok(())
+        }
+        (Err(e), Err((code, _))) => Err(format!("expected {code}, got [{}] {e}", e.code())),
+    }
+}
+
+/// How far a double may be from an expected `#approx x`: this fraction of |x|, or of 1 when
+/// |x| < 1.
+const APPROX_TOLERANCE: f64 = 1e-9;
+
+/// `got` equals `want`, except that `#approx x` in `want` matches any double within
+/// [`APPROX_TOLERANCE`] of x. In a set holding `#approx`, each expected element must match a
+/// different element of the result.
+fn approx_eq(got: &Edn, want: &Edn) -> bool {
+    if got == want {
+        return true;
+    }
+    match (got, want) {
+        (Edn::Float(g), Edn::Tagged(tag, x)) if tag.as_str() == "approx" => match **x {
+            Edn::Float(w) => (g - w).abs() <= APPROX_TOLERANCE * w.abs().max(1.0),
+            _ => false,
+        },
+        (Edn::Vector(g), Edn::Vector(w)) | (Edn::List(g), Edn::List(w)) => {
+            g.len() == w.len() && g.iter().zip(w).all(|(g, w)| approx_eq(g, w))
+        }
+        (Edn::Map(g), Edn::Map(w)) => {
+            g.len() == w.len()
+                && w.iter()
+                    .all(|(k, w)| g.get(k).is_some_and(|g| approx_eq(g, w)))
+        }
+        (Edn::Set(g), Edn::Set(w)) if g.len() == w.len() => {
+            let mut unused: Vec<&Edn> = g.iter().collect();
+            w.iter()
+                .all(|w| match unused.iter().position(|g| approx_eq(g, w)) {
+                    Some(i) => {
+                        unused.swap_remove(i);
+                        true
+                    }
+                    None => false,
+                })
+        }
+        _ => got == want,
     }
 }
 

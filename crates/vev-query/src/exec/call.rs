@@ -312,7 +312,7 @@ pub(crate) fn fulltext_args(
     })?;
     if !attr.fulltext {
         return Err(crate::fulltext::FulltextError::NotIndexed {
-            attr: format!(":{}", attr.ident),
+            attr: attr.ident.to_string(),
         }
         .into());
     }
