@@ -234,8 +234,8 @@ pub enum TxError {
         /// What is wrong with the definition.
         reason: String,
     },
-    /// A change to an installed attribute that is not allowed: its value type, `:db/fulltext`,
-    /// its tuple shape, any property of a system attribute, or retracting its value type.
+    /// A change to an installed attribute that is not allowed: its value type, removing
+    /// `:db/fulltext`, its tuple shape, any property of a system attribute, or retracting its value type.
     #[error("invalid schema alteration of {attribute}: cannot change {property}")]
     InvalidAlteration {
         /// The installed attribute's ident.

@@ -163,7 +163,7 @@ pub struct Attribute {
     pub is_component: bool,
     /// `:db/index`: recorded only; every attribute is in AVET regardless.
     pub index: bool,
-    /// `:db/fulltext`: recorded only (string attributes); there is no full-text search yet.
+    /// `:db/fulltext`: the values are in the full-text index (string attributes only).
     pub fulltext: bool,
     /// `:db/noHistory`: the attribute's retracted values are dropped instead of kept in the
     /// history.
@@ -423,7 +423,7 @@ pub mod sys {
     pub const IS_COMPONENT: EntityId = 5;
     /// `:db/index`: recorded, with no effect (every attribute is in AVET).
     pub const INDEX: EntityId = 6;
-    /// `:db/fulltext`: recorded, with no search yet.
+    /// `:db/fulltext`: the attribute's values are in the full-text index.
     pub const FULLTEXT: EntityId = 7;
     /// `:db/noHistory`: whether an attribute's retracted values are dropped from history.
     pub const NO_HISTORY: EntityId = 8;

@@ -92,7 +92,7 @@ fn one_segment_and_one_manifest_entry_per_transaction_none_when_delete_only() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("ft.vev");
     let opts = OpenOptions {
-        fulltext_compaction: false,
+        fulltext_compaction: vev::FulltextCompaction::Manual,
         ..OpenOptions::default()
     };
     let conn = Connection::open_with(&path, &opts).unwrap();

@@ -25,14 +25,14 @@ fn tx_text(n: u64) -> String {
     let first = docs_before(n);
     let count = docs_in(n);
     let mut s = String::from("[");
-    if n % 10 == 0 {
+    if n.is_multiple_of(10) {
         let k = n / 2;
         return format!("[[:db/retract [:doc/id {k}] :doc/text {:?}]]", text(k));
     }
     for k in first..first + count {
         s.push_str(&format!("{{:doc/id {k} :doc/text {:?}}}", text(k)));
     }
-    if n % 5 == 0 {
+    if n.is_multiple_of(5) {
         let k = n / 3;
         s.push_str(&format!(
             "[:db/retract [:doc/id {k}] :doc/text {:?}]",
@@ -44,7 +44,7 @@ fn tx_text(n: u64) -> String {
 }
 
 fn docs_in(n: u64) -> u64 {
-    if n % 10 == 0 {
+    if n.is_multiple_of(10) {
         0
     } else {
         1 + (n * 7) % 12
@@ -68,8 +68,8 @@ fn text(k: u64) -> String {
 fn retracted(n: u64) -> Vec<u64> {
     let mut out: Vec<u64> = (1..=n)
         .filter_map(|m| match m {
-            _ if m % 10 == 0 => Some(m / 2),
-            _ if m % 5 == 0 => Some(m / 3),
+            _ if m.is_multiple_of(10) => Some(m / 2),
+            _ if m.is_multiple_of(5) => Some(m / 3),
             _ => None,
         })
         .collect();
@@ -232,7 +232,7 @@ fn crash_child(path: &str) {
             writeln!(lock, "ack {n}").unwrap();
             lock.flush().unwrap();
         }
-        if n % 7 == 0 {
+        if n.is_multiple_of(7) {
             conn.compact_fulltext().unwrap();
         }
         n += 1;

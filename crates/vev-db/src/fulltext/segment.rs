@@ -19,6 +19,11 @@ use crate::codec::{err, DecodeResult, Reader, Writer};
 
 const KIND_FT_SEGMENT: u8 = 5;
 
+/// An (attribute, term) key of the dictionary being built.
+type TermKey = (EntityId, Box<str>);
+/// A (local document id, position) occurrence of a term.
+type Hit = (u32, u32);
+
 /// One indexed value.
 #[derive(Clone, Debug, PartialEq)]
 pub(crate) struct Doc {
@@ -71,8 +76,7 @@ fn key_cmp(p: &Postings, a: EntityId, term: &str) -> Ordering {
 impl Segment {
     /// Index `docs` (their `len` is computed here).
     pub fn build(mut docs: Vec<Doc>) -> Segment {
-        let mut map: hashbrown::HashMap<(EntityId, Box<str>), Vec<(u32, u32)>> =
-            hashbrown::HashMap::new();
+        let mut map: hashbrown::HashMap<TermKey, Vec<Hit>> = hashbrown::HashMap::new();
         for (i, doc) in docs.iter_mut().enumerate() {
             let mut len = 0;
             analyze::visit_terms(&doc.value, &mut |pos, term| {
@@ -86,7 +90,7 @@ impl Segment {
             });
             doc.len = len;
         }
-        let mut keys: Vec<((EntityId, Box<str>), Vec<(u32, u32)>)> = map.into_iter().collect();
+        let mut keys: Vec<(TermKey, Vec<Hit>)> = map.into_iter().collect();
         keys.sort_unstable_by(|x, y| x.0.cmp(&y.0));
         let terms = keys
             .into_iter()

@@ -24,7 +24,10 @@ pub struct FulltextVerify {
     pub documents: u64,
 }
 
+/// (attribute, entity, value, asserting tx).
 type Fact = (EntityId, EntityId, String, EntityId);
+/// A retracted fact and the retracting tx.
+type Retired = (Fact, EntityId);
 
 impl Db {
     /// Check the full-text index against the database's datoms (loading every segment).
@@ -113,7 +116,7 @@ impl Db {
 
     /// The current values of the full-text attributes and their retracted ones (with the
     /// retracting tx), sorted, from the indexes.
-    fn fulltext_facts(&self) -> Result<(Vec<Fact>, Vec<(Fact, EntityId)>), StorageError> {
+    fn fulltext_facts(&self) -> Result<(Vec<Fact>, Vec<Retired>), StorageError> {
         let state = &self.state;
         let mark = self.storage_mark();
         let mut live = Vec::new();

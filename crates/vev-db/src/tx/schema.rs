@@ -1,7 +1,8 @@
 //! Stage 4: validate datoms on attribute entities and build the next schema.
 //!
-//! Datomic's alteration rules: `:db/valueType`, `:db/fulltext` and the tuple definition of an
-//! installed attribute never change; cardinality may go from one to many freely and from many
+//! Datomic's alteration rules: `:db/valueType` and the tuple definition of an installed
+//! attribute never change, and `:db/fulltext` is never removed (adding it, which Datomic
+//! refuses, indexes the attribute's values: see `fulltext`); cardinality may go from one to many freely and from many
 //! to one only when no entity has several values; uniqueness may be added only when existing
 //! values are unique; everything else (`:db/ident`, `:db/isComponent`, `:db/index`,
 //! `:db/noHistory`, `:db/doc`) may change.

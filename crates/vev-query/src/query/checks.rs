@@ -184,10 +184,8 @@ fn check_fulltext(
     if args.len() != 3 {
         return Ok(()); // the call reports the count
     }
-    if let CArg::Const(text) = &args[2] {
-        if let Edn::String(text) = text {
-            crate::fulltext::FtQuery::parse(text)?;
-        }
+    if let CArg::Const(Edn::String(text)) = &args[2] {
+        crate::fulltext::FtQuery::parse(text)?;
     }
     if let CArg::Const(attr) = &args[1] {
         let vals = [

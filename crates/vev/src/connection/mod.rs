@@ -68,9 +68,8 @@ pub struct OpenOptions {
     /// suits a single connection only: a checkpoint may then delete a segment that a reader
     /// (or the writer's own older database) is loading at the same time.
     pub gc_grace: Option<std::time::Duration>,
-    /// Merge small full-text segments on a thread of their own as transactions add them
-    /// (default true). Off, they accumulate until `compact_fulltext`.
-    pub fulltext_compaction: bool,
+    /// When small full-text segments are merged (default: in the background).
+    pub fulltext_compaction: FulltextCompaction,
     /// A pause before each full-text segment write: a benchmark's stand-in for an object
     /// store's upload latency (default none).
     pub segment_write_delay: Option<Duration>,
@@ -90,12 +89,22 @@ impl Default for OpenOptions {
             bulk_batch_datoms: 200_000,
             checkpoint_on_close: true,
             gc_grace: Some(vev_sqlite::GC_GRACE_DEFAULT),
-            fulltext_compaction: true,
+            fulltext_compaction: FulltextCompaction::Background,
             segment_write_delay: None,
             #[cfg(feature = "testing")]
             faults: None,
         }
     }
+}
+
+/// When a connection merges small full-text segments (`OpenOptions::fulltext_compaction`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum FulltextCompaction {
+    /// On a thread of its own, as transactions add segments (tiered: see
+    /// `vev_db::fulltext`).
+    Background,
+    /// Only when `Connection::compact_fulltext` is called: segments accumulate until then.
+    Manual,
 }
 
 impl OpenOptions {
@@ -263,7 +272,8 @@ impl Connection {
                 seen_version: AtomicI64::new(version),
             }),
         );
-        vev_core::sync::lock(&conn.inner.writer).auto_compact = opts.fulltext_compaction;
+        vev_core::sync::lock(&conn.inner.writer).auto_compact =
+            opts.fulltext_compaction == FulltextCompaction::Background;
         Ok(conn)
     }
 
