@@ -701,6 +701,16 @@ pub fn stats(path: &Path, format: Format) -> CliResult<()> {
         ("attributes", attrs.len() as i64),
         ("size-bytes", size_on_disk(path) as i64),
     ];
+    let ft = db.fulltext_stats();
+    let fulltext = [
+        ("segments-written", ft.segments_written),
+        ("manifest-appends", ft.manifest_appends),
+        ("live-segments", ft.live_segments),
+        ("compactions", ft.compactions),
+        ("bytes-written", ft.bytes_written),
+        ("documents", ft.documents),
+        ("deleted-documents", ft.deleted_documents),
+    ];
     let mut out = stdout();
     match format {
         Format::Edn | Format::Json => {
@@ -709,6 +719,11 @@ pub fn stats(path: &Path, format: Format) -> CliResult<()> {
                 .map(|(k, v)| (kw(k), Edn::Integer(*v)))
                 .collect();
             m.insert(kw("attribute-datoms"), Edn::Map(per_attr));
+            let ft: BTreeMap<Edn, Edn> = fulltext
+                .iter()
+                .map(|(k, v)| (kw(k), Edn::Integer(*v as i64)))
+                .collect();
+            m.insert(kw("fulltext"), Edn::Map(ft));
             output::write_value(&mut out, format, "", &Edn::Map(m))?;
         }
         Format::Table | Format::Csv => {
@@ -719,6 +734,9 @@ pub fn stats(path: &Path, format: Format) -> CliResult<()> {
             }
             for (k, v) in per_attr {
                 rows.row(&[Edn::String(k.to_string()), v])?;
+            }
+            for (k, v) in fulltext {
+                rows.row(&[Edn::String(format!("fulltext {k}")), Edn::Integer(v as i64)])?;
             }
             rows.finish()?;
         }
@@ -741,6 +759,18 @@ pub fn verify(path: &Path) -> CliResult<()> {
                 Edn::Integer(r.garbage_segments as i64),
             ),
             (kw("index-datoms"), Edn::Integer(r.index_datoms as i64)),
+            (
+                kw("fulltext-segments"),
+                Edn::Integer(r.fulltext_segments as i64),
+            ),
+            (
+                kw("fulltext-garbage-segments"),
+                Edn::Integer(r.fulltext_garbage_segments as i64),
+            ),
+            (
+                kw("fulltext-documents"),
+                Edn::Integer(r.fulltext_documents as i64),
+            ),
         ]);
         writeln!(out, "{}", Edn::Map(m))?;
     }

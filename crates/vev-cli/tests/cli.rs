@@ -1206,3 +1206,37 @@ fn the_demo_never_replaces_an_existing_database() {
         std::fs::remove_dir_all(file.parent().unwrap()).unwrap();
     }
 }
+
+/// Full text from the command line: `fulltext` in `vev query`, its error with a position,
+/// the index's counters in `vev stats` (EDN and table) and its check in `vev verify`.
+#[test]
+fn fulltext_query_stats_and_verify() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let db = dir.path().join("ft.vev");
+    run_ok(
+        &["transact", s(&db)],
+        r#"[{:db/ident :track/name :db/valueType :db.type/string
+             :db/cardinality :db.cardinality/one :db/fulltext true}]"#,
+    );
+    run_ok(
+        &["transact", s(&db)],
+        r#"[{:track/name "Crazy in Love"} {:track/name "Love Me Do"} {:track/name "Intro"}]"#,
+    );
+    run_ok(&["transact", s(&db)], r#"[{:track/name "Always on My Mind"}]"#);
+    let q = r#"[:find ?name :in $ ?q :where [(fulltext $ :track/name ?q) [[_ ?name]]]]"#;
+    let out = run_ok(&["query", s(&db), q, "\"love -crazy\"", "--format", "csv"], "");
+    assert_eq!(out.lines().collect::<Vec<_>>(), ["?name", "Love Me Do"], "{out}");
+    let err = run_err(&["query", s(&db), q, "\"love \\\"me\""], "");
+    assert!(err.starts_with("error[fulltext/invalid-query]: "), "{err}");
+    assert!(err.contains("position 5"), "{err}");
+    let stats = parse(&run_ok(&["stats", s(&db)], "")).unwrap();
+    let ft = get(&stats, "fulltext");
+    assert_eq!(get(ft, "segments-written"), &Edn::Integer(2));
+    assert_eq!(get(ft, "manifest-appends"), &Edn::Integer(2));
+    assert_eq!(get(ft, "documents"), &Edn::Integer(4));
+    let table = run_ok(&["stats", s(&db), "--format", "table"], "");
+    assert!(table.contains("fulltext live-segments"), "{table}");
+    let verified = parse(&run_ok(&["verify", s(&db)], "")).unwrap();
+    assert_eq!(get(&verified, "fulltext-documents"), &Edn::Integer(4));
+    assert_eq!(get(&verified, "fulltext-segments"), &Edn::Integer(2));
+}
