@@ -1222,10 +1222,20 @@ fn fulltext_query_stats_and_verify() {
         &["transact", s(&db)],
         r#"[{:track/name "Crazy in Love"} {:track/name "Love Me Do"} {:track/name "Intro"}]"#,
     );
-    run_ok(&["transact", s(&db)], r#"[{:track/name "Always on My Mind"}]"#);
+    run_ok(
+        &["transact", s(&db)],
+        r#"[{:track/name "Always on My Mind"}]"#,
+    );
     let q = r#"[:find ?name :in $ ?q :where [(fulltext $ :track/name ?q) [[_ ?name]]]]"#;
-    let out = run_ok(&["query", s(&db), q, "\"love -crazy\"", "--format", "csv"], "");
-    assert_eq!(out.lines().collect::<Vec<_>>(), ["?name", "Love Me Do"], "{out}");
+    let out = run_ok(
+        &["query", s(&db), q, "\"love -crazy\"", "--format", "csv"],
+        "",
+    );
+    assert_eq!(
+        out.lines().collect::<Vec<_>>(),
+        ["?name", "Love Me Do"],
+        "{out}"
+    );
     let err = run_err(&["query", s(&db), q, "\"love \\\"me\""], "");
     assert!(err.starts_with("error[fulltext/invalid-query]: "), "{err}");
     assert!(err.contains("position 5"), "{err}");

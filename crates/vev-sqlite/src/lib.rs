@@ -52,7 +52,11 @@ pub use backup::{BackupProgress, BackupReport};
 use lock::{TryLock, WriterLock};
 
 /// The version of the file format this build reads and writes.
-pub const FORMAT_VERSION: i64 = 3;
+pub const FORMAT_VERSION: i64 = 4;
+/// The older version this build also reads: version 4 adds the full-text tables and the
+/// root's full-text section, so a version-3 file is a version-4 file without full text (a
+/// writer opening it creates the tables and marks it version 4).
+pub const FORMAT_VERSION_MIGRATED: i64 = 3;
 /// Segments per write batch when a checkpoint writes them.
 const SEGMENTS_PER_BATCH: usize = 1024;
 
@@ -398,7 +402,6 @@ impl Store {
         if !opts.read_only {
             // Files of this format written before garbage was tracked lack the table.
             conn.execute_batch(GARBAGE_TABLE).map_err(io("create"))?;
-            conn.execute_batch(fulltext::TABLES).map_err(io("create"))?;
             preallocate_wal(&mut conn, path);
         }
         let seg_conn = open_sqlite(path, true)?;
@@ -993,9 +996,11 @@ fn check_or_init_format(
                  next_segment INTEGER NOT NULL,
                  record BLOB NOT NULL);
              {GARBAGE_TABLE}
+             {}
              PRAGMA application_id = {APPLICATION_ID};
              PRAGMA user_version = {FORMAT_VERSION};
-             COMMIT;"
+             COMMIT;",
+            fulltext::TABLES
         ))
         .map_err(io("create"))?;
         return Ok(());
@@ -1008,7 +1013,15 @@ fn check_or_init_format(
     let version: i64 = conn
         .query_row("PRAGMA user_version", [], |r| r.get(0))
         .map_err(io("read format version"))?;
-    if version != FORMAT_VERSION {
+    if version == FORMAT_VERSION_MIGRATED && !read_only {
+        conn.execute_batch(&format!(
+            "BEGIN IMMEDIATE; {} PRAGMA user_version = {FORMAT_VERSION}; COMMIT;",
+            fulltext::TABLES
+        ))
+        .map_err(io("migrate"))?;
+        return Ok(());
+    }
+    if version != FORMAT_VERSION && version != FORMAT_VERSION_MIGRATED {
         return Err(StorageError::FormatVersion {
             path: display.to_owned(),
             found: version,

@@ -3,7 +3,7 @@
 //! (migrate) or refuse it with `storage/format-version`. Run once per format version:
 //!
 //! ```text
-//! cargo run -p vev --example format_fixture -- crates/vev/tests/fixtures/format-v3.vev
+//! cargo run -p vev --example format_fixture -- crates/vev/tests/fixtures/format-v4.vev
 //! ```
 //!
 //! The transactions carry their own `:db/txInstant`, so the content is deterministic and the
@@ -77,9 +77,38 @@ pub fn transactions() -> Vec<String> {
     ]
 }
 
+/// The transactions of the version-4 fixture: those of version 3, then full text: the
+/// alteration that makes `:person/name` full-text (indexing the names so far), a new name,
+/// and a replaced one.
+pub fn transactions_v4() -> Vec<String> {
+    let tx = |n: usize| {
+        format!(r#"{{:db/id "datomic.tx" :db/txInstant #inst "2024-01-0{n}T12:00:00.000-00:00"}}"#)
+    };
+    let mut all = transactions();
+    all.push(format!(
+        "[{} {{:db/id :person/name :db/fulltext true}}]",
+        tx(7)
+    ));
+    all.push(format!(
+        r#"[{} {{:person/email "yoko@example.com" :person/name "Yoko Ono"}}
+               {{:person/email "p3@example.com" :person/name "Café Person"}}]"#,
+        tx(8)
+    ));
+    all
+}
+
 /// Run `transactions()` on `conn`, checkpointing after the first `CHECKPOINTED`.
 pub fn fill(conn: &Connection, checkpoint: bool) -> Result<(), Box<vev::Error>> {
-    for (n, text) in transactions().iter().enumerate() {
+    fill_with(conn, &transactions(), checkpoint)
+}
+
+/// Run `txs` on `conn`, checkpointing after the first `CHECKPOINTED`.
+pub fn fill_with(
+    conn: &Connection,
+    txs: &[String],
+    checkpoint: bool,
+) -> Result<(), Box<vev::Error>> {
+    for (n, text) in txs.iter().enumerate() {
         conn.transact_edn(text)?;
         if checkpoint && n + 1 == CHECKPOINTED {
             conn.checkpoint()?;
@@ -88,7 +117,8 @@ pub fn fill(conn: &Connection, checkpoint: bool) -> Result<(), Box<vev::Error>> 
     Ok(())
 }
 
-/// Write the fixture at `path` (which must not exist): one self-contained file, its SQLite
+/// Write the fixture of the current version (`transactions_v4`) at `path` (which must not
+/// exist): one self-contained file, its SQLite
 /// write-ahead log checkpointed into it, compacted.
 pub fn write(path: &Path) -> Result<(), Box<dyn std::error::Error>> {
     if path.exists() {
@@ -100,7 +130,7 @@ pub fn write(path: &Path) -> Result<(), Box<dyn std::error::Error>> {
         ..OpenOptions::default()
     };
     let conn = Connection::open_with(path, &opts)?;
-    fill(&conn, true)?;
+    fill_with(&conn, &transactions_v4(), true)?;
     drop(conn);
     let sqlite = rusqlite::Connection::open(path)?;
     sqlite.execute_batch(

@@ -1,7 +1,8 @@
-//! A database file written by the current format version (`tests/fixtures/format-v3.vev`,
-//! written by `examples/format_fixture.rs`) must keep opening with the same answers: a
-//! format change has to migrate it or refuse it with `storage/format-version`, as files of
-//! other versions are refused now.
+//! Database files of the format versions this build reads (`tests/fixtures/format-v3.vev`
+//! and `format-v4.vev`, written by `examples/format_fixture.rs` when each was current) must
+//! keep opening with the same answers: a format change has to migrate them or refuse them
+//! with `storage/format-version`, as files of other versions are refused now. A writer
+//! migrates a version-3 file to version 4 (it adds the full-text tables).
 
 use std::path::{Path, PathBuf};
 
@@ -172,9 +173,80 @@ fn a_file_of_another_format_version_is_refused_with_format_version() {
             assert_eq!(e.code(), "storage/format-version", "{e}");
             let msg = e.to_string();
             assert!(
-                msg.contains(&format!("version {version}")) && msg.contains("version 3"),
+                msg.contains(&format!("version {version}")) && msg.contains("version 4"),
                 "{msg}"
             );
         }
     }
+}
+
+// ---- version 4 (full text) and the migration from version 3 ----
+
+const FIXTURE_V4: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures/format-v4.vev");
+
+fn search(db: &Db, q: &str) -> Vec<(u64, String, u64)> {
+    let a = db.entid(&Keyword::new("person/name")).unwrap();
+    let mut rows: Vec<(u64, String, u64)> =
+        vev::Source::fulltext(db, a, &vev::FtQuery::parse(q).unwrap())
+            .unwrap()
+            .into_iter()
+            .map(|h| (h.e, h.value.to_string(), h.score.to_bits()))
+            .collect();
+    rows.sort();
+    rows
+}
+
+#[test]
+fn the_v4_fixture_has_full_text_entries_and_answers_as_its_transactions_in_memory() {
+    let sqlite = rusqlite::Connection::open_with_flags(
+        FIXTURE_V4,
+        rusqlite::OpenFlags::SQLITE_OPEN_READ_ONLY,
+    )
+    .unwrap();
+    let one = |sql: &str| -> i64 { sqlite.query_row(sql, [], |r| r.get(0)).unwrap() };
+    assert_eq!(one("PRAGMA user_version"), 4);
+    assert_eq!(one("SELECT count(*) FROM vev_ft_manifest"), 2);
+    assert_eq!(one("SELECT manifest_appends FROM vev_ft_counters"), 2);
+    drop(sqlite);
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("format-v4.vev");
+    std::fs::copy(FIXTURE_V4, &path).unwrap();
+    let conn = open(&path);
+    let db = conn.db();
+    let memory = Connection::open_in_memory();
+    generator::fill_with(&memory, &generator::transactions_v4(), false).unwrap();
+    assert!(everything(&db) == everything(&memory.db()));
+    for q in ["person", "yoko OR cafe", "\"person 7\"", "pers* -person"] {
+        assert_eq!(search(&db, q), search(&memory.db(), q), "{q}");
+    }
+    // 80 names indexed by the alteration, less p2's (retracted before) and p3's (replaced).
+    assert_eq!(search(&db, "person").len(), 79);
+    assert_eq!(search(&db.as_of(7), "cafe").len(), 0);
+    let report = conn.verify().unwrap().unwrap();
+    assert_eq!(report.fulltext_segments, 2);
+}
+
+#[test]
+fn a_writer_migrates_a_v3_file_to_v4_and_full_text_works_on_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = copy(&dir);
+    let conn = Connection::open(&path).unwrap();
+    let version: i64 = rusqlite::Connection::open(&path)
+        .unwrap()
+        .query_row("PRAGMA user_version", [], |r| r.get(0))
+        .unwrap();
+    assert_eq!(version, 4);
+    conn.transact_edn("[{:db/id :person/name :db/fulltext true}]")
+        .unwrap();
+    assert_eq!(search(&conn.db(), "person").len(), 79);
+    conn.verify().unwrap();
+    drop(conn);
+    let db = open(&path).db();
+    assert_eq!(search(&db, "\"person 12\"").len(), 1);
+    let memory = Connection::open_in_memory();
+    generator::fill(&memory, false).unwrap();
+    memory
+        .transact_edn("[{:db/id :person/name :db/fulltext true}]")
+        .unwrap();
+    assert_eq!(search(&db, "person 1*"), search(&memory.db(), "person 1*"));
 }
