@@ -13,7 +13,6 @@ use std::sync::{Arc, OnceLock};
 
 use libfuzzer_sys::fuzz_target;
 use vev::{FtQuery, Source};
-use vev_db::fulltext::FulltextStats;
 use vev_db::persist::{self, SegmentCache, SegmentStore, StoredEntry};
 
 const SCHEMA: &str = r#"[{:db/ident :d/id :db/valueType :db.type/long :db/cardinality :db.cardinality/one :db/unique :db.unique/identity}
@@ -72,7 +71,7 @@ fn stored(record: Vec<u8>, segment: Vec<u8>) {
     let (_, a, _, _) = base();
     let cache = SegmentCache::new(Arc::new(Fixed(segment)), 10_000);
     let manifest = vec![StoredEntry { segment: 1, record }];
-    if let Ok(db) = persist::open_root_with(None, &cache, manifest, FulltextStats::default()) {
+    if let Ok(db) = persist::open_root_with(None, &cache, manifest) {
         let _ = db.fulltext(*a, &FtQuery::parse("love OR moo*").expect("parses"));
         let _ = db.history().fulltext(*a, &FtQuery::parse("\"in love\"").expect("parses"));
         let _ = db.verify_fulltext();

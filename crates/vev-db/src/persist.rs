@@ -467,14 +467,13 @@ pub struct StoredEntry {
 }
 
 /// Open the database a root record (or, with `None`, an empty database) describes, with
-/// the full-text manifest the backend read in the same snapshot and its stored counters;
+/// the full-text manifest the backend read in the same snapshot;
 /// the log after the root then replays onto it. A root from before full text existed gets
 /// its full-text attributes' values indexed now (as one entry not yet stored).
 pub fn open_root_with(
     bytes: Option<&[u8]>,
     cache: &Arc<SegmentCache>,
     manifest: Vec<StoredEntry>,
-    counters: crate::fulltext::FulltextStats,
 ) -> Result<Db, StorageError> {
     let corrupt = |e: DecodeError| StorageError::corruption("root record", e.0);
     let (db, section) = match bytes {
@@ -495,7 +494,7 @@ pub fn open_root_with(
         })?;
         entries.push(e);
     }
-    let ft = crate::fulltext::FtState::opened(section.as_ref(), entries, counters)?;
+    let ft = crate::fulltext::FtState::opened(section.as_ref(), entries)?;
     let mut state = Arc::unwrap_or_clone(db.state);
     state.fulltext = ft;
     if section.is_none() && bytes.is_some() {

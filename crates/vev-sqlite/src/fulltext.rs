@@ -1,9 +1,12 @@
 //! The full-text index's tables:
-//! - `vev_ft_segment`: immutable full-text segments (`AUTOINCREMENT`, so an id is never
-//!   reused even after its segment is deleted: readers cache segments by id);
+//! - `vev_ft_segment`: immutable full-text segments. SQLite gives a new row the largest id
+//!   plus one, and the segment with the largest id is always named by the manifest (a
+//!   segment stops being named only when a compaction merges it, and the merged one is
+//!   newer), so it is never deleted and no id is ever used twice: readers cache segments
+//!   by id. (`AUTOINCREMENT` would say the same at the cost of one more page written per
+//!   transaction.)
 //! - `vev_ft_manifest`: the live segments, one row per manifest entry, keyed by its first
 //!   document number, with the entry's record;
-//! - `vev_ft_counters`: the index's cumulative counters (one row);
 //! - `vev_ft_garbage`: segments a compaction replaced, deleted by a later compaction once
 //!   the grace period has passed (readers in other processes may still be loading them).
 //!
@@ -13,25 +16,18 @@
 
 use rusqlite::{params, OptionalExtension};
 use vev_core::StorageError;
-use vev_db::fulltext::{Compaction, FulltextStats, NewEntry};
+use vev_db::fulltext::{Compaction, NewEntry};
 use vev_db::persist::StoredEntry;
 
 use crate::{io, seal, unreadable, unseal, Store};
 
 pub(crate) const TABLES: &str = "
-    CREATE TABLE IF NOT EXISTS vev_ft_segment (id INTEGER PRIMARY KEY AUTOINCREMENT, payload BLOB NOT NULL);
+    CREATE TABLE IF NOT EXISTS vev_ft_segment (id INTEGER PRIMARY KEY, payload BLOB NOT NULL);
     CREATE TABLE IF NOT EXISTS vev_ft_manifest (
         doc_first INTEGER PRIMARY KEY,
         doc_end INTEGER NOT NULL,
         segment INTEGER NOT NULL,
         record BLOB NOT NULL);
-    CREATE TABLE IF NOT EXISTS vev_ft_counters (
-        slot INTEGER PRIMARY KEY CHECK (slot = 0),
-        segments_written INTEGER NOT NULL,
-        manifest_appends INTEGER NOT NULL,
-        compactions INTEGER NOT NULL,
-        bytes_written INTEGER NOT NULL);
-    INSERT OR IGNORE INTO vev_ft_counters VALUES (0, 0, 0, 0, 0);
     CREATE TABLE IF NOT EXISTS vev_ft_garbage (id INTEGER PRIMARY KEY, since_ms INTEGER NOT NULL);";
 
 /// Whether the file has the full-text tables (a file from before full text, opened read
@@ -47,12 +43,10 @@ pub(crate) fn has_tables(conn: &rusqlite::Connection) -> Result<bool, StorageErr
     Ok(n > 0)
 }
 
-/// The manifest and the counters, read in the caller's snapshot.
-pub(crate) fn read_manifest(
-    conn: &rusqlite::Connection,
-) -> Result<(Vec<StoredEntry>, FulltextStats), StorageError> {
+/// The manifest, read in the caller's snapshot.
+pub(crate) fn read_manifest(conn: &rusqlite::Connection) -> Result<Vec<StoredEntry>, StorageError> {
     if !has_tables(conn)? {
-        return Ok((Vec::new(), FulltextStats::default()));
+        return Ok(Vec::new());
     }
     let mut st = conn
         .prepare_cached("SELECT doc_first, segment, record FROM vev_ft_manifest ORDER BY doc_first")
@@ -69,25 +63,7 @@ pub(crate) fn read_manifest(
             record: unseal(&what, bytes)?,
         });
     }
-    let counters = conn
-        .query_row(
-            "SELECT segments_written, manifest_appends, compactions, bytes_written \
-             FROM vev_ft_counters WHERE slot = 0",
-            [],
-            |r| {
-                Ok(FulltextStats {
-                    segments_written: r.get::<_, i64>(0)? as u64,
-                    manifest_appends: r.get::<_, i64>(1)? as u64,
-                    compactions: r.get::<_, i64>(2)? as u64,
-                    bytes_written: r.get::<_, i64>(3)? as u64,
-                    ..FulltextStats::default()
-                })
-            },
-        )
-        .optional()
-        .map_err(io("full-text counters read"))?
-        .unwrap_or_default();
-    Ok((out, counters))
+    Ok(out)
 }
 
 /// Read one full-text segment's payload (checksum verified).
@@ -131,13 +107,6 @@ impl Store {
                 ])
             })
             .map_err(io("full-text manifest write"))?;
-            tx.prepare_cached(
-                "UPDATE vev_ft_counters SET segments_written = segments_written + 1, \
-                 manifest_appends = manifest_appends + 1, \
-                 bytes_written = bytes_written + ?1 WHERE slot = 0",
-            )
-            .and_then(|mut st| st.execute([e.segment.len() as i64]))
-            .map_err(io("full-text counters write"))?;
         }
         Ok(())
     }
@@ -166,9 +135,26 @@ impl Store {
         if self.read_only {
             return Err(self.read_only_error());
         }
+        let mut conn = self.conn();
+        // Not synced on its own: until the next transaction's commit syncs the write-ahead
+        // log (frames reach the disk in order), a crash can only lose the compaction whole,
+        // and the entries it would replace are still in the file. So the writer's commits
+        // never wait for a compaction's sync.
+        conn.pragma_update(None, "synchronous", "NORMAL")
+            .map_err(io("full-text compaction"))?;
+        let written = self.write_compaction_batch(&mut conn, c);
+        conn.pragma_update(None, "synchronous", "FULL")
+            .map_err(io("full-text compaction"))?;
+        written
+    }
+
+    fn write_compaction_batch(
+        &self,
+        conn: &mut rusqlite::Connection,
+        c: &Compaction,
+    ) -> Result<u64, StorageError> {
         let entry = c.new_entry();
         let (first, end) = c.range();
-        let mut conn = self.conn();
         let tx = conn
             .transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)
             .map_err(io("full-text compaction"))?;
@@ -223,12 +209,6 @@ impl Store {
             tx.execute("DELETE FROM vev_ft_garbage WHERE since_ms <= ?1", [cutoff])
                 .map_err(io("full-text compaction"))?;
         }
-        tx.execute(
-            "UPDATE vev_ft_counters SET segments_written = segments_written + 1, \
-             compactions = compactions + 1, bytes_written = bytes_written + ?1 WHERE slot = 0",
-            [entry.segment.len() as i64],
-        )
-        .map_err(io("full-text compaction"))?;
         self.commit(tx, "full-text compaction sync")?;
         Ok(id)
     }

@@ -468,22 +468,20 @@ impl Store {
             )
             .optional()
             .map_err(io("root read"))?;
-        let (manifest, counters) = fulltext::read_manifest(&tx)?;
+        let manifest = fulltext::read_manifest(&tx)?;
         let (db, root_t) = match root {
-            None => (
-                persist::open_root_with(None, &self.cache, manifest, counters)?,
-                0,
-            ),
+            None => (persist::open_root_with(None, &self.cache, manifest)?, 0),
             Some((t, next_segment, bytes)) => {
                 let what = || format!("root record (t={t})");
                 let payload = unseal(&what, bytes)?;
-                let db = persist::open_root_with(Some(&payload), &self.cache, manifest, counters)
-                    .map_err(|e| match e {
-                    StorageError::Corruption { reason, .. } => {
-                        StorageError::corruption(what(), reason)
-                    }
-                    other => other,
-                })?;
+                let db = persist::open_root_with(Some(&payload), &self.cache, manifest).map_err(
+                    |e| match e {
+                        StorageError::Corruption { reason, .. } => {
+                            StorageError::corruption(what(), reason)
+                        }
+                        other => other,
+                    },
+                )?;
                 if db.basis_t() != t as u64 {
                     return Err(StorageError::corruption(
                         what(),

@@ -18,7 +18,7 @@ use std::sync::Arc;
 use vev_core::{EntityId, StorageError};
 
 use super::segment::Segment;
-use super::{load, Entry, FtState, Mark, NewEntry, SegRef};
+use super::{load, Counts, Entry, FtState, Mark, NewEntry, SegRef};
 use crate::Db;
 
 /// Entries merged by one compaction.
@@ -26,6 +26,8 @@ pub const FANOUT: usize = 8;
 
 /// A merged segment and the entries it replaces.
 pub struct Compaction {
+    /// What the compaction itself adds to the counters.
+    own: Counts,
     /// Document ranges of the entries replaced, in order.
     replaced: Vec<(u64, u64)>,
     entry: Entry,
@@ -130,6 +132,13 @@ impl Db {
             s.1 += len;
         }
         let marks = Arc::new(merged_marks(entries, first));
+        let own = Counts {
+            segments_written: 1,
+            manifest_appends: 0,
+            compactions: 1,
+            bytes_written: bytes.len() as u64,
+        };
+        let counts = entries.iter().fold(own, |c, e| c.add(e.counts));
         let entry = Entry {
             doc_first: first,
             doc_end: entries[entries.len() - 1].doc_end,
@@ -143,10 +152,12 @@ impl Db {
                 bytes: Arc::new(bytes),
             },
             stored: false,
+            counts,
             embedded: marks.clone(),
             deleted: marks,
         };
         Ok(Some(Compaction {
+            own,
             replaced: entries.iter().map(|e| (e.doc_first, e.doc_end)).collect(),
             entry,
         }))
@@ -185,10 +196,8 @@ impl Db {
         }
         let mut next = ft.clone();
         let entries = Arc::make_mut(&mut next.entries);
-        entries.splice(start..end, [entry]);
-        next.counters.compactions += 1;
-        next.counters.segments_written += 1;
-        next.counters.bytes_written += c.new_entry().segment.len() as u64;
+        entries.splice(start..end, [Arc::new(entry)]);
+        next.counters = next.counters.add(c.own);
         let mut state = (*self.state).clone();
         state.fulltext = next;
         Db {
@@ -200,7 +209,7 @@ impl Db {
 }
 
 /// The deletion marks of consecutive entries, renumbered from document `first`.
-fn merged_marks(entries: &[Entry], first: u64) -> Vec<Mark> {
+fn merged_marks(entries: &[Arc<Entry>], first: u64) -> Vec<Mark> {
     entries
         .iter()
         .flat_map(|e| {

@@ -65,6 +65,52 @@ pub struct FulltextStats {
     pub deleted_documents: u64,
 }
 
+/// Counter increments (see `Entry::counts`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub(crate) struct Counts {
+    pub segments_written: u64,
+    pub manifest_appends: u64,
+    pub compactions: u64,
+    pub bytes_written: u64,
+}
+
+impl Counts {
+    /// A transaction's segment of `bytes` bytes.
+    pub fn appended(bytes: u64) -> Counts {
+        Counts {
+            segments_written: 1,
+            manifest_appends: 1,
+            compactions: 0,
+            bytes_written: bytes,
+        }
+    }
+
+    pub fn add(self, o: Counts) -> Counts {
+        Counts {
+            segments_written: self.segments_written + o.segments_written,
+            manifest_appends: self.manifest_appends + o.manifest_appends,
+            compactions: self.compactions + o.compactions,
+            bytes_written: self.bytes_written + o.bytes_written,
+        }
+    }
+
+    fn write(&self, w: &mut Writer) {
+        w.varint(self.segments_written);
+        w.varint(self.manifest_appends);
+        w.varint(self.compactions);
+        w.varint(self.bytes_written);
+    }
+
+    fn read(r: &mut Reader<'_>) -> DecodeResult<Counts> {
+        Ok(Counts {
+            segments_written: r.varint()?,
+            manifest_appends: r.varint()?,
+            compactions: r.varint()?,
+            bytes_written: r.varint()?,
+        })
+    }
+}
+
 /// A deletion mark: local document id and the retracting transaction (0 when the value
 /// was erased from every view: a `:db/noHistory` attribute keeps no past).
 pub(crate) type Mark = (u32, EntityId);
@@ -98,6 +144,10 @@ pub(crate) struct Entry {
     /// Whether storage holds it (an entry the store has not written is written with the
     /// next transaction's commit).
     pub stored: bool,
+    /// What writing this entry and the entries merged into it added to the counters (so the
+    /// counters of a stored index are the sum over its manifest: nothing else is written
+    /// per transaction).
+    pub counts: Counts,
     /// Deletion marks embedded in the manifest entry (documents already retracted when
     /// indexed), sorted by local id.
     pub embedded: Arc<Vec<Mark>>,
@@ -125,14 +175,16 @@ impl Entry {
 /// The full-text state of one database value.
 #[derive(Clone, Debug, Default)]
 pub(crate) struct FtState {
-    pub entries: Arc<Vec<Entry>>,
+    /// Shared entries: a transaction copies the list of pointers, not the entries.
+    pub entries: Arc<Vec<Arc<Entry>>>,
     pub next_doc: u64,
     /// While opening: documents below this number are in stored entries already, so a
     /// replayed transaction only counts its documents.
     pub stored_docs_end: u64,
     /// Live (not deleted) documents per attribute: (documents, total length).
     pub live: Arc<BTreeMap<EntityId, (u64, u64)>>,
-    pub counters: FulltextStats,
+    /// The running totals (the sum of the entries' `counts`).
+    pub counters: Counts,
 }
 
 /// What a transaction changes in the index, found before it is applied.
@@ -235,14 +287,13 @@ impl FtState {
             }
         }
         let bytes = seg.encode();
-        self.counters.segments_written += 1;
-        self.counters.manifest_appends += 1;
-        self.counters.bytes_written += bytes.len() as u64;
+        let counts = Counts::appended(bytes.len() as u64);
+        self.counters = self.counters.add(counts);
         let (tx_min, tx_max) = tx_range(&seg.docs);
         let mut marks = new.marks;
         marks.sort_unstable();
         let marks = Arc::new(marks);
-        Arc::make_mut(&mut self.entries).push(Entry {
+        Arc::make_mut(&mut self.entries).push(Arc::new(Entry {
             doc_first,
             doc_end: doc_first + n,
             t_first: t,
@@ -255,9 +306,10 @@ impl FtState {
                 bytes: Arc::new(bytes),
             },
             stored: false,
+            counts,
             embedded: marks.clone(),
             deleted: marks,
-        });
+        }));
     }
 
     /// Mark the live document (e, a, value) asserted by `asserted` deleted at `at`.
@@ -288,7 +340,7 @@ impl FtState {
                 Some(marked) if marked == at => {}
                 Some(_) => continue,
                 None => {
-                    let deleted = Arc::make_mut(&mut entry.deleted);
+                    let deleted = Arc::make_mut(&mut Arc::make_mut(entry).deleted);
                     let at_pos = deleted.partition_point(|m| m.0 < local);
                     deleted.insert(at_pos, (local, at));
                 }
@@ -326,13 +378,7 @@ impl FtState {
         if segs.len() != run.len() {
             return;
         }
-        let old_bytes: u64 = run
-            .iter()
-            .map(|e| match &e.seg {
-                SegRef::Memory { bytes, .. } => bytes.len() as u64,
-                SegRef::Stored(_) => 0,
-            })
-            .sum();
+        let old = run.iter().fold(Counts::default(), |c, e| c.add(e.counts));
         let parts: Vec<&Segment> = segs.iter().map(|s| &**s).collect();
         let merged = Segment::merge(&parts);
         let bytes = merged.encode();
@@ -368,23 +414,31 @@ impl FtState {
                 bytes: Arc::new(bytes.clone()),
             },
             stored: false,
+            counts: Counts::appended(bytes.len() as u64),
         };
-        let k = run.len() as u64;
-        self.counters.segments_written -= k - 1;
-        self.counters.manifest_appends -= k - 1;
-        self.counters.bytes_written = self.counters.bytes_written - old_bytes + bytes.len() as u64;
+        // The merged entries' segments were never written: only the merged one is.
+        self.counters = Counts {
+            segments_written: self.counters.segments_written - old.segments_written,
+            manifest_appends: self.counters.manifest_appends - old.manifest_appends,
+            compactions: self.counters.compactions - old.compactions,
+            bytes_written: self.counters.bytes_written - old.bytes_written,
+        }
+        .add(merged_entry.counts);
         let entries = Arc::make_mut(&mut self.entries);
         entries.truncate(first);
-        entries.push(merged_entry);
+        entries.push(Arc::new(merged_entry));
     }
 
     /// The counters, with the live segment and document counts.
     pub fn stats(&self) -> FulltextStats {
         FulltextStats {
+            segments_written: self.counters.segments_written,
+            manifest_appends: self.counters.manifest_appends,
+            compactions: self.counters.compactions,
+            bytes_written: self.counters.bytes_written,
             live_segments: self.entries.len() as u64,
             documents: self.next_doc,
             deleted_documents: self.entries.iter().map(|e| e.deleted.len() as u64).sum(),
-            ..self.counters
         }
     }
 }
@@ -507,6 +561,7 @@ impl Entry {
             w.varint(*len);
         }
         write_marks(&mut w, &self.embedded);
+        self.counts.write(&mut w);
         w.buf
     }
 }
@@ -572,6 +627,7 @@ pub(crate) fn decode_entry(bytes: &[u8], id: u64) -> DecodeResult<Entry> {
         return err("attribute document counts do not add up to the entry's");
     }
     let marks = Arc::new(read_marks(&mut r, docs)?);
+    let counts = Counts::read(&mut r)?;
     if !r.is_at_end() {
         return err("trailing bytes after the manifest entry");
     }
@@ -585,6 +641,7 @@ pub(crate) fn decode_entry(bytes: &[u8], id: u64) -> DecodeResult<Entry> {
         attrs: attrs.into(),
         seg: SegRef::Stored(id),
         stored: true,
+        counts,
         embedded: marks.clone(),
         deleted: marks,
     })
@@ -656,13 +713,15 @@ impl FtState {
     }
 
     /// The state a database opens with: the manifest's entries (with the root's deletion
-    /// marks, if the root has a section) and the counters stored beside them; the log
-    /// after the root replays onto it.
+    /// marks, if the root has a section), the counters their sum; the log after the root
+    /// replays onto it.
     pub(crate) fn opened(
         root: Option<&RootSection>,
         mut entries: Vec<Entry>,
-        counters: FulltextStats,
     ) -> Result<FtState, StorageError> {
+        let counters = entries
+            .iter()
+            .fold(Counts::default(), |c, e| c.add(e.counts));
         entries.sort_by_key(|e| e.doc_first);
         let mut expect = 0;
         for e in &entries {
@@ -707,7 +766,7 @@ impl FtState {
             }
         }
         Ok(FtState {
-            entries: Arc::new(entries),
+            entries: Arc::new(entries.into_iter().map(Arc::new).collect()),
             next_doc: root.map_or(0, |r| r.next_doc),
             stored_docs_end,
             live: Arc::new(root.map(|r| r.live.clone()).unwrap_or_default()),
@@ -786,7 +845,9 @@ impl crate::Db {
         }
         let mut state = (*self.state).clone();
         for e in Arc::make_mut(&mut state.fulltext.entries).iter_mut() {
-            e.stored = true;
+            if !e.stored {
+                Arc::make_mut(e).stored = true;
+            }
         }
         crate::Db {
             state: Arc::new(state),

@@ -35,7 +35,7 @@ pub(crate) fn search(db: &Db, a: EntityId, query: &FtQuery) -> Result<Vec<Hit>, 
     let mut parts: Vec<(&Entry, Arc<Segment>)> = Vec::new();
     for entry in ft.entries.iter().filter(|e| e.has_attr(a)) {
         if let Some(seg) = load(&entry.seg, state.segments.as_ref()) {
-            parts.push((entry, seg));
+            parts.push((&**entry, seg));
         }
     }
     db.storage_check(mark)?;
