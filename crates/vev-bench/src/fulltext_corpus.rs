@@ -3,9 +3,10 @@
 //! Every document comes from a fixed-seed SplitMix64 generator, so every run and every engine
 //! indexes the same text, and nothing is downloaded. Two kinds of document, mixed as a music
 //! catalogue would mix them:
-//! - names (three in five): one to six words of track and album titles ("Intro", "Love",
-//!   "Always", ...), now and then an artist whose name has diacritics ("Beyoncé", "Björk",
-//!   "Café Tacvba") and a suffix ("(Live)", "Remix", "Part 2"). Few distinct words, each
+//! - names (three in five): one to four words of track and album titles ("Intro", "Love",
+//!   "Always", ...) or a standard recorded many times ("Crazy in Love"), now and then an
+//!   artist whose name has diacritics ("Beyoncé", "Björk", "Café Tacvba") and a suffix
+//!   ("(Live)", "Remix", "Part 2"). Few distinct words, each
 //!   very frequent: the short, repetitive documents where BM25's length normalization and
 //!   the common terms' long posting lists matter;
 //! - descriptions (two in five): 20 to 60 words drawn from a vocabulary of a few thousand
@@ -106,6 +107,19 @@ const ARTISTS: [&str; 12] = [
     "Joaquín Sabina",
 ];
 
+/// Titles many artists have recorded, used whole (one name in twenty): the phrase queries'
+/// targets.
+const STANDARDS: [&str; 8] = [
+    "Crazy in Love",
+    "Love Song",
+    "Always on My Mind",
+    "Silent Night",
+    "Summer of Love",
+    "Love Me Tender",
+    "Blue Moon",
+    "Intro",
+];
+
 const SUFFIXES: [&str; 6] = ["(Live)", "Remix", "Part 2", "(Acoustic)", "Reprise", "Edit"];
 
 /// The most frequent words of the descriptions, in rank order; rarer ranks are made up.
@@ -186,10 +200,14 @@ fn vocabulary() -> Vec<String> {
 }
 
 fn name(rng: &mut SplitMix64, titles: &Zipf) -> String {
-    let words = 1 + rng.below(4) as usize;
-    let mut parts: Vec<&str> = (0..words)
-        .map(|_| TITLE_WORDS[titles.sample(rng)])
-        .collect();
+    let mut parts: Vec<&str> = if rng.below(20) == 0 {
+        vec![STANDARDS[rng.below(STANDARDS.len() as u64) as usize]]
+    } else {
+        let words = 1 + rng.below(4) as usize;
+        (0..words)
+            .map(|_| TITLE_WORDS[titles.sample(rng)])
+            .collect()
+    };
     if rng.below(6) == 0 {
         parts.push(ARTISTS[rng.below(ARTISTS.len() as u64) as usize]);
     }
