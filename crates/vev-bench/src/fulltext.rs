@@ -145,9 +145,10 @@ fn build_search_dbs(
     root: &Path,
     batch: usize,
 ) -> Result<SearchDbs, BenchError> {
+    let dir = |peer: Peer| insert::dir_of(&root.join("search"), peer, batch);
     let open = |peer: Peer| -> Result<Writer, BenchError> {
         eprintln!("search: building the {} database", peer.label());
-        let mut writer = insert::open(peer, &insert::dir_of(&root.join("search"), peer, batch))?;
+        let mut writer = insert::open(peer, &dir(peer))?;
         for chunk in docs.chunks(batch) {
             writer.write(chunk)?;
         }
@@ -162,14 +163,8 @@ fn build_search_dbs(
     };
     let insert::TantivyWriter { index, writer } = *tantivy;
     writer.wait_merging_threads()?;
-    let vev_path = vev
-        .path()
-        .map(Path::to_path_buf)
-        .ok_or(BenchError::MissingField {
-            field: "Vev's path",
-        })?;
     Ok(SearchDbs {
-        vev_path,
+        vev_path: dir(Peer::VevFulltext).join(insert::VEV_FILE),
         vev,
         fts5,
         tantivy: index,

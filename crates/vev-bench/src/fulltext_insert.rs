@@ -32,6 +32,9 @@ pub fn vev_schema(fulltext: bool) -> String {
 pub const FTS5_SCHEMA: &str =
     "CREATE VIRTUAL TABLE docs USING fts5(text, tokenize='unicode61 remove_diacritics 2')";
 
+/// Vev's database file in a peer's directory.
+pub const VEV_FILE: &str = "docs.vev";
+
 /// The name tantivy's folding analyzer is registered under.
 pub const TANTIVY_TOKENIZER: &str = "fold";
 
@@ -140,7 +143,7 @@ pub fn open(peer: Peer, dir: &Path) -> Result<Writer, BenchError> {
     Ok(match peer {
         Peer::VevPlain | Peer::VevFulltext | Peer::VevFulltextDelay => {
             let delay = (peer == Peer::VevFulltextDelay).then_some(SEGMENT_WRITE_DELAY);
-            let conn = ftv::open(&dir.join("docs.vev"), delay)?;
+            let conn = ftv::open(&dir.join(VEV_FILE), delay)?;
             conn.transact_edn(&vev_schema(peer != Peer::VevPlain))?;
             Writer::Vev(conn)
         }

@@ -81,14 +81,12 @@ pub fn vev_search(
         .q_prepared(query, &args, &vev::QueryOptions::default())
         .map_err(vev::Error::from)?;
     let vev::QueryResult::Rel(rows) = result else {
-        return Err(BenchError::MissingField { field: "relation" });
+        return Err(BenchError::SearchRows);
     };
     rows.iter()
         .map(|row| match row {
             [vev::Edn::Integer(id), vev::Edn::Float(score)] => Ok((*id as u64, *score)),
-            _ => Err(BenchError::MissingField {
-                field: "[id score]",
-            }),
+            _ => Err(BenchError::SearchRows),
         })
         .collect()
 }
