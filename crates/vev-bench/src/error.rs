@@ -33,6 +33,10 @@ pub enum BenchError {
     RowMismatch { cells: usize },
     #[error("the SQLite floor failed: {0}")]
     Sqlite(#[from] rusqlite::Error),
+    #[error("Vev's full-text search returned something other than [id score] rows")]
+    SearchRows,
+    #[error("tantivy failed: {0}")]
+    Tantivy(#[from] tantivy::TantivyError),
     #[error("the storage benchmark's schema has no attribute :{ident}")]
     MissingAttribute { ident: &'static str },
     #[error("account {id} is missing from the storage benchmark's database")]

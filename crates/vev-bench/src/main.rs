@@ -13,11 +13,21 @@
 //! `vev-bench storage` runs the storage suite: durable small transactions in Vev, the
 //! raw SQLite floor and Datalevin on disk, then bulk load, file size and the time to open a
 //! database in a new process (the hidden `storage-open` subcommand) and answer one query.
+//!
+//! `vev-bench fulltext` runs the full-text suite: a generated corpus inserted in transactions
+//! of 1 to 500 documents into Vev without and with `:db/fulltext`, SQLite FTS5 and tantivy,
+//! then a fixed query set against the three indexes (`fulltext.rs`).
 
 mod bulk;
 mod datascript;
 mod error;
 mod fixture;
+mod fulltext;
+mod fulltext_corpus;
+mod fulltext_insert;
+mod fulltext_report;
+mod fulltext_search;
+mod fulltext_vev;
 mod latency;
 mod peers;
 mod queries;
@@ -60,6 +70,8 @@ enum Command {
     Query(QueryConfig),
     /// Durable small transactions vs raw SQLite and Datalevin; bulk load; open time.
     Storage(StorageArgs),
+    /// Full-text indexing and search: Vev against SQLite FTS5 and tantivy.
+    Fulltext(FulltextArgs),
     /// Internal: open a database file and answer one query, print the times as JSON.
     #[command(hide = true)]
     StorageOpen(StorageOpenArgs),
@@ -88,6 +100,35 @@ struct StorageArgs {
     /// Skip Datalevin (no Python or JVM needed).
     #[arg(long)]
     no_datalevin: bool,
+}
+
+#[derive(Args)]
+struct FulltextArgs {
+    /// Documents in the corpus (the search databases hold all of them).
+    #[arg(long, default_value_t = 200_000)]
+    docs: usize,
+    /// Documents per transaction (comma-separated).
+    #[arg(long, value_delimiter = ',', default_value = "1,10,100,500")]
+    batches: Vec<usize>,
+    /// Transactions per peer and batch size, at most: each run inserts the first
+    /// `min(docs, max_txs × batch)` documents.
+    #[arg(long, default_value_t = 2_000)]
+    max_txs: usize,
+    /// Timed runs of each query (after the warm-up).
+    #[arg(long, default_value_t = 20)]
+    reps: usize,
+    /// Untimed runs of each query before the timed ones, at least.
+    #[arg(long, default_value_t = 1)]
+    warmup: usize,
+    /// Untimed runs of each query go on for at least this many ms.
+    #[arg(long, default_value_t = 200)]
+    warmup_ms: u64,
+    /// Stop a query's timed runs once they have taken this many ms (at least 3 run).
+    #[arg(long, default_value_t = 2_000)]
+    budget_ms: u64,
+    /// Also write the report to this file (e.g. `bench/history/<date>-fulltext.md`).
+    #[arg(long)]
+    out: Option<std::path::PathBuf>,
 }
 
 #[derive(Args)]
@@ -334,10 +375,31 @@ fn main() -> ExitCode {
             };
             exit(storage::run(cfg).map(|r| print!("{}", storage_report::render(&r))))
         }
+        Command::Fulltext(args) => exit(fulltext_cmd(args)),
         Command::StorageOpen(args) => {
             exit(storage_bulk::open_and_query(&args.path, args.id).map(|line| println!("{line}")))
         }
     }
+}
+
+fn fulltext_cmd(args: FulltextArgs) -> Result<(), BenchError> {
+    let cfg = fulltext::FulltextConfig {
+        docs: args.docs,
+        batches: args.batches,
+        max_txs: args.max_txs,
+        timing: fulltext_search::Timing {
+            warmup: args.warmup,
+            warmup_ms: args.warmup_ms,
+            reps: args.reps,
+            budget_ms: args.budget_ms,
+        },
+    };
+    let report = fulltext_report::render(&fulltext::run(cfg)?);
+    print!("{report}");
+    if let Some(path) = &args.out {
+        std::fs::write(path, &report).map_err(BenchError::io("write", path))?;
+    }
+    Ok(())
 }
 
 fn exit(result: Result<(), BenchError>) -> ExitCode {
