@@ -265,6 +265,13 @@ impl Rel {
         self.len += 1;
     }
 
+    /// `push_row` that moves the values out of `row` (leaving it empty).
+    pub fn push_row_from(&mut self, row: &mut Vec<Value>) {
+        debug_assert_eq!(row.len(), self.width());
+        self.data.append(row);
+        self.len += 1;
+    }
+
     /// Keep only the rows for which `keep` holds.
     pub fn retain(&mut self, mut keep: impl FnMut(&[Value]) -> bool) {
         let w = self.width();

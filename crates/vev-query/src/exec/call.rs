@@ -70,21 +70,10 @@ impl Ctx<'_> {
         span: vev_edn::Span,
     ) -> Result<Rel, QueryError> {
         let fname = self.known_function(name, span)?;
-        // Output variables already bound are checked for equality, not rebound.
-        let bvars = binding.vars();
-        let new_vars: Vec<VarId> = {
-            let mut seen = Vec::new();
-            for v in &bvars {
-                if !rel.has(*v) && !seen.contains(v) {
-                    seen.push(*v);
-                }
-            }
-            seen
-        };
-        let mut vars = rel.vars.clone();
-        vars.extend(new_vars.iter().copied());
-        let mut out = Rel::empty(vars);
-        out.distinct = rel.distinct && matches!(binding, CBinding::Scalar(_));
+        if let (true, CBinding::Rel(positions)) = (fname == "fulltext", binding) {
+            return self.apply_fulltext(env, rel, args, binding, positions, span);
+        }
+        let mut out = output_rel(&rel, binding);
         let mut buf: Vec<Value> = Vec::new();
         let plan = ArgPlan::new(args, &rel);
         let mut vals: Vec<Value> = Vec::with_capacity(args.len());
@@ -95,31 +84,71 @@ impl Ctx<'_> {
                 .map_err(|e| with_span(e, span))?;
             for tuple in bind_tuples(fname, binding, result, span)? {
                 // tuple: one value per binding position (None for `_`).
-                buf.clear();
-                buf.extend_from_slice(row);
-                buf.resize(out.width(), Value::Nil);
-                let mut ok = true;
-                for (var, val) in tuple {
-                    if let Some(col) = rel.col(var) {
-                        if !funcs::values_equal(&row[col], &val) {
-                            ok = false;
-                            break;
-                        }
-                        continue;
-                    }
-                    let col = out.col(var).expect("new var has a column");
-                    if col < row.len() {
-                        continue;
-                    }
-                    // A variable bound twice in one binding must get equal values.
-                    if !matches!(buf[col], Value::Nil) && buf[col] != val {
-                        ok = false;
-                        break;
-                    }
-                    buf[col] = val;
+                if fill_row(&rel, &out, row, &mut buf, tuple) {
+                    out.push_row_from(&mut buf);
                 }
-                if ok {
-                    out.push_row(&buf);
+            }
+            self.check(out.len)?;
+        }
+        Ok(out)
+    }
+
+    /// `(fulltext $ :attr ?q)` bound to a relation (`[[?e ?v ?tx ?score]]`, Datomic's
+    /// form): each hit becomes a row directly, with no tuple value built in between.
+    fn apply_fulltext(
+        &self,
+        env: &Env<'_>,
+        rel: Rel,
+        args: &[CArg],
+        binding: &CBinding,
+        positions: &[Option<VarId>],
+        span: vev_edn::Span,
+    ) -> Result<Rel, QueryError> {
+        let mut out = output_rel(&rel, binding);
+        let mut buf: Vec<Value> = Vec::new();
+        let plan = ArgPlan::new(args, &rel);
+        let mut vals: Vec<Value> = Vec::with_capacity(args.len());
+        let Some(CArg::Src(i)) = args.first() else {
+            return Err(with_span(
+                QueryError::type_error(
+                    "fulltext",
+                    "expects a source ($) as its first argument".to_owned(),
+                ),
+                span,
+            ));
+        };
+        let src = self.source(env, Some(*i), span)?;
+        for row in rel.rows() {
+            plan.fill(row, &mut vals);
+            let (attr, query) = fulltext_args(src, &vals, Some(span))?;
+            let hits = if self.limits.naive {
+                crate::fulltext::scan_search(src, attr, &query)
+            } else {
+                src.fulltext(attr, &query)?
+            };
+            if positions.len() > 4 && !hits.is_empty() {
+                return Err(QueryError::Type {
+                    name: "fulltext".to_owned(),
+                    message: format!(
+                        "returned a tuple of 4 values, the binding needs {}",
+                        positions.len()
+                    ),
+                    span: Some(span),
+                });
+            }
+            for h in hits {
+                let part = |k: usize| match k {
+                    0 => Value::Ref(h.e),
+                    1 => Value::String(h.value.clone()),
+                    2 => Value::Ref(h.tx),
+                    _ => Value::Double(h.score),
+                };
+                let tuple = positions
+                    .iter()
+                    .enumerate()
+                    .filter_map(|(k, p)| p.map(|v| (v, part(k))));
+                if fill_row(&rel, &out, row, &mut buf, tuple) {
+                    out.push_row_from(&mut buf);
                 }
             }
             self.check(out.len)?;
@@ -323,6 +352,53 @@ pub(crate) fn fulltext_args(
         ));
     };
     Ok((attr.id, crate::fulltext::FtQuery::parse(text)?))
+}
+
+/// The relation a function clause's rows go to: the input's variables, then the binding's
+/// variables not bound yet (output variables already bound are checked for equality, not
+/// rebound).
+fn output_rel(rel: &Rel, binding: &CBinding) -> Rel {
+    let mut vars = rel.vars.clone();
+    for v in binding.vars() {
+        if !rel.has(v) && !vars.contains(&v) {
+            vars.push(v);
+        }
+    }
+    let mut out = Rel::empty(vars);
+    out.distinct = rel.distinct && matches!(binding, CBinding::Scalar(_));
+    out
+}
+
+/// Fill `buf` with the output row of input `row` under `assignments` (variable, value):
+/// false when an assignment contradicts a bound variable, or one bound twice in the binding
+/// gets two values.
+fn fill_row(
+    rel: &Rel,
+    out: &Rel,
+    row: &[Value],
+    buf: &mut Vec<Value>,
+    assignments: impl IntoIterator<Item = (VarId, Value)>,
+) -> bool {
+    buf.clear();
+    buf.extend_from_slice(row);
+    buf.resize(out.width(), Value::Nil);
+    for (var, val) in assignments {
+        if let Some(col) = rel.col(var) {
+            if !funcs::values_equal(&row[col], &val) {
+                return false;
+            }
+            continue;
+        }
+        let col = out.col(var).expect("new var has a column");
+        if col < row.len() {
+            continue;
+        }
+        if !matches!(buf[col], Value::Nil) && buf[col] != val {
+            return false;
+        }
+        buf[col] = val;
+    }
+    true
 }
 
 /// Where each argument of a call comes from, resolved once per clause: a column of the
