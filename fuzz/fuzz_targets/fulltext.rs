@@ -72,8 +72,8 @@ fn stored(record: Vec<u8>, segment: Vec<u8>) {
     let cache = SegmentCache::new(Arc::new(Fixed(segment)), 10_000);
     let manifest = vec![StoredEntry { segment: 1, record }];
     if let Ok(db) = persist::open_root_with(None, &cache, manifest) {
-        let _ = db.fulltext(*a, &FtQuery::parse("love OR moo*").expect("parses"));
-        let _ = db.history().fulltext(*a, &FtQuery::parse("\"in love\"").expect("parses"));
+        let _ = db.fulltext(*a, &FtQuery::parse("love OR moo*").expect("parses"), true);
+        let _ = db.history().fulltext(*a, &FtQuery::parse("\"in love\"").expect("parses"), true);
         let _ = db.verify_fulltext();
     }
 }
@@ -92,7 +92,7 @@ fuzz_target!(|data: &[u8]| {
                 return;
             };
             for view in [db.clone(), db.as_of(4), db.history(), db.since(3)] {
-                let mut got = view.fulltext(*a, &q).expect("an in-memory index answers");
+                let mut got = view.fulltext(*a, &q, true).expect("an in-memory index answers");
                 let mut want = vev_query::fulltext::scan_search(&view, *a, &q);
                 let key = |h: &vev::FulltextHit| (h.e, h.tx);
                 got.sort_by_key(key);

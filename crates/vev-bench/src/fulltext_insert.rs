@@ -291,7 +291,8 @@ pub fn run(
         let before = writer.fulltext_stats();
         samples_us.push(writer.write(chunk)?);
         let delta = writer.fulltext_stats().since(&before);
-        if peer.is_vev_fulltext() && (delta.transaction_segments(), delta.manifest_appends) != (1, 1)
+        if peer.is_vev_fulltext()
+            && (delta.transaction_segments(), delta.manifest_appends) != (1, 1)
         {
             irregular_txs += 1;
         }

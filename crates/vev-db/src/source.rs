@@ -22,11 +22,12 @@ impl Source for Db {
         &self,
         a: EntityId,
         query: &vev_query::fulltext::FtQuery,
+        values: bool,
     ) -> Result<Vec<vev_query::fulltext::Hit>, vev_query::QueryError> {
         if let Some(f) = &self.failed {
             return Err(vev_core::StorageError::clone(f).into());
         }
-        Ok(crate::fulltext::search(self, a, query)?)
+        Ok(crate::fulltext::search(self, a, query, values)?)
     }
 
     fn basis_t(&self) -> BasisT {

@@ -69,14 +69,18 @@ pub trait Source: Send + Sync {
     fn count_range_estimate(&self, a: EntityId, start: Bound<&Value>, end: Bound<&Value>) -> usize;
 
     /// The documents of the full-text attribute `a` (values the view shows) that match
-    /// `query`, with their scores, in no particular order. The default is the reference
-    /// search: a scan of every value of `a` (`fulltext::scan_search`); a source with a
-    /// full-text index answers from it, with the same rows and scores.
+    /// `query`, with their scores, in no particular order; with `values`, each with its
+    /// value (else a source may leave `Hit::value` out, which saves touching every
+    /// matching value). The default is the reference search: a scan of every value of `a`
+    /// (`fulltext::scan_search`); a source with a full-text index answers from it, with the
+    /// same rows and scores.
     fn fulltext(
         &self,
         a: EntityId,
         query: &crate::fulltext::FtQuery,
+        values: bool,
     ) -> Result<Vec<crate::fulltext::Hit>, crate::QueryError> {
+        let _ = values;
         Ok(crate::fulltext::scan_search(self, a, query))
     }
 

@@ -187,10 +187,10 @@ const FIXTURE_V4: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures/fo
 fn search(db: &Db, q: &str) -> Vec<(u64, String, u64)> {
     let a = db.entid(&Keyword::new("person/name")).unwrap();
     let mut rows: Vec<(u64, String, u64)> =
-        vev::Source::fulltext(db, a, &vev::FtQuery::parse(q).unwrap())
+        vev::Source::fulltext(db, a, &vev::FtQuery::parse(q).unwrap(), true)
             .unwrap()
             .into_iter()
-            .map(|h| (h.e, h.value.to_string(), h.score.to_bits()))
+            .map(|h| (h.e, format!("{:?}", h.value), h.score.to_bits()))
             .collect();
     rows.sort();
     rows

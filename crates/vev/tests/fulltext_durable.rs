@@ -84,7 +84,7 @@ fn hits(db: &Db, q: &str) -> usize {
         .attribute_by_ident(&vev::Keyword::new("doc/text"))
         .unwrap()
         .id;
-    vev::Source::fulltext(db, a, &FtQuery::parse(q).unwrap())
+    vev::Source::fulltext(db, a, &FtQuery::parse(q).unwrap(), true)
         .unwrap()
         .len()
 }
@@ -109,7 +109,7 @@ fn check_documents(db: &Db, n: u64, context: &str) {
         .id;
     for q in ["love", "blue moon", "caf*", "night OR always -love"] {
         let q = FtQuery::parse(q).unwrap();
-        let mut got = vev::Source::fulltext(db, a, &q).unwrap();
+        let mut got = vev::Source::fulltext(db, a, &q, true).unwrap();
         let mut want = vev_query::fulltext::scan_search(db, a, &q);
         got.sort_by_key(|h| h.e);
         want.sort_by_key(|h| h.e);

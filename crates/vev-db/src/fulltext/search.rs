@@ -9,6 +9,7 @@
 //! scores them, adding the scoring terms' contributions in the order of the scoring terms,
 //! as the reference does.
 
+use std::borrow::Cow;
 use std::sync::Arc;
 
 use vev_core::{EntityId, StorageError};
@@ -19,7 +20,12 @@ use super::{load, visible, Entry, ViewBounds};
 use crate::Db;
 
 /// Documents of attribute `a` in `db`'s view that match `query`, scored.
-pub(crate) fn search(db: &Db, a: EntityId, query: &FtQuery) -> Result<Vec<Hit>, StorageError> {
+pub(crate) fn search(
+    db: &Db,
+    a: EntityId,
+    query: &FtQuery,
+    values: bool,
+) -> Result<Vec<Hit>, StorageError> {
     let state = &db.state;
     let ft = &state.fulltext;
     let view = db.view;
@@ -58,29 +64,57 @@ pub(crate) fn search(db: &Db, a: EntityId, query: &FtQuery) -> Result<Vec<Hit>, 
     let scoring = Scoring::new(terms, &df, docs, total_len);
     let mut hits = Vec::new();
     for (entry, seg) in &parts {
-        let matched = matching(seg, a, query);
-        let matched: Vec<u32> = matched
-            .into_iter()
-            .filter(|&l| is_visible(entry, seg, l, &bounds))
-            .collect();
+        let mut matched = matching(seg, a, query);
+        if !(bounds.latest && entry.deleted.is_empty()) {
+            matched
+                .to_mut()
+                .retain(|&l| is_visible(entry, seg, l, &bounds));
+        }
         if matched.is_empty() {
             continue;
         }
+        hits.reserve(matched.len());
         let mut scores = vec![0.0f64; matched.len()];
+        // Many scoring terms (a prefix's): each term's postings find their documents'
+        // places in `matched` through a table by local id instead of a merge apiece.
+        let slots: Option<Vec<u32>> = (scoring.terms.len() > 2).then(|| {
+            let mut slots = vec![u32::MAX; seg.docs.len()];
+            for (k, &l) in matched.iter().enumerate() {
+                slots[l as usize] = k as u32;
+            }
+            slots
+        });
         for (i, term) in scoring.terms.iter().enumerate() {
             let Some(p) = seg.postings(a, term) else {
                 continue;
             };
+            if let Some(slots) = &slots {
+                for (pi, &l) in p.docs.iter().enumerate() {
+                    let k = slots[l as usize];
+                    if k != u32::MAX {
+                        let len = seg.docs[l as usize].len;
+                        scores[k as usize] += scoring.term_score(i, p.tf(pi), len);
+                    }
+                }
+                continue;
+            }
+            if p.docs.as_slice() == &*matched {
+                // One term's documents (a one-word query): no merge needed.
+                for (pi, s) in scores.iter_mut().enumerate() {
+                    *s += scoring.term_score(i, p.tf(pi), seg.docs[p.docs[pi] as usize].len);
+                }
+                continue;
+            }
             for_each_common(&matched, &p.docs, |mi, pi| {
                 let len = seg.docs[matched[mi] as usize].len;
                 scores[mi] += scoring.term_score(i, p.tf(pi), len);
             });
         }
-        for (local, score) in matched.into_iter().zip(scores) {
+        for (&local, score) in matched.iter().zip(scores) {
             let d = &seg.docs[local as usize];
             hits.push(Hit {
                 e: d.e,
-                value: d.value.clone(),
+                value: values.then(|| d.value.clone()),
                 tx: d.tx,
                 score,
             });
@@ -138,18 +172,32 @@ fn prefix_vocabulary<'s>(
 }
 
 /// Local ids of the segment's documents of `a` that match the query (visibility aside),
-/// increasing.
-fn matching(seg: &Segment, a: EntityId, query: &FtQuery) -> Vec<u32> {
+/// increasing. A one-word query borrows the term's postings.
+fn matching<'s>(seg: &'s Segment, a: EntityId, query: &FtQuery) -> Cow<'s, [u32]> {
+    if let [group] = query.groups.as_slice() {
+        if let ([Atom::Term(t)], []) = (group.must.as_slice(), group.not.as_slice()) {
+            return seg
+                .postings(a, t)
+                .map_or(Cow::Borrowed(&[]), |p| Cow::Borrowed(&p.docs));
+        }
+    }
     let mut out: Vec<u32> = Vec::new();
     for group in &query.groups {
-        let mut must = group.must.iter();
-        let Some(first) = must.next() else { continue };
-        let mut docs = atom_docs(seg, a, first);
-        for atom in must {
+        // The shortest list first: each intersection is then at most that long.
+        let mut lists: Vec<Cow<'s, [u32]>> = group
+            .must
+            .iter()
+            .map(|atom| atom_docs(seg, a, atom))
+            .collect();
+        lists.sort_by_key(|l| l.len());
+        let mut lists = lists.into_iter();
+        let Some(first) = lists.next() else { continue };
+        let mut docs = first.into_owned();
+        for list in lists {
             if docs.is_empty() {
                 break;
             }
-            docs = intersect(&docs, &atom_docs(seg, a, atom));
+            docs = intersect(&docs, &list);
         }
         for atom in &group.not {
             if docs.is_empty() {
@@ -157,23 +205,32 @@ fn matching(seg: &Segment, a: EntityId, query: &FtQuery) -> Vec<u32> {
             }
             docs = subtract(&docs, &atom_docs(seg, a, atom));
         }
-        out = union(&out, &docs);
+        out = if out.is_empty() {
+            docs
+        } else {
+            union(&out, &docs)
+        };
     }
-    out
+    Cow::Owned(out)
 }
 
 /// Local ids of the documents of `a` matching one atom, increasing.
-fn atom_docs(seg: &Segment, a: EntityId, atom: &Atom) -> Vec<u32> {
+fn atom_docs<'s>(seg: &'s Segment, a: EntityId, atom: &Atom) -> Cow<'s, [u32]> {
     match atom {
-        Atom::Term(t) => seg.postings(a, t).map_or_else(Vec::new, |p| p.docs.clone()),
+        Atom::Term(t) => seg
+            .postings(a, t)
+            .map_or(Cow::Borrowed(&[]), |p| Cow::Borrowed(&p.docs)),
         Atom::Prefix(p) => {
-            let mut out = Vec::new();
-            for postings in seg.with_prefix(a, p) {
-                out = union(&out, &postings.docs);
-            }
-            out
+            let mut out: Vec<u32> = seg
+                .with_prefix(a, p)
+                .iter()
+                .flat_map(|postings| postings.docs.iter().copied())
+                .collect();
+            out.sort_unstable();
+            out.dedup();
+            Cow::Owned(out)
         }
-        Atom::Phrase(words) => phrase_docs(seg, a, words),
+        Atom::Phrase(words) => Cow::Owned(phrase_docs(seg, a, words)),
     }
 }
 
@@ -186,14 +243,15 @@ fn phrase_docs(seg: &Segment, a: EntityId, words: &[String]) -> Vec<u32> {
     for p in &lists[1..] {
         docs = intersect(&docs, &p.docs);
     }
+    // Every list holds every remaining document, in the same order: one cursor per list.
+    let mut cursors = vec![0usize; lists.len()];
+    let mut positions: Vec<&[u32]> = Vec::with_capacity(lists.len());
     docs.retain(|&doc| {
-        let positions: Vec<&[u32]> = lists
-            .iter()
-            .map(|p| {
-                let i = p.docs.binary_search(&doc).expect("doc is in every list");
-                p.positions_of(i)
-            })
-            .collect();
+        positions.clear();
+        for (p, c) in lists.iter().zip(cursors.iter_mut()) {
+            *c += p.docs[*c..].partition_point(|&d| d < doc);
+            positions.push(p.positions_of(*c));
+        }
         positions[0].iter().any(|&start| {
             positions[1..]
                 .iter()
@@ -220,8 +278,25 @@ fn for_each_common(x: &[u32], y: &[u32], mut f: impl FnMut(usize, usize)) {
     }
 }
 
+/// `x ∩ y`; when `x` is much shorter, each of its ids is found in `y` by galloping.
 fn intersect(x: &[u32], y: &[u32]) -> Vec<u32> {
     let mut out = Vec::with_capacity(x.len().min(y.len()));
+    if x.len() * 16 < y.len() {
+        let mut rest = y;
+        for &v in x {
+            let mut step = 1;
+            while step < rest.len() && rest[step] < v {
+                step *= 2;
+            }
+            let end = (step + 1).min(rest.len());
+            let at = rest[..end].partition_point(|&w| w < v);
+            rest = &rest[at..];
+            if rest.first() == Some(&v) {
+                out.push(v);
+            }
+        }
+        return out;
+    }
     for_each_common(x, y, |i, _| out.push(x[i]));
     out
 }
@@ -272,6 +347,9 @@ mod tests {
     #[test]
     fn sorted_set_operations() {
         assert_eq!(intersect(&[1, 3, 5, 7], &[3, 4, 7]), [3, 7]);
+        let long: Vec<u32> = (0..1000).map(|i| i * 3).collect();
+        assert_eq!(intersect(&[0, 4, 9, 2997, 3000], &long), [0, 9, 2997]);
+        assert_eq!(intersect(&[], &long), Vec::<u32>::new());
         assert_eq!(subtract(&[1, 3, 5, 7], &[3, 4, 7]), [1, 5]);
         assert_eq!(union(&[1, 3, 5], &[2, 3, 9]), [1, 2, 3, 5, 9]);
     }

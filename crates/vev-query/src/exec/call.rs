@@ -121,10 +121,11 @@ impl Ctx<'_> {
         for row in rel.rows() {
             plan.fill(row, &mut vals);
             let (attr, query) = fulltext_args(src, &vals, Some(span))?;
+            let values = positions.get(1).is_some_and(Option::is_some);
             let hits = if self.limits.naive {
                 crate::fulltext::scan_search(src, attr, &query)
             } else {
-                src.fulltext(attr, &query)?
+                src.fulltext(attr, &query, values)?
             };
             if positions.len() > 4 && !hits.is_empty() {
                 return Err(QueryError::Type {
@@ -139,7 +140,7 @@ impl Ctx<'_> {
             for h in hits {
                 let part = |k: usize| match k {
                     0 => Value::Ref(h.e),
-                    1 => Value::String(h.value.clone()),
+                    1 => h.value.clone().map_or(Value::Nil, Value::String),
                     2 => Value::Ref(h.tx),
                     _ => Value::Double(h.score),
                 };
@@ -295,7 +296,7 @@ impl Ctx<'_> {
         let hits = if self.limits.naive {
             crate::fulltext::scan_search(src, attr, &query)
         } else {
-            src.fulltext(attr, &query)?
+            src.fulltext(attr, &query, true)?
         };
         let rows: Vec<Value> = hits
             .into_iter()
@@ -303,7 +304,7 @@ impl Ctx<'_> {
                 Value::Tuple(
                     vec![
                         Value::Ref(h.e),
-                        Value::String(h.value),
+                        h.value.map_or(Value::Nil, Value::String),
                         Value::Ref(h.tx),
                         Value::Double(h.score),
                     ]

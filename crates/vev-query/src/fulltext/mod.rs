@@ -66,8 +66,8 @@ impl FulltextError {
 pub struct Hit {
     /// The entity whose value matched.
     pub e: EntityId,
-    /// The value (the document's text).
-    pub value: Arc<str>,
+    /// The value (the document's text), when the search was asked for values.
+    pub value: Option<Arc<str>>,
     /// The transaction that asserted the value.
     pub tx: EntityId,
     /// Its BM25 score (higher is better).
@@ -207,7 +207,7 @@ pub fn search_documents(docs: &[(EntityId, Arc<str>, EntityId)], query: &FtQuery
         }
         hits.push(Hit {
             e: doc.0,
-            value: doc.1.clone(),
+            value: Some(doc.1.clone()),
             tx: doc.2,
             score,
         });
