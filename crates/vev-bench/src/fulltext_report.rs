@@ -15,8 +15,6 @@ const TARGET_FT_RATIO_BATCH_500: f64 = 2.0;
 const TARGET_VS_TANTIVY: f64 = 1.0;
 const TARGET_VS_FTS5: f64 = 2.0;
 
-/// The verdict of a counter target in a build without the index's API (`fulltext_vev.rs`).
-
 const STATES: [&str; 3] = ["as written", "after compaction", "after reopening"];
 
 fn verdict(ok: bool) -> &'static str {

@@ -3,7 +3,7 @@
 //!
 //! Why segments per transaction: on any storage a transaction's index change must be one
 //! write. Each transaction that asserts full-text values builds exactly one immutable
-//! [`Segment`] of those documents, and the manifest (the list of live segments) gets one
+//! `Segment` of those documents, and the manifest (the list of live segments) gets one
 //! entry for it; the storage backend writes both in the transaction's own commit. A document
 //! is one assertion `(e a v tx)` and never changes; retracting the value marks the document
 //! deleted *at* that transaction (its *deletion mark*), which costs no segment at all: the

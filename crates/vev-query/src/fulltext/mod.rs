@@ -7,7 +7,7 @@
 //! - which documents there are: the values of the attribute that the source's view shows
 //!   (the current values, those as of a time, since a time, or every assertion in a
 //!   history view), each with the entity and the transaction that asserted it;
-//! - which documents match ([`FtQuery`] and [`matches`]);
+//! - which documents match ([`FtQuery`] and [`matches()`]);
 //! - their scores ([`Scoring`]): BM25 with statistics (document count, average length,
 //!   document frequency of each term) over those same documents of the attribute, so a
 //!   score depends only on the view, never on how the index happens to be divided into
