@@ -14,7 +14,7 @@
 //! so a crash keeps all three or none. A compaction writes its segment, deletes the rows it
 //! replaces and inserts its own in one batch.
 
-use rusqlite::{params, OptionalExtension};
+use rusqlite::params;
 use vev_core::StorageError;
 use vev_db::fulltext::{Compaction, NewEntry};
 use vev_db::persist::StoredEntry;
@@ -64,22 +64,6 @@ pub(crate) fn read_manifest(conn: &rusqlite::Connection) -> Result<Vec<StoredEnt
         });
     }
     Ok(out)
-}
-
-/// Read one full-text segment's payload (checksum verified).
-pub(crate) fn read_segment(conn: &rusqlite::Connection, id: u64) -> Result<Vec<u8>, StorageError> {
-    let what = || format!("full-text segment {id}");
-    let bytes: Option<Vec<u8>> = conn
-        .prepare_cached("SELECT payload FROM vev_ft_segment WHERE id = ?1")
-        .and_then(|mut st| st.query_row([id as i64], |r| r.get(0)).optional())
-        .map_err(|e| unreadable(what(), e))?;
-    match bytes {
-        Some(b) => unseal(&what, b),
-        None => Err(StorageError::corruption(
-            what(),
-            "it is missing from the file",
-        )),
-    }
 }
 
 impl Store {

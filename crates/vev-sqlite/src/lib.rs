@@ -292,22 +292,43 @@ struct SegmentReader {
 impl SegmentStore for SegmentReader {
     fn read_segment(&self, id: u64) -> Result<Vec<u8>, StorageError> {
         let conn = vev_core::sync::lock(&self.conn);
-        let what = || format!("segment {id}");
-        let bytes: Option<Vec<u8>> = conn
-            .prepare_cached("SELECT payload FROM vev_segment WHERE id = ?1")
-            .and_then(|mut st| st.query_row([id as i64], |r| r.get(0)).optional())
-            .map_err(|e| unreadable(what(), e))?;
-        match bytes {
-            Some(b) => unseal(&what, b),
-            None => Err(StorageError::corruption(
-                what(),
-                "it is missing from the file",
-            )),
-        }
+        read_payload(
+            &conn,
+            "SELECT payload FROM vev_segment WHERE id = ?1",
+            id,
+            &|| format!("segment {id}"),
+        )
     }
 
     fn read_fulltext_segment(&self, id: u64) -> Result<Vec<u8>, StorageError> {
-        fulltext::read_segment(&vev_core::sync::lock(&self.conn), id)
+        let conn = vev_core::sync::lock(&self.conn);
+        read_payload(
+            &conn,
+            "SELECT payload FROM vev_ft_segment WHERE id = ?1",
+            id,
+            &|| format!("full-text segment {id}"),
+        )
+    }
+}
+
+/// The checked payload of the row `sql` selects by `id`; a missing row is corruption (a
+/// segment something names).
+fn read_payload(
+    conn: &rusqlite::Connection,
+    sql: &str,
+    id: u64,
+    what: &dyn Fn() -> String,
+) -> Result<Vec<u8>, StorageError> {
+    let bytes: Option<Vec<u8>> = conn
+        .prepare_cached(sql)
+        .and_then(|mut st| st.query_row([id as i64], |r| r.get(0)).optional())
+        .map_err(|e| unreadable(what(), e))?;
+    match bytes {
+        Some(b) => unseal(what, b),
+        None => Err(StorageError::corruption(
+            what(),
+            "it is missing from the file",
+        )),
     }
 }
 

@@ -12,13 +12,11 @@
 //! compaction removes entries), and the deletion marks transactions added meanwhile carry
 //! over to the merged entry.
 
-use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use vev_core::{EntityId, StorageError};
+use vev_core::StorageError;
 
-use super::segment::Segment;
-use super::{load, Counts, Entry, FtState, Mark, NewEntry, SegRef};
+use super::{load, merged_entry, merged_marks, Counts, Entry, FtState, NewEntry, SegRef};
 use crate::Db;
 
 /// Entries merged by one compaction.
@@ -121,41 +119,12 @@ impl Db {
                 "a stored entry has no segment cache to load from",
             ));
         }
-        let parts: Vec<&Segment> = segs.iter().map(|s| &**s).collect();
-        let merged = Segment::merge(&parts);
-        let bytes = merged.encode();
-        let first = entries[0].doc_first;
-        let mut attrs: BTreeMap<EntityId, (u64, u64)> = BTreeMap::new();
-        for (a, n, len) in entries.iter().flat_map(|e| e.attrs.iter()) {
-            let s = attrs.entry(*a).or_default();
-            s.0 += n;
-            s.1 += len;
-        }
-        let marks = Arc::new(merged_marks(entries, first));
-        let own = Counts {
-            segments_written: 1,
-            manifest_appends: 0,
-            compactions: 1,
-            bytes_written: bytes.len() as u64,
-        };
-        let counts = entries.iter().fold(own, |c, e| c.add(e.counts));
-        let entry = Entry {
-            doc_first: first,
-            doc_end: entries[entries.len() - 1].doc_end,
-            t_first: entries.iter().map(|e| e.t_first).min().unwrap_or(0),
-            t_last: entries.iter().map(|e| e.t_last).max().unwrap_or(0),
-            tx_min: entries.iter().map(|e| e.tx_min).min().unwrap_or(0),
-            tx_max: entries.iter().map(|e| e.tx_max).max().unwrap_or(0),
-            attrs: attrs.into_iter().map(|(a, (n, l))| (a, n, l)).collect(),
-            seg: SegRef::Memory {
-                seg: Arc::new(merged),
-                bytes: Arc::new(bytes),
-            },
-            stored: false,
-            counts,
-            embedded: marks.clone(),
-            deleted: marks,
-        };
+        let entry = merged_entry(entries, &segs, |bytes| {
+            entries
+                .iter()
+                .fold(compaction_counts(bytes), |c, e| c.add(e.counts))
+        });
+        let own = compaction_counts(entry_bytes(&entry));
         Ok(Some(Compaction {
             own,
             replaced: entries.iter().map(|e| (e.doc_first, e.doc_end)).collect(),
@@ -208,15 +177,22 @@ impl Db {
     }
 }
 
-/// The deletion marks of consecutive entries, renumbered from document `first`.
-fn merged_marks(entries: &[Arc<Entry>], first: u64) -> Vec<Mark> {
-    entries
-        .iter()
-        .flat_map(|e| {
-            let base = (e.doc_first - first) as u32;
-            e.deleted.iter().map(move |m| (base + m.0, m.1))
-        })
-        .collect()
+/// What a compaction writing a segment of `bytes` bytes adds to the counters.
+fn compaction_counts(bytes: u64) -> Counts {
+    Counts {
+        segments_written: 1,
+        manifest_appends: 0,
+        compactions: 1,
+        bytes_written: bytes,
+    }
+}
+
+/// The size of an entry's segment built in memory.
+fn entry_bytes(entry: &Entry) -> u64 {
+    match &entry.seg {
+        SegRef::Memory { bytes, .. } => bytes.len() as u64,
+        SegRef::Stored(_) => 0,
+    }
 }
 
 #[cfg(test)]

@@ -379,43 +379,7 @@ impl FtState {
             return;
         }
         let old = run.iter().fold(Counts::default(), |c, e| c.add(e.counts));
-        let parts: Vec<&Segment> = segs.iter().map(|s| &**s).collect();
-        let merged = Segment::merge(&parts);
-        let bytes = merged.encode();
-        let mut attrs: BTreeMap<EntityId, (u64, u64)> = BTreeMap::new();
-        for (a, n, len) in run.iter().flat_map(|e| e.attrs.iter()) {
-            let s = attrs.entry(*a).or_default();
-            s.0 += n;
-            s.1 += len;
-        }
-        let doc_first = run[0].doc_first;
-        let rebase = |marks: &dyn Fn(&Entry) -> &Arc<Vec<Mark>>| -> Arc<Vec<Mark>> {
-            Arc::new(
-                run.iter()
-                    .flat_map(|e| {
-                        let base = (e.doc_first - doc_first) as u32;
-                        marks(e).iter().map(move |m| (base + m.0, m.1))
-                    })
-                    .collect(),
-            )
-        };
-        let merged_entry = Entry {
-            doc_first,
-            doc_end: run[run.len() - 1].doc_end,
-            t_first: run.iter().map(|e| e.t_first).min().unwrap_or(0),
-            t_last: run.iter().map(|e| e.t_last).max().unwrap_or(0),
-            tx_min: run.iter().map(|e| e.tx_min).min().unwrap_or(0),
-            tx_max: run.iter().map(|e| e.tx_max).max().unwrap_or(0),
-            attrs: attrs.into_iter().map(|(a, (n, l))| (a, n, l)).collect(),
-            embedded: rebase(&|e| &e.embedded),
-            deleted: rebase(&|e| &e.deleted),
-            seg: SegRef::Memory {
-                seg: Arc::new(merged),
-                bytes: Arc::new(bytes.clone()),
-            },
-            stored: false,
-            counts: Counts::appended(bytes.len() as u64),
-        };
+        let merged_entry = merged_entry(run, &segs, Counts::appended);
         // The merged entries' segments were never written: only the merged one is.
         self.counters = Counts {
             segments_written: self.counters.segments_written - old.segments_written,
@@ -441,6 +405,68 @@ impl FtState {
             deleted_documents: self.entries.iter().map(|e| e.deleted.len() as u64).sum(),
         }
     }
+}
+
+/// One entry for consecutive entries `run` (whose segments are `segs`): their segments
+/// merged (documents keep their numbers), their statistics summed, every deletion mark
+/// they have embedded in it, and the counts `counts` gives for the merged segment's size.
+pub(crate) fn merged_entry(
+    run: &[Arc<Entry>],
+    segs: &[Arc<Segment>],
+    counts: impl FnOnce(u64) -> Counts,
+) -> Entry {
+    let parts: Vec<&Segment> = segs.iter().map(|s| &**s).collect();
+    let merged = Segment::merge(&parts);
+    let bytes = merged.encode();
+    let mut attrs: BTreeMap<EntityId, (u64, u64)> = BTreeMap::new();
+    for (a, n, len) in run.iter().flat_map(|e| e.attrs.iter()) {
+        let s = attrs.entry(*a).or_default();
+        s.0 += n;
+        s.1 += len;
+    }
+    let doc_first = run[0].doc_first;
+    let marks = Arc::new(merged_marks(run, doc_first));
+    Entry {
+        doc_first,
+        doc_end: run[run.len() - 1].doc_end,
+        t_first: run.iter().map(|e| e.t_first).min().unwrap_or(0),
+        t_last: run.iter().map(|e| e.t_last).max().unwrap_or(0),
+        tx_min: run.iter().map(|e| e.tx_min).min().unwrap_or(0),
+        tx_max: run.iter().map(|e| e.tx_max).max().unwrap_or(0),
+        attrs: attrs.into_iter().map(|(a, (n, l))| (a, n, l)).collect(),
+        counts: counts(bytes.len() as u64),
+        seg: SegRef::Memory {
+            seg: Arc::new(merged),
+            bytes: Arc::new(bytes),
+        },
+        stored: false,
+        embedded: marks.clone(),
+        deleted: marks,
+    }
+}
+
+/// The deletion marks of consecutive entries, renumbered from document `first`.
+pub(crate) fn merged_marks(entries: &[Arc<Entry>], first: u64) -> Vec<Mark> {
+    entries
+        .iter()
+        .flat_map(|e| {
+            let base = (e.doc_first - first) as u32;
+            e.deleted.iter().map(move |m| (base + m.0, m.1))
+        })
+        .collect()
+}
+
+/// The ids of the schema's full-text attributes, in order.
+pub(crate) fn fulltext_attrs(schema: &Schema) -> Vec<EntityId> {
+    let mut attrs: Vec<EntityId> = schema
+        .parts()
+        .attributes
+        .iter()
+        .filter(|a| a.fulltext)
+        .map(|a| a.id)
+        .collect();
+    attrs.sort_unstable();
+    attrs
 }
 
 /// Every value attribute `a` has had in `before`: current ones, and retracted ones (with
@@ -782,16 +808,7 @@ impl FtState {
             docs: Vec::new(),
             marks: Vec::new(),
         };
-        let mut attrs: Vec<EntityId> = before
-            .schema
-            .parts()
-            .attributes
-            .iter()
-            .filter(|a| a.fulltext)
-            .map(|a| a.id)
-            .collect();
-        attrs.sort_unstable();
-        for a in attrs {
+        for a in fulltext_attrs(&before.schema) {
             collect_existing(before, a, &mut new);
         }
         if !new.docs.is_empty() {

@@ -121,15 +121,7 @@ impl Db {
         let mark = self.storage_mark();
         let mut live = Vec::new();
         let mut retired = Vec::new();
-        let attrs: Vec<EntityId> = state
-            .schema
-            .parts()
-            .attributes
-            .iter()
-            .filter(|a| a.fulltext)
-            .map(|a| a.id)
-            .collect();
-        for a in attrs {
+        for a in super::fulltext_attrs(&state.schema) {
             for d in self
                 .current()
                 .datoms_unchecked(IndexOrder::Aevt, &[Component::Entity(a)])
