@@ -1,18 +1,19 @@
 //! The full-text index's tables:
-//! - `vev_ft_segment`: immutable full-text segments. SQLite gives a new row the largest id
-//!   plus one, and the segment with the largest id is always named by the manifest (a
-//!   segment stops being named only when a compaction merges it, and the merged one is
-//!   newer), so it is never deleted and no id is ever used twice: readers cache segments
-//!   by id. (`AUTOINCREMENT` would say the same at the cost of one more page written per
-//!   transaction.)
+//! - `vev_ft_segment`: immutable full-text segments, each in parts of at most
+//!   `SEGMENT_PART_BYTES` (one row a part, each framed): a compaction writes the parts of a
+//!   large merged segment in write batches of their own, so a transaction waits for one
+//!   part at most, never for a whole segment. The writer gives ids in order from one past
+//!   the largest in the file, so none is used twice (readers cache segments by id); parts
+//!   of a segment no manifest row names (a compaction that failed or crashed before its
+//!   last batch) are deleted when a writer opens the file.
 //! - `vev_ft_manifest`: the live segments, one row per manifest entry, keyed by its first
 //!   document number, with the entry's record;
 //! - `vev_ft_garbage`: segments a compaction replaced, deleted by a later compaction once
 //!   the grace period has passed (readers in other processes may still be loading them).
 //!
 //! A transaction's segment and manifest row are written in the write batch of its log row,
-//! so a crash keeps all three or none. A compaction writes its segment, deletes the rows it
-//! replaces and inserts its own in one batch.
+//! so a crash keeps all three or none. A compaction writes its segment's parts, then in one
+//! last batch deletes the rows it replaces and inserts its own.
 
 use rusqlite::params;
 use vev_core::StorageError;
@@ -22,7 +23,11 @@ use vev_db::persist::StoredEntry;
 use crate::{io, seal, unreadable, unseal, Store};
 
 pub(crate) const TABLES: &str = "
-    CREATE TABLE IF NOT EXISTS vev_ft_segment (id INTEGER PRIMARY KEY, payload BLOB NOT NULL);
+    CREATE TABLE IF NOT EXISTS vev_ft_segment (
+        id INTEGER NOT NULL,
+        part INTEGER NOT NULL,
+        payload BLOB NOT NULL,
+        PRIMARY KEY (id, part)) WITHOUT ROWID;
     CREATE TABLE IF NOT EXISTS vev_ft_manifest (
         doc_first INTEGER PRIMARY KEY,
         doc_end INTEGER NOT NULL,
@@ -77,7 +82,10 @@ impl Store {
         for e in entries {
             self.fault("full-text segment write")?;
             self.delay_segment_write();
-            let id = insert_segment(tx, &e.segment)?;
+            let id = self.next_fulltext_id();
+            for (part, chunk) in e.segment.chunks(SEGMENT_PART_BYTES).enumerate() {
+                insert_part(tx, id, part, chunk)?;
+            }
             tx.prepare_cached(
                 "INSERT INTO vev_ft_manifest (doc_first, doc_end, segment, record) \
                  VALUES (?1, ?2, ?3, ?4)",
@@ -112,38 +120,78 @@ impl Store {
         Ok(db.fulltext_stored())
     }
 
-    /// Write a compaction: its segment, and its manifest row in place of the rows it
-    /// replaces, in one synced write batch; the replaced segments become garbage, and
-    /// garbage older than the grace period is deleted. Returns the new segment's id.
+    /// Write a compaction: its segment's parts, each in a write batch of its own (so
+    /// transactions interleave with a large one), then in one last batch its manifest row
+    /// in place of the rows it replaces; the replaced segments become garbage, and garbage
+    /// older than the grace period is deleted. None of these batches is synced on its own:
+    /// the next transaction's commit syncs the write-ahead log (frames reach the disk in
+    /// order), so a crash can only lose the compaction, never the entries it replaces, and
+    /// transactions never wait for its sync. Returns the new segment's id. On a failure the
+    /// parts already written are deleted unless the manifest names them (or, if that fails
+    /// too, by the next writer's open).
     pub fn write_compaction(&self, c: &Compaction) -> Result<u64, StorageError> {
         if self.read_only {
             return Err(self.read_only_error());
         }
+        let id = self.next_fulltext_id();
+        let written = self.write_compaction_parts(c, id);
+        if written.is_err() {
+            let _ = self.unsynced(|tx| {
+                // Unless its last batch landed after all (a failure reported after the
+                // commit): then the manifest names it.
+                tx.execute(
+                    "DELETE FROM vev_ft_segment WHERE id = ?1 \
+                     AND id NOT IN (SELECT segment FROM vev_ft_manifest)",
+                    [id as i64],
+                )
+                .map(|_| ())
+                .map_err(io("full-text compaction"))
+            });
+        }
+        written.map(|()| id)
+    }
+
+    fn write_compaction_parts(&self, c: &Compaction, id: u64) -> Result<(), StorageError> {
+        let entry = c.new_entry();
+        for (part, chunk) in entry.segment.chunks(SEGMENT_PART_BYTES).enumerate() {
+            self.unsynced(|tx| {
+                self.fault("full-text compaction write")?;
+                insert_part(tx, id, part, chunk)
+            })?;
+        }
+        self.delay_segment_write();
+        self.unsynced(|tx| self.swap_manifest(tx, c, id, entry.record.clone()))
+    }
+
+    /// Run `write` in a write batch committed without a sync of its own.
+    fn unsynced(
+        &self,
+        write: impl FnOnce(&rusqlite::Transaction<'_>) -> Result<(), StorageError>,
+    ) -> Result<(), StorageError> {
         let mut conn = self.conn();
-        // Not synced on its own: until the next transaction's commit syncs the write-ahead
-        // log (frames reach the disk in order), a crash can only lose the compaction whole,
-        // and the entries it would replace are still in the file. So the writer's commits
-        // never wait for a compaction's sync.
         conn.pragma_update(None, "synchronous", "NORMAL")
             .map_err(io("full-text compaction"))?;
-        let written = self.write_compaction_batch(&mut conn, c);
+        let written = (|| {
+            let tx = conn
+                .transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)
+                .map_err(io("full-text compaction"))?;
+            write(&tx)?;
+            self.commit(tx, "full-text compaction sync")
+        })();
         conn.pragma_update(None, "synchronous", "FULL")
             .map_err(io("full-text compaction"))?;
         written
     }
 
-    fn write_compaction_batch(
+    /// The compaction's last batch: its manifest row in place of those it replaces.
+    fn swap_manifest(
         &self,
-        conn: &mut rusqlite::Connection,
+        tx: &rusqlite::Transaction<'_>,
         c: &Compaction,
-    ) -> Result<u64, StorageError> {
-        let entry = c.new_entry();
+        id: u64,
+        record: Vec<u8>,
+    ) -> Result<(), StorageError> {
         let (first, end) = c.range();
-        let tx = conn
-            .transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)
-            .map_err(io("full-text compaction"))?;
-        self.fault("full-text compaction write")?;
-        self.delay_segment_write();
         let replaced: Vec<i64> = tx
             .prepare_cached(
                 "SELECT segment FROM vev_ft_manifest WHERE doc_first >= ?1 AND doc_end <= ?2",
@@ -163,7 +211,6 @@ impl Store {
                 ),
             ));
         }
-        let id = insert_segment(&tx, &entry.segment)?;
         let now_ms = crate::now_ms();
         tx.execute(
             "DELETE FROM vev_ft_manifest WHERE doc_first >= ?1 AND doc_end <= ?2",
@@ -172,7 +219,7 @@ impl Store {
         .map_err(io("full-text compaction"))?;
         tx.execute(
             "INSERT INTO vev_ft_manifest (doc_first, doc_end, segment, record) VALUES (?1, ?2, ?3, ?4)",
-            params![first as i64, end as i64, id as i64, seal(entry.record)],
+            params![first as i64, end as i64, id as i64, seal(record)],
         )
         .map_err(io("full-text compaction"))?;
         for old in replaced {
@@ -193,8 +240,15 @@ impl Store {
             tx.execute("DELETE FROM vev_ft_garbage WHERE since_ms <= ?1", [cutoff])
                 .map_err(io("full-text compaction"))?;
         }
-        self.commit(tx, "full-text compaction sync")?;
-        Ok(id)
+        Ok(())
+    }
+
+    /// The next full-text segment id (the writer's).
+    fn next_fulltext_id(&self) -> u64 {
+        let mut next = vev_core::sync::lock(&self.next_fulltext);
+        let id = *next;
+        *next += 1;
+        id
     }
 
     /// Check every full-text segment's checksum; the count of segments and garbage ones.
@@ -204,16 +258,31 @@ impl Store {
             return Ok((0, 0));
         }
         let mut st = conn
-            .prepare("SELECT id, payload FROM vev_ft_segment ORDER BY id")
+            .prepare("SELECT id, part, payload FROM vev_ft_segment ORDER BY id, part")
             .map_err(io("verify"))?;
         let mut rows = st.query([]).map_err(io("verify"))?;
         let mut n = 0;
+        let mut last: Option<(i64, i64)> = None;
         while let Some(row) = rows.next().map_err(io("verify"))? {
             let id: i64 = row.get(0).map_err(io("verify"))?;
-            let what = || format!("full-text segment {id}");
-            let bytes: Vec<u8> = row.get(1).map_err(|e| unreadable(what(), e))?;
+            let part: i64 = row.get(1).map_err(io("verify"))?;
+            let what = || format!("full-text segment {id} part {part}");
+            let bytes: Vec<u8> = row.get(2).map_err(|e| unreadable(what(), e))?;
             unseal(&what, bytes)?;
-            n += 1;
+            let expect = match last {
+                Some((i, p)) if i == id => p + 1,
+                _ => {
+                    n += 1;
+                    0
+                }
+            };
+            if part != expect {
+                return Err(StorageError::corruption(
+                    what(),
+                    format!("expected part {expect}"),
+                ));
+            }
+            last = Some((id, part));
         }
         let garbage: i64 = conn
             .query_row("SELECT count(*) FROM vev_ft_garbage", [], |r| r.get(0))
@@ -228,9 +297,66 @@ impl Store {
     }
 }
 
-fn insert_segment(tx: &rusqlite::Transaction<'_>, payload: &[u8]) -> Result<u64, StorageError> {
-    tx.prepare_cached("INSERT INTO vev_ft_segment (payload) VALUES (?1)")
-        .and_then(|mut st| st.execute([seal(payload.to_vec())]))
+/// Full-text segments are stored in parts of at most this many bytes.
+pub(crate) const SEGMENT_PART_BYTES: usize = 256 << 10;
+
+fn insert_part(
+    tx: &rusqlite::Transaction<'_>,
+    id: u64,
+    part: usize,
+    bytes: &[u8],
+) -> Result<(), StorageError> {
+    tx.prepare_cached("INSERT INTO vev_ft_segment (id, part, payload) VALUES (?1, ?2, ?3)")
+        .and_then(|mut st| st.execute(params![id as i64, part as i64, seal(bytes.to_vec())]))
         .map_err(io("full-text segment write"))?;
-    Ok(tx.last_insert_rowid() as u64)
+    Ok(())
+}
+
+/// A writer's start: delete the parts of segments no manifest row names and no garbage row
+/// lists (a compaction that failed or crashed before its last batch), and return the next
+/// segment id (one past the largest left).
+pub(crate) fn writer_start(conn: &rusqlite::Connection) -> Result<u64, StorageError> {
+    conn.execute(
+        "DELETE FROM vev_ft_segment WHERE id NOT IN (SELECT segment FROM vev_ft_manifest) \
+         AND id NOT IN (SELECT id FROM vev_ft_garbage)",
+        [],
+    )
+    .map_err(io("full-text open"))?;
+    let max: Option<i64> = conn
+        .query_row("SELECT max(id) FROM vev_ft_segment", [], |r| r.get(0))
+        .map_err(io("full-text open"))?;
+    Ok(max.map_or(1, |m| m as u64 + 1))
+}
+
+/// The whole payload of segment `id`: its parts in order, each checked.
+pub(crate) fn read_segment(conn: &rusqlite::Connection, id: u64) -> Result<Vec<u8>, StorageError> {
+    let what = || format!("full-text segment {id}");
+    let mut st = conn
+        .prepare_cached("SELECT part, payload FROM vev_ft_segment WHERE id = ?1 ORDER BY part")
+        .map_err(|e| unreadable(what(), e))?;
+    let mut rows = st.query([id as i64]).map_err(|e| unreadable(what(), e))?;
+    let mut out = Vec::new();
+    let mut parts = 0i64;
+    while let Some(row) = rows.next().map_err(|e| unreadable(what(), e))? {
+        let part: i64 = row.get(0).map_err(|e| unreadable(what(), e))?;
+        if part != parts {
+            return Err(StorageError::corruption(
+                what(),
+                format!("part {parts} is missing"),
+            ));
+        }
+        let bytes: Vec<u8> = row.get(1).map_err(|e| unreadable(what(), e))?;
+        out.extend(unseal(
+            &|| format!("full-text segment {id} part {part}"),
+            bytes,
+        )?);
+        parts += 1;
+    }
+    if parts == 0 {
+        return Err(StorageError::corruption(
+            what(),
+            "it is missing from the file",
+        ));
+    }
+    Ok(out)
 }

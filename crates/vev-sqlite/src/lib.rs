@@ -301,13 +301,7 @@ impl SegmentStore for SegmentReader {
     }
 
     fn read_fulltext_segment(&self, id: u64) -> Result<Vec<u8>, StorageError> {
-        let conn = vev_core::sync::lock(&self.conn);
-        read_payload(
-            &conn,
-            "SELECT payload FROM vev_ft_segment WHERE id = ?1",
-            id,
-            &|| format!("full-text segment {id}"),
-        )
+        fulltext::read_segment(&vev_core::sync::lock(&self.conn), id)
     }
 }
 
@@ -344,6 +338,8 @@ pub struct Store {
     next_segment: Mutex<u64>,
     gc_grace: Option<Duration>,
     segment_write_delay: Option<Duration>,
+    /// The next full-text segment id (a writer's).
+    next_fulltext: Mutex<u64>,
     /// The root (its basis-t and `next_segment`) the latest database read here is built on:
     /// `catch_up` adopts any other, so a reader that keeps up with the log still moves onto
     /// each checkpoint's segments instead of holding in memory every path the log changed.
@@ -407,6 +403,7 @@ impl Store {
 
     /// `open` of a path that passed `probe::check_file`.
     fn open_file(path: &Path, display: &str, opts: &StoreOptions) -> Result<Opened, StorageError> {
+        let mut next_fulltext = 1;
         let lock = if opts.read_only {
             None
         } else {
@@ -423,6 +420,7 @@ impl Store {
         if !opts.read_only {
             // Files of this format written before garbage was tracked lack the table.
             conn.execute_batch(GARBAGE_TABLE).map_err(io("create"))?;
+            next_fulltext = fulltext::writer_start(&conn)?;
             preallocate_wal(&mut conn, path);
         }
         let seg_conn = open_sqlite(path, true)?;
@@ -441,6 +439,7 @@ impl Store {
             next_segment: Mutex::new(1),
             gc_grace: opts.gc_grace,
             segment_write_delay: opts.segment_write_delay,
+            next_fulltext: Mutex::new(next_fulltext),
             root_seen: Mutex::new(None),
             _lock: lock,
         };

@@ -306,3 +306,56 @@ fn sigkill_during_transactions_and_compactions_loses_no_document() {
         "the children committed only {acked_max} transactions"
     );
 }
+
+/// A merged segment larger than a part is stored in several parts (written in write batches
+/// of their own) and reads back whole; parts no manifest row names (a compaction that died
+/// before its last batch) are deleted when a writer opens the file.
+#[test]
+fn large_segments_are_stored_in_parts_and_orphan_parts_are_removed() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("parts.vev");
+    let conn = open(&path);
+    for n in 0..12u64 {
+        let mut tx = String::from("[");
+        for k in n * 250..(n + 1) * 250 {
+            let words: Vec<String> = (0..40)
+                .map(|w| format!("w{}x{}", (k * 7 + w) % 911, w % 7))
+                .collect();
+            tx.push_str(&format!("{{:doc/id {k} :doc/text {:?}}}", words.join(" ")));
+        }
+        tx.push(']');
+        conn.transact_edn(&tx).unwrap();
+    }
+    conn.compact_fulltext().unwrap();
+    let sqlite = rusqlite::Connection::open(&path).unwrap();
+    let parts: i64 = sqlite
+        .query_row(
+            "SELECT count(*) FROM vev_ft_segment WHERE id = (SELECT segment FROM vev_ft_manifest)",
+            [],
+            |r| r.get(0),
+        )
+        .unwrap();
+    assert!(parts > 1, "the merged segment has {parts} part(s)");
+    let want = hits(&conn.db(), "w5x5 OR w17x3");
+    assert!(want > 0);
+    conn.verify().unwrap();
+    drop(conn);
+    // An orphan: parts of a segment nothing names.
+    sqlite
+        .execute(
+            "INSERT INTO vev_ft_segment (id, part, payload) VALUES (99999, 0, x'00010203')",
+            [],
+        )
+        .unwrap();
+    let conn = Connection::open_with(&path, &opts()).unwrap();
+    let orphans: i64 = sqlite
+        .query_row(
+            "SELECT count(*) FROM vev_ft_segment WHERE id = 99999",
+            [],
+            |r| r.get(0),
+        )
+        .unwrap();
+    assert_eq!(orphans, 0);
+    assert_eq!(hits(&conn.db(), "w5x5 OR w17x3"), want);
+    conn.verify().unwrap();
+}
