@@ -1,6 +1,7 @@
 //! The full-text index's tables:
 //! - `vev_ft_segment`: immutable full-text segments, each in parts of at most
-//!   `SEGMENT_PART_BYTES` (one row a part, each framed): a compaction writes the parts of a
+//!   `SEGMENT_PART_BYTES` (one row a part, each framed, keyed by id × 65,536 + part: a
+//!   rowid table, whose inserts cost less than a composite key's): a compaction writes the parts of a
 //!   large merged segment in write batches of their own, so a transaction waits for one
 //!   part at most, never for a whole segment. The writer gives ids in order from one past
 //!   the largest in the file, so none is used twice (readers cache segments by id); parts
@@ -23,11 +24,7 @@ use vev_db::persist::StoredEntry;
 use crate::{io, seal, unreadable, unseal, Store};
 
 pub(crate) const TABLES: &str = "
-    CREATE TABLE IF NOT EXISTS vev_ft_segment (
-        id INTEGER NOT NULL,
-        part INTEGER NOT NULL,
-        payload BLOB NOT NULL,
-        PRIMARY KEY (id, part)) WITHOUT ROWID;
+    CREATE TABLE IF NOT EXISTS vev_ft_segment (key INTEGER PRIMARY KEY, payload BLOB NOT NULL);
     CREATE TABLE IF NOT EXISTS vev_ft_manifest (
         doc_first INTEGER PRIMARY KEY,
         doc_end INTEGER NOT NULL,
@@ -140,9 +137,9 @@ impl Store {
                 // Unless its last batch landed after all (a failure reported after the
                 // commit): then the manifest names it.
                 tx.execute(
-                    "DELETE FROM vev_ft_segment WHERE id = ?1 \
-                     AND id NOT IN (SELECT segment FROM vev_ft_manifest)",
-                    [id as i64],
+                    "DELETE FROM vev_ft_segment WHERE key BETWEEN ?1 AND ?2 \
+                     AND ?3 NOT IN (SELECT segment FROM vev_ft_manifest)",
+                    [first_key(id), first_key(id) + PARTS_MAX - 1, id as i64],
                 )
                 .map(|_| ())
                 .map_err(io("full-text compaction"))
@@ -231,12 +228,13 @@ impl Store {
         }
         if let Some(grace) = self.gc_grace {
             let cutoff = now_ms.saturating_sub(grace.as_millis() as i64);
-            tx.execute(
-                "DELETE FROM vev_ft_segment WHERE id IN \
-                 (SELECT id FROM vev_ft_garbage WHERE since_ms <= ?1)",
-                [cutoff],
-            )
-            .map_err(io("full-text compaction"))?;
+            let old: Vec<i64> = tx
+                .prepare_cached("SELECT id FROM vev_ft_garbage WHERE since_ms <= ?1")
+                .and_then(|mut st| st.query_map([cutoff], |r| r.get(0))?.collect())
+                .map_err(io("full-text compaction"))?;
+            for id in old {
+                delete_segment(tx, id as u64)?;
+            }
             tx.execute("DELETE FROM vev_ft_garbage WHERE since_ms <= ?1", [cutoff])
                 .map_err(io("full-text compaction"))?;
         }
@@ -258,16 +256,16 @@ impl Store {
             return Ok((0, 0));
         }
         let mut st = conn
-            .prepare("SELECT id, part, payload FROM vev_ft_segment ORDER BY id, part")
+            .prepare("SELECT key, payload FROM vev_ft_segment ORDER BY key")
             .map_err(io("verify"))?;
         let mut rows = st.query([]).map_err(io("verify"))?;
         let mut n = 0;
         let mut last: Option<(i64, i64)> = None;
         while let Some(row) = rows.next().map_err(io("verify"))? {
-            let id: i64 = row.get(0).map_err(io("verify"))?;
-            let part: i64 = row.get(1).map_err(io("verify"))?;
+            let key: i64 = row.get(0).map_err(io("verify"))?;
+            let (id, part) = (key / PARTS_MAX, key % PARTS_MAX);
             let what = || format!("full-text segment {id} part {part}");
-            let bytes: Vec<u8> = row.get(2).map_err(|e| unreadable(what(), e))?;
+            let bytes: Vec<u8> = row.get(1).map_err(|e| unreadable(what(), e))?;
             unseal(&what, bytes)?;
             let expect = match last {
                 Some((i, p)) if i == id => p + 1,
@@ -300,15 +298,36 @@ impl Store {
 /// Full-text segments are stored in parts of at most this many bytes.
 pub(crate) const SEGMENT_PART_BYTES: usize = 256 << 10;
 
+/// Parts a segment may have (its parts' keys are `id × PARTS_MAX + part`).
+const PARTS_MAX: i64 = 1 << 16;
+
+fn first_key(id: u64) -> i64 {
+    id as i64 * PARTS_MAX
+}
+
 fn insert_part(
     tx: &rusqlite::Transaction<'_>,
     id: u64,
     part: usize,
     bytes: &[u8],
 ) -> Result<(), StorageError> {
-    tx.prepare_cached("INSERT INTO vev_ft_segment (id, part, payload) VALUES (?1, ?2, ?3)")
-        .and_then(|mut st| st.execute(params![id as i64, part as i64, seal(bytes.to_vec())]))
+    if part as i64 >= PARTS_MAX {
+        return Err(StorageError::io_kind(
+            "full-text segment write",
+            std::io::ErrorKind::FileTooLarge,
+            format!("a segment of more than {PARTS_MAX} parts of {SEGMENT_PART_BYTES} bytes"),
+        ));
+    }
+    tx.prepare_cached("INSERT INTO vev_ft_segment (key, payload) VALUES (?1, ?2)")
+        .and_then(|mut st| st.execute(params![first_key(id) + part as i64, seal(bytes.to_vec())]))
         .map_err(io("full-text segment write"))?;
+    Ok(())
+}
+
+fn delete_segment(tx: &rusqlite::Connection, id: u64) -> Result<(), StorageError> {
+    tx.prepare_cached("DELETE FROM vev_ft_segment WHERE key BETWEEN ?1 AND ?2")
+        .and_then(|mut st| st.execute([first_key(id), first_key(id) + PARTS_MAX - 1]))
+        .map_err(io("full-text segment delete"))?;
     Ok(())
 }
 
@@ -316,29 +335,38 @@ fn insert_part(
 /// lists (a compaction that failed or crashed before its last batch), and return the next
 /// segment id (one past the largest left).
 pub(crate) fn writer_start(conn: &rusqlite::Connection) -> Result<u64, StorageError> {
-    conn.execute(
-        "DELETE FROM vev_ft_segment WHERE id NOT IN (SELECT segment FROM vev_ft_manifest) \
-         AND id NOT IN (SELECT id FROM vev_ft_garbage)",
-        [],
-    )
-    .map_err(io("full-text open"))?;
-    let max: Option<i64> = conn
-        .query_row("SELECT max(id) FROM vev_ft_segment", [], |r| r.get(0))
+    let orphans: Vec<i64> = conn
+        .prepare(
+            "SELECT DISTINCT key / 65536 FROM vev_ft_segment \
+             WHERE key / 65536 NOT IN (SELECT segment FROM vev_ft_manifest) \
+             AND key / 65536 NOT IN (SELECT id FROM vev_ft_garbage)",
+        )
+        .and_then(|mut st| st.query_map([], |r| r.get(0))?.collect())
         .map_err(io("full-text open"))?;
-    Ok(max.map_or(1, |m| m as u64 + 1))
+    for id in orphans {
+        delete_segment(conn, id as u64)?;
+    }
+    let max: Option<i64> = conn
+        .query_row("SELECT max(key) FROM vev_ft_segment", [], |r| r.get(0))
+        .map_err(io("full-text open"))?;
+    Ok(max.map_or(1, |m| (m / PARTS_MAX) as u64 + 1))
 }
 
 /// The whole payload of segment `id`: its parts in order, each checked.
 pub(crate) fn read_segment(conn: &rusqlite::Connection, id: u64) -> Result<Vec<u8>, StorageError> {
     let what = || format!("full-text segment {id}");
     let mut st = conn
-        .prepare_cached("SELECT part, payload FROM vev_ft_segment WHERE id = ?1 ORDER BY part")
+        .prepare_cached(
+            "SELECT key, payload FROM vev_ft_segment WHERE key BETWEEN ?1 AND ?2 ORDER BY key",
+        )
         .map_err(|e| unreadable(what(), e))?;
-    let mut rows = st.query([id as i64]).map_err(|e| unreadable(what(), e))?;
+    let mut rows = st
+        .query([first_key(id), first_key(id) + PARTS_MAX - 1])
+        .map_err(|e| unreadable(what(), e))?;
     let mut out = Vec::new();
     let mut parts = 0i64;
     while let Some(row) = rows.next().map_err(|e| unreadable(what(), e))? {
-        let part: i64 = row.get(0).map_err(|e| unreadable(what(), e))?;
+        let part: i64 = row.get::<_, i64>(0).map_err(|e| unreadable(what(), e))? - first_key(id);
         if part != parts {
             return Err(StorageError::corruption(
                 what(),

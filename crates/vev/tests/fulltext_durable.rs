@@ -330,7 +330,7 @@ fn large_segments_are_stored_in_parts_and_orphan_parts_are_removed() {
     let sqlite = rusqlite::Connection::open(&path).unwrap();
     let parts: i64 = sqlite
         .query_row(
-            "SELECT count(*) FROM vev_ft_segment WHERE id = (SELECT segment FROM vev_ft_manifest)",
+            "SELECT count(*) FROM vev_ft_segment WHERE key / 65536 = (SELECT segment FROM vev_ft_manifest)",
             [],
             |r| r.get(0),
         )
@@ -343,14 +343,14 @@ fn large_segments_are_stored_in_parts_and_orphan_parts_are_removed() {
     // An orphan: parts of a segment nothing names.
     sqlite
         .execute(
-            "INSERT INTO vev_ft_segment (id, part, payload) VALUES (99999, 0, x'00010203')",
+            "INSERT INTO vev_ft_segment (key, payload) VALUES (99999 * 65536, x'00010203')",
             [],
         )
         .unwrap();
     let conn = Connection::open_with(&path, &opts()).unwrap();
     let orphans: i64 = sqlite
         .query_row(
-            "SELECT count(*) FROM vev_ft_segment WHERE id = 99999",
+            "SELECT count(*) FROM vev_ft_segment WHERE key / 65536 = 99999",
             [],
             |r| r.get(0),
         )
