@@ -21,7 +21,7 @@ use crate::error::BenchError;
 use crate::fulltext_corpus::{self as corpus, FtQuerySpec};
 use crate::fulltext_insert::{self as insert, InsertRun, Peer, Writer};
 use crate::fulltext_search::{self as search, Measured, Timing};
-use crate::fulltext_vev::{self as ftv, FulltextStats};
+use crate::fulltext_vev::{self as ftv, FulltextStats, StatsExt};
 use crate::report::Machine;
 
 /// What `vev-bench fulltext` runs.

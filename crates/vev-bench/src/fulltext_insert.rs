@@ -17,7 +17,7 @@ use tantivy::{Index, IndexWriter, TantivyDocument};
 use vev::{Connection, TxMap, TxOp};
 
 use crate::error::BenchError;
-use crate::fulltext_vev::{self as ftv, FulltextStats};
+use crate::fulltext_vev::{self as ftv, FulltextStats, StatsExt};
 use crate::stats::us;
 
 /// Vev's schema for the corpus, with or without `:db/fulltext` on `:doc/text`.

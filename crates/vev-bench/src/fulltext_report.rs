@@ -5,6 +5,7 @@ use std::fmt::Write;
 use crate::fulltext::{FulltextResults, QueryRun};
 use crate::fulltext_insert::{InsertRun, Peer, FTS5_SCHEMA, SEGMENT_WRITE_DELAY};
 use crate::fulltext_search::{digest, FTS5_QUERY, VEV_QUERY};
+use crate::fulltext_vev::StatsExt;
 use crate::report::thousands;
 use crate::stats::{median, quantile};
 

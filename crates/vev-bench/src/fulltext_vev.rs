@@ -8,46 +8,39 @@ use vev::Connection;
 
 use crate::error::BenchError;
 
-/// The index's cumulative counters (from `vev::FulltextStats`).
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct FulltextStats {
-    pub segments_written: u64,
-    pub manifest_appends: u64,
-    pub live_segments: u64,
-    pub compactions: u64,
-    pub bytes_written: u64,
+/// The index's counters (cumulative, but `live_segments`, `documents` and
+/// `deleted_documents`, which are levels).
+pub use vev::FulltextStats;
+
+/// What the benchmark computes from the counters.
+pub trait StatsExt {
+    /// What happened between `before` and `self` (the cumulative counters' differences;
+    /// the levels are `self`'s).
+    fn since(&self, before: &FulltextStats) -> FulltextStats;
+    /// Segments written by transactions: every segment but the one each compaction wrote
+    /// (a background compaction is adopted by whichever transaction comes next).
+    fn transaction_segments(&self) -> u64;
 }
 
-impl FulltextStats {
-    /// What happened between `before` and `self` (the cumulative counters' differences;
-    /// `live_segments` is a level, so it is `self`'s).
-    pub fn since(&self, before: &FulltextStats) -> FulltextStats {
+impl StatsExt for FulltextStats {
+    fn since(&self, before: &FulltextStats) -> FulltextStats {
         FulltextStats {
             segments_written: self.segments_written - before.segments_written,
             manifest_appends: self.manifest_appends - before.manifest_appends,
-            live_segments: self.live_segments,
             compactions: self.compactions - before.compactions,
             bytes_written: self.bytes_written - before.bytes_written,
+            ..*self
         }
     }
 
-    /// Segments written by transactions: every segment but the one each compaction wrote
-    /// (a background compaction is adopted by whichever transaction comes next).
-    pub fn transaction_segments(&self) -> u64 {
+    fn transaction_segments(&self) -> u64 {
         self.segments_written - self.compactions
     }
 }
 
 /// The connection's full-text counters now.
 pub fn stats(conn: &Connection) -> FulltextStats {
-    let s = conn.fulltext_stats();
-    FulltextStats {
-        segments_written: s.segments_written,
-        manifest_appends: s.manifest_appends,
-        live_segments: s.live_segments,
-        compactions: s.compactions,
-        bytes_written: s.bytes_written,
-    }
+    conn.fulltext_stats()
 }
 
 /// Merge every live segment now (blocking).

@@ -63,31 +63,72 @@ pub trait SegmentStore: Send + Sync {
 /// Decoded full-text segments kept, by their approximate size in memory.
 pub const FULLTEXT_CACHE_BYTES: usize = 256 << 20;
 
-#[derive(Default)]
-struct FtLru {
-    map: hashbrown::HashMap<u64, (Arc<crate::fulltext::Segment>, usize, u64)>,
+/// Least-recently-used entries by id, each with its size (datoms, or bytes) and last use.
+struct Lru<V> {
+    map: hashbrown::HashMap<u64, (V, usize, u64)>,
     tick: u64,
-    bytes: usize,
+    /// The entries' sizes added up.
+    size: usize,
 }
 
-struct Lru {
-    map: hashbrown::HashMap<u64, (Node, usize, u64)>,
-    tick: u64,
-    datoms: usize,
+impl<V: Clone> Lru<V> {
+    fn new() -> Lru<V> {
+        Lru {
+            map: hashbrown::HashMap::new(),
+            tick: 0,
+            size: 0,
+        }
+    }
+
+    fn get(&mut self, id: u64) -> Option<V> {
+        self.tick += 1;
+        let tick = self.tick;
+        self.map.get_mut(&id).map(|hit| {
+            hit.2 = tick;
+            hit.0.clone()
+        })
+    }
+
+    /// Keep `value`; past `capacity`, evict the least recently used entries down to half of
+    /// it in one pass, so the scan over the map is amortised over many loads.
+    fn insert(&mut self, id: u64, value: V, size: usize, capacity: usize) {
+        self.tick += 1;
+        let tick = self.tick;
+        if let Some((_, old, _)) = self.map.insert(id, (value, size, tick)) {
+            self.size -= old;
+        }
+        self.size += size;
+        if self.size <= capacity {
+            return;
+        }
+        let mut ticks: Vec<(u64, u64, usize)> = self
+            .map
+            .iter()
+            .map(|(id, (_, n, t))| (*t, *id, *n))
+            .collect();
+        ticks.sort_unstable();
+        for (_, id, n) in ticks {
+            if self.size <= capacity / 2 {
+                break;
+            }
+            self.map.remove(&id);
+            self.size -= n;
+        }
+    }
 }
 
 /// Decoded segments, shared by every `Db` of one database.
 pub struct SegmentCache {
     store: Arc<dyn SegmentStore>,
     capacity_datoms: usize,
-    lru: Mutex<Lru>,
+    lru: Mutex<Lru<Node>>,
     /// The first corruption found: it stays.
     corruption: OnceLock<StorageError>,
     /// Failed loads so far, and the latest one's error.
     failures: AtomicU64,
     last_failure: Mutex<Option<StorageError>>,
     loads: AtomicU64,
-    fulltext: Mutex<FtLru>,
+    fulltext: Mutex<Lru<Arc<crate::fulltext::Segment>>>,
 }
 
 impl SegmentCache {
@@ -97,16 +138,12 @@ impl SegmentCache {
         Arc::new(SegmentCache {
             store,
             capacity_datoms,
-            lru: Mutex::new(Lru {
-                map: hashbrown::HashMap::new(),
-                tick: 0,
-                datoms: 0,
-            }),
+            lru: Mutex::new(Lru::new()),
             corruption: OnceLock::new(),
             failures: AtomicU64::new(0),
             last_failure: Mutex::new(None),
             loads: AtomicU64::new(0),
-            fulltext: Mutex::new(FtLru::default()),
+            fulltext: Mutex::new(Lru::new()),
         })
     }
 
@@ -145,22 +182,16 @@ impl SegmentCache {
 
     /// Decoded datoms held now.
     pub fn cached_datoms(&self) -> usize {
-        self.lock().datoms
+        self.lock().size
     }
 
-    fn lock(&self) -> std::sync::MutexGuard<'_, Lru> {
+    fn lock(&self) -> std::sync::MutexGuard<'_, Lru<Node>> {
         vev_core::sync::lock(&self.lru)
     }
 
     pub(crate) fn load(&self, s: &Stored) -> Node {
-        {
-            let mut lru = self.lock();
-            lru.tick += 1;
-            let tick = lru.tick;
-            if let Some(hit) = lru.map.get_mut(&s.id) {
-                hit.2 = tick;
-                return hit.0.clone();
-            }
+        if let Some(hit) = self.lock().get(s.id) {
+            return hit;
         }
         self.loads.fetch_add(1, AtomicOrdering::Relaxed);
         let loaded = self.store.read_segment(s.id).and_then(|bytes| {
@@ -182,14 +213,8 @@ impl SegmentCache {
     /// Full-text segment `id`, decoded (from the cache, or read and decoded now). `None`
     /// when it cannot be: the failure is recorded as for index segments.
     pub(crate) fn load_fulltext(&self, id: u64) -> Option<Arc<crate::fulltext::Segment>> {
-        {
-            let mut lru = vev_core::sync::lock(&self.fulltext);
-            lru.tick += 1;
-            let tick = lru.tick;
-            if let Some(hit) = lru.map.get_mut(&id) {
-                hit.2 = tick;
-                return Some(hit.0.clone());
-            }
+        if let Some(hit) = vev_core::sync::lock(&self.fulltext).get(id) {
+            return Some(hit);
         }
         self.loads.fetch_add(1, AtomicOrdering::Relaxed);
         let what = || format!("full-text segment {id}");
@@ -213,56 +238,11 @@ impl SegmentCache {
     /// Keep a decoded full-text segment (one just written, say) under `id`.
     pub(crate) fn insert_fulltext(&self, id: u64, seg: Arc<crate::fulltext::Segment>) {
         let size = seg.size_bytes();
-        let mut lru = vev_core::sync::lock(&self.fulltext);
-        lru.tick += 1;
-        let tick = lru.tick;
-        if let Some((_, old, _)) = lru.map.insert(id, (seg, size, tick)) {
-            lru.bytes -= old;
-        }
-        lru.bytes += size;
-        if lru.bytes > FULLTEXT_CACHE_BYTES {
-            let mut ticks: Vec<(u64, u64, usize)> = lru
-                .map
-                .iter()
-                .map(|(id, (_, n, t))| (*t, *id, *n))
-                .collect();
-            ticks.sort_unstable();
-            for (_, id, n) in ticks {
-                if lru.bytes <= FULLTEXT_CACHE_BYTES / 2 {
-                    break;
-                }
-                lru.map.remove(&id);
-                lru.bytes -= n;
-            }
-        }
+        vev_core::sync::lock(&self.fulltext).insert(id, seg, size, FULLTEXT_CACHE_BYTES);
     }
 
     pub(crate) fn insert(&self, id: u64, node: Node, size: usize) {
-        let mut lru = self.lock();
-        lru.tick += 1;
-        let tick = lru.tick;
-        if let Some((_, old, _)) = lru.map.insert(id, (node, size, tick)) {
-            lru.datoms -= old;
-        }
-        lru.datoms += size;
-        if lru.datoms > self.capacity_datoms {
-            // Evict the least recently used half of the entries' worth of datoms in one pass,
-            // so the scan over the map is amortised over many loads.
-            let mut ticks: Vec<(u64, u64, usize)> = lru
-                .map
-                .iter()
-                .map(|(id, (_, n, t))| (*t, *id, *n))
-                .collect();
-            ticks.sort_unstable();
-            let goal = self.capacity_datoms / 2;
-            for (_, id, n) in ticks {
-                if lru.datoms <= goal {
-                    break;
-                }
-                lru.map.remove(&id);
-                lru.datoms -= n;
-            }
-        }
+        self.lock().insert(id, node, size, self.capacity_datoms);
     }
 }
 
