@@ -34,7 +34,7 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use vev_core::ids::{t_of, BasisT};
-use vev_core::schema::Schema;
+use vev_core::schema::{sys, Schema};
 use vev_core::{Component, Datom, EntityId, IndexOrder, StorageError, Value};
 
 pub use compact::{Compaction, FANOUT};
@@ -207,11 +207,14 @@ impl FtState {
     ) -> FtState {
         let schema = &before.schema;
         let is_ft = |s: &Schema, a: EntityId| s.attribute(a).is_some_and(|x| x.fulltext);
-        let touches = tx_data.iter().any(|d| is_ft(schema, d.a))
-            || tx_data
-                .iter()
-                .any(|d| is_ft(schema, d.e) && !is_ft(schema_before, d.e));
-        if !touches {
+        // Attributes this transaction makes full-text (only a `:db/fulltext` datom can):
+        // every value they have had.
+        let mut altered: Vec<EntityId> = tx_data
+            .iter()
+            .filter(|d| d.a == sys::FULLTEXT && is_ft(schema, d.e) && !is_ft(schema_before, d.e))
+            .map(|d| d.e)
+            .collect();
+        if altered.is_empty() && !tx_data.iter().any(|d| is_ft(schema, d.a)) {
             return self;
         }
         let mut next = self;
@@ -219,12 +222,6 @@ impl FtState {
             docs: Vec::new(),
             marks: Vec::new(),
         };
-        // Attributes this transaction makes full-text: every value they have had.
-        let mut altered: Vec<EntityId> = tx_data
-            .iter()
-            .filter(|d| is_ft(schema, d.e) && !is_ft(schema_before, d.e))
-            .map(|d| d.e)
-            .collect();
         altered.sort_unstable();
         altered.dedup();
         for a in altered {
@@ -242,7 +239,7 @@ impl FtState {
             }
         }
         if !new.docs.is_empty() {
-            next.add_segment(new, t, before.segments.as_ref());
+            next.add_segment(new, t);
         }
         let retractions = tx_data.iter().filter(|d| !d.added).zip(retracted_tx);
         for (d, &asserted) in retractions.filter(|(d, _)| is_ft(schema, d.a)) {
@@ -255,7 +252,7 @@ impl FtState {
     }
 
     /// Index `new` as one segment (or, while opening, count documents a stored entry has).
-    fn add_segment(&mut self, new: TxDocs, t: BasisT, cache: Option<&Arc<SegmentCache>>) {
+    fn add_segment(&mut self, new: TxDocs, t: BasisT) {
         let n = new.docs.len() as u64;
         let doc_first = self.next_doc;
         self.next_doc += n;
@@ -264,7 +261,6 @@ impl FtState {
         if doc_first < self.stored_docs_end {
             // Replaying on open: the stored entry has these documents (and their embedded
             // marks); only the live statistics were not counted (they are, from here).
-            let _ = cache;
             for (i, d) in new.docs.iter().enumerate() {
                 if !deleted.contains(&(i as u32)) {
                     let s = live.entry(d.a).or_default();
@@ -472,22 +468,36 @@ pub(crate) fn fulltext_attrs(schema: &Schema) -> Vec<EntityId> {
 /// Every value attribute `a` has had in `before`: current ones, and retracted ones (with
 /// their deletion marks) from history.
 fn collect_existing(before: &crate::db::State, a: EntityId, out: &mut TxDocs) {
-    let prefix = [Component::Entity(a)];
-    let db = crate::Db::from_state(before.clone());
-    for d in db.datoms_unchecked(IndexOrder::Aevt, &prefix) {
+    visit_values(before, a, &mut |e, value, tx, retracted| {
+        if let Some(at) = retracted {
+            out.marks.push((out.docs.len() as u32, at));
+        }
+        out.docs.push(Doc {
+            e,
+            a,
+            tx,
+            len: 0,
+            value: value.clone(),
+        });
+    });
+}
+
+/// What `visit_values` calls with each value: entity, value, asserting tx, and the
+/// retracting tx of a retracted one.
+pub(crate) type ValueVisitor<'a> = dyn FnMut(EntityId, &Arc<str>, EntityId, Option<EntityId>) + 'a;
+
+/// Visit every string value attribute `a` has had in `state`: the current ones (with
+/// `None`), then from history each retracted one with the tx that retracted it.
+pub(crate) fn visit_values(state: &crate::db::State, a: EntityId, visit: &mut ValueVisitor<'_>) {
+    let db = crate::Db::from_state(state.clone());
+    for d in db.datoms_unchecked(IndexOrder::Aevt, &[Component::Entity(a)]) {
         if let Value::String(s) = &d.v {
-            out.docs.push(Doc {
-                e: d.e,
-                a,
-                tx: d.tx,
-                len: 0,
-                value: s.clone(),
-            });
+            visit(d.e, s, d.tx, None);
         }
     }
     // Retired datoms come in (assertion, retraction) pairs, adjacent in AEVT order.
     let mut open: Option<Datom> = None;
-    before.retired.aevt.visit_from(|d| d.a < a, &mut |d| {
+    state.retired.aevt.visit_from(|d| d.a < a, &mut |d| {
         if d.a != a {
             return false;
         }
@@ -495,14 +505,7 @@ fn collect_existing(before: &crate::db::State, a: EntityId, out: &mut TxDocs) {
             open = Some(d.clone());
         } else if let Some(asserted) = open.take() {
             if let Value::String(s) = &asserted.v {
-                out.marks.push((out.docs.len() as u32, d.tx));
-                out.docs.push(Doc {
-                    e: asserted.e,
-                    a,
-                    tx: asserted.tx,
-                    len: 0,
-                    value: s.clone(),
-                });
+                visit(asserted.e, s, asserted.tx, Some(d.tx));
             }
         }
         true
@@ -812,7 +815,7 @@ impl FtState {
             collect_existing(before, a, &mut new);
         }
         if !new.docs.is_empty() {
-            next.add_segment(new, before.basis_t, before.segments.as_ref());
+            next.add_segment(new, before.basis_t);
         }
         next
     }

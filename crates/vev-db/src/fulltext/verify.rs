@@ -9,7 +9,7 @@
 
 use std::collections::BTreeMap;
 
-use vev_core::{Component, EntityId, IndexOrder, StorageError, Value};
+use vev_core::{EntityId, StorageError};
 
 use super::load;
 use super::segment::Segment;
@@ -122,29 +122,12 @@ impl Db {
         let mut live = Vec::new();
         let mut retired = Vec::new();
         for a in super::fulltext_attrs(&state.schema) {
-            for d in self
-                .current()
-                .datoms_unchecked(IndexOrder::Aevt, &[Component::Entity(a)])
-            {
-                if let Value::String(s) = &d.v {
-                    live.push((a, d.e, s.to_string(), d.tx));
+            super::visit_values(state, a, &mut |e, value, tx, retracted| {
+                let fact = (a, e, value.to_string(), tx);
+                match retracted {
+                    None => live.push(fact),
+                    Some(at) => retired.push((fact, at)),
                 }
-            }
-            let mut open: Option<Fact> = None;
-            state.retired.aevt.visit_from(|d| d.a < a, &mut |d| {
-                if d.a != a {
-                    return false;
-                }
-                match (&d.v, d.added) {
-                    (Value::String(s), true) => open = Some((a, d.e, s.to_string(), d.tx)),
-                    (_, false) => {
-                        if let Some(f) = open.take() {
-                            retired.push((f, d.tx));
-                        }
-                    }
-                    _ => {}
-                }
-                true
             });
         }
         self.storage_check(mark)?;

@@ -108,25 +108,11 @@ impl Ctx<'_> {
         let mut buf: Vec<Value> = Vec::new();
         let plan = ArgPlan::new(args, &rel);
         let mut vals: Vec<Value> = Vec::with_capacity(args.len());
-        let Some(CArg::Src(i)) = args.first() else {
-            return Err(with_span(
-                QueryError::type_error(
-                    "fulltext",
-                    "expects a source ($) as its first argument".to_owned(),
-                ),
-                span,
-            ));
-        };
-        let src = self.source(env, Some(*i), span)?;
+        // Values only when the binding takes them (reading each costs a cache miss).
+        let values = positions.get(1).is_some_and(Option::is_some);
         for row in rel.rows() {
             plan.fill(row, &mut vals);
-            let (attr, query) = fulltext_args(src, &vals, Some(span))?;
-            let values = positions.get(1).is_some_and(Option::is_some);
-            let hits = if self.limits.naive {
-                crate::fulltext::scan_search(src, attr, &query)
-            } else {
-                src.fulltext(attr, &query, values)?
-            };
+            let hits = self.fulltext_hits(env, args, &vals, span, values)?;
             if positions.len() > 4 && !hits.is_empty() {
                 return Err(QueryError::Type {
                     name: "fulltext".to_owned(),
@@ -285,20 +271,8 @@ impl Ctx<'_> {
         vals: &[Value],
         span: vev_edn::Span,
     ) -> Result<Value, QueryError> {
-        let Some(CArg::Src(i)) = args.first() else {
-            return Err(QueryError::type_error(
-                "fulltext",
-                "expects a source ($) as its first argument".to_owned(),
-            ));
-        };
-        let src = self.source(env, Some(*i), span)?;
-        let (attr, query) = fulltext_args(src, vals, Some(span))?;
-        let hits = if self.limits.naive {
-            crate::fulltext::scan_search(src, attr, &query)
-        } else {
-            src.fulltext(attr, &query, true)?
-        };
-        let rows: Vec<Value> = hits
+        let rows: Vec<Value> = self
+            .fulltext_hits(env, args, vals, span, true)?
             .into_iter()
             .map(|h| {
                 Value::Tuple(
@@ -313,6 +287,34 @@ impl Ctx<'_> {
             })
             .collect();
         Ok(Value::Tuple(rows.into()))
+    }
+
+    /// The hits of a `fulltext` call with these argument values: from the source's index,
+    /// or, in the naive plan, the reference scan (`values`: the source may leave the hits'
+    /// values out when false).
+    fn fulltext_hits(
+        &self,
+        env: &Env<'_>,
+        args: &[CArg],
+        vals: &[Value],
+        span: vev_edn::Span,
+        values: bool,
+    ) -> Result<Vec<crate::fulltext::Hit>, QueryError> {
+        let Some(CArg::Src(i)) = args.first() else {
+            return Err(with_span(
+                QueryError::type_error(
+                    "fulltext",
+                    "expects a source ($) as its first argument".to_owned(),
+                ),
+                span,
+            ));
+        };
+        let src = self.source(env, Some(*i), span)?;
+        let (attr, query) = fulltext_args(src, vals, Some(span))?;
+        if self.limits.naive {
+            return Ok(crate::fulltext::scan_search(src, attr, &query));
+        }
+        src.fulltext(attr, &query, values)
     }
 }
 
