@@ -74,6 +74,31 @@ pub(crate) fn search(
             continue;
         }
         hits.reserve(matched.len());
+        if let [term] = scoring.terms.as_slice() {
+            // One scoring term holding every matched document (a one-word query): each
+            // document's score is that term's contribution, found by a walk along both.
+            if let Some(p) = seg.postings(a, term) {
+                let mut pi = 0;
+                for &local in matched.iter() {
+                    if p.docs.get(pi).is_some_and(|&d| d < local) {
+                        pi += p.docs[pi..].partition_point(|&d| d < local);
+                    }
+                    let d = &seg.docs[local as usize];
+                    let score = if p.docs.get(pi) == Some(&local) {
+                        scoring.term_score(0, p.tf(pi), d.len)
+                    } else {
+                        0.0
+                    };
+                    hits.push(Hit {
+                        e: d.e,
+                        value: values.then(|| d.value.clone()),
+                        tx: d.tx,
+                        score,
+                    });
+                }
+                continue;
+            }
+        }
         let mut scores = vec![0.0f64; matched.len()];
         // Many scoring terms (a prefix's): each term's postings find their documents'
         // places in `matched` through a table by local id instead of a merge apiece.

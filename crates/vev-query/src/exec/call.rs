@@ -110,6 +110,29 @@ impl Ctx<'_> {
         let mut vals: Vec<Value> = Vec::with_capacity(args.len());
         // Values only when the binding takes them (reading each costs a cache miss).
         let values = positions.get(1).is_some_and(Option::is_some);
+        // The binding positions in output column order, when no bound variable is already
+        // in the input and none repeats (what every Datomic example does).
+        let direct: Option<Vec<usize>> = {
+            let fresh: Vec<(VarId, usize)> = positions
+                .iter()
+                .enumerate()
+                .filter_map(|(k, p)| p.map(|v| (v, k)))
+                .collect();
+            let mut seen: Vec<VarId> = fresh.iter().map(|(v, _)| *v).collect();
+            seen.sort_unstable();
+            seen.dedup();
+            (positions.len() <= 4
+                && seen.len() == fresh.len()
+                && fresh.iter().all(|(v, _)| !rel.has(*v)))
+            .then(|| {
+                let mut by_col: Vec<(usize, usize)> = fresh
+                    .iter()
+                    .map(|(v, k)| (out.col(*v).expect("new var has a column"), *k))
+                    .collect();
+                by_col.sort_unstable();
+                by_col.into_iter().map(|(_, k)| k).collect()
+            })
+        };
         for row in rel.rows() {
             plan.fill(row, &mut vals);
             let hits = self.fulltext_hits(env, args, &vals, span, values)?;
@@ -122,6 +145,25 @@ impl Ctx<'_> {
                     ),
                     span: Some(span),
                 });
+            }
+            if let Some(cols) = &direct {
+                // Every bound position is a new, distinct variable: each hit's values go
+                // straight after the input row's.
+                out.data.reserve(hits.len() * out.width());
+                for h in &hits {
+                    out.data.extend_from_slice(row);
+                    for &k in cols {
+                        out.data.push(match k {
+                            0 => Value::Ref(h.e),
+                            1 => h.value.clone().map_or(Value::Nil, Value::String),
+                            2 => Value::Ref(h.tx),
+                            _ => Value::Double(h.score),
+                        });
+                    }
+                }
+                out.len += hits.len();
+                self.check(out.len)?;
+                continue;
             }
             for h in hits {
                 let part = |k: usize| match k {

@@ -91,7 +91,12 @@ pub struct Scoring {
     pub docs: u64,
     /// Their average length in terms.
     pub avg_len: f64,
+    /// `length_norm` of the short lengths, computed once.
+    norms: Vec<f64>,
 }
+
+/// Lengths below this have their `Scoring::length_norm` in a table.
+const NORM_TABLE: u32 = 128;
 
 impl Scoring {
     /// The statistics from counts: `df[i]` documents contain `terms[i]`; `docs` documents
@@ -106,25 +111,48 @@ impl Scoring {
         } else {
             total_len as f64 / docs as f64
         };
-        Scoring {
+        let mut scoring = Scoring {
             terms,
             idf,
             docs,
             avg_len,
+            norms: Vec::new(),
+        };
+        scoring.norms = (0..NORM_TABLE).map(|n| scoring.norm_of(n)).collect();
+        scoring
+    }
+
+    /// BM25's length normalization of a document of `len` terms: `k1 (1 - b + b len/avg)`.
+    #[inline]
+    pub fn length_norm(&self, len: u32) -> f64 {
+        match self.norms.get(len as usize) {
+            Some(n) => *n,
+            None => self.norm_of(len),
         }
     }
 
-    /// What term `i` adds to the score of a document of `len` terms that holds it `tf`
-    /// times. A document's score is the sum of these over the terms it holds, added in the
-    /// order of `terms` (so every implementation gets the same floating-point result).
-    pub fn term_score(&self, i: usize, tf: u32, len: u32) -> f64 {
-        let tf = f64::from(tf);
+    fn norm_of(&self, len: u32) -> f64 {
         let norm = if self.avg_len > 0.0 {
             f64::from(len) / self.avg_len
         } else {
             1.0
         };
-        self.idf[i] * tf * (BM25_K1 + 1.0) / (tf + BM25_K1 * (1.0 - BM25_B + BM25_B * norm))
+        BM25_K1 * (1.0 - BM25_B + BM25_B * norm)
+    }
+
+    /// What term `i` adds to the score of a document of `len` terms that holds it `tf`
+    /// times. A document's score is the sum of these over the terms it holds, added in the
+    /// order of `terms` (so every implementation gets the same floating-point result).
+    #[inline]
+    pub fn term_score(&self, i: usize, tf: u32, len: u32) -> f64 {
+        self.term_score_normed(i, tf, self.length_norm(len))
+    }
+
+    /// `term_score` with the document's `length_norm` given.
+    #[inline]
+    pub fn term_score_normed(&self, i: usize, tf: u32, length_norm: f64) -> f64 {
+        let tf = f64::from(tf);
+        self.idf[i] * tf * (BM25_K1 + 1.0) / (tf + length_norm)
     }
 }
 
