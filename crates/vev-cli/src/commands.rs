@@ -776,3 +776,26 @@ pub fn verify(path: &Path) -> CliResult<()> {
     }
     Ok(out.flush()?)
 }
+
+/// `vev serve`: the PostgreSQL server on the database, until the process is stopped.
+pub fn serve(path: &Path, listen: std::net::IpAddr, port: u16, lock: LockMode) -> CliResult<()> {
+    let conn = open_write(path, lock)?;
+    let opts = vev_pg::ServeOptions {
+        listen: std::net::SocketAddr::new(listen, port),
+    };
+    let server = vev_pg::Server::start(conn, &opts).map_err(|e| CliError::Argument {
+        code: e.code(),
+        message: e.to_string(),
+    })?;
+    println!(
+        "vev serve: {} on postgresql://{}/ (psql -h {} -p {} -U vev)",
+        path.display(),
+        server.local_addr(),
+        server.local_addr().ip(),
+        server.local_addr().port()
+    );
+    use std::io::Write;
+    let _ = std::io::stdout().flush();
+    server.wait();
+    Ok(())
+}

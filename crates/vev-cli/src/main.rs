@@ -182,6 +182,18 @@ enum Command {
         #[arg(long, value_enum)]
         format: Option<Format>,
     },
+    /// Serve the database over PostgreSQL's wire protocol, for psql, drivers and pgbench
+    /// (docs/sql.md): tables are attribute namespaces, rows are entities. Runs until stopped.
+    Serve {
+        /// The database file (created if missing).
+        db: PathBuf,
+        /// The address to listen on. Only loopback unless this says otherwise.
+        #[arg(long, default_value = "127.0.0.1")]
+        listen: std::net::IpAddr,
+        /// The port (0: any free port, printed at start).
+        #[arg(long, default_value_t = 5432)]
+        port: u16,
+    },
     /// Print counts: datoms, entities, attributes, size on disk, datoms per attribute.
     Stats {
         /// The database file.
@@ -319,6 +331,7 @@ fn run(cli: Cli) -> error::CliResult<ExitCode> {
             commands::schema(&db, system, Format::resolve(format))
         }
         Command::Stats { db, format } => commands::stats(&db, Format::resolve(format)),
+        Command::Serve { db, listen, port } => commands::serve(&db, listen, port, lock),
         // The one command whose failures (of entries) are printed as they happen.
         Command::Repl { db } => return repl::repl(&db, lock),
         Command::Verify { db } => commands::verify(&db),

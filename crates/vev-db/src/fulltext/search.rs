@@ -73,79 +73,92 @@ pub(crate) fn search(
         if matched.is_empty() {
             continue;
         }
-        hits.reserve(matched.len());
-        if let [term] = scoring.terms.as_slice() {
-            // One scoring term holding every matched document (a one-word query): each
-            // document's score is that term's contribution, found by a walk along both.
-            if let Some(p) = seg.postings(a, term) {
-                let mut pi = 0;
-                for &local in matched.iter() {
-                    if p.docs.get(pi).is_some_and(|&d| d < local) {
-                        pi += p.docs[pi..].partition_point(|&d| d < local);
-                    }
-                    let d = &seg.docs[local as usize];
-                    let score = if p.docs.get(pi) == Some(&local) {
-                        scoring.term_score(0, p.tf(pi), d.len)
-                    } else {
-                        0.0
-                    };
-                    hits.push(Hit {
-                        e: d.e,
-                        value: values.then(|| d.value.clone()),
-                        tx: d.tx,
-                        score,
-                    });
-                }
-                continue;
-            }
-        }
-        let mut scores = vec![0.0f64; matched.len()];
-        // Many scoring terms (a prefix's): each term's postings find their documents'
-        // places in `matched` through a table by local id instead of a merge apiece.
-        let slots: Option<Vec<u32>> = (scoring.terms.len() > 2).then(|| {
-            let mut slots = vec![u32::MAX; seg.docs.len()];
-            for (k, &l) in matched.iter().enumerate() {
-                slots[l as usize] = k as u32;
-            }
-            slots
-        });
-        for (i, term) in scoring.terms.iter().enumerate() {
-            let Some(p) = seg.postings(a, term) else {
-                continue;
-            };
-            if let Some(slots) = &slots {
-                for (pi, &l) in p.docs.iter().enumerate() {
-                    let k = slots[l as usize];
-                    if k != u32::MAX {
-                        let len = seg.docs[l as usize].len;
-                        scores[k as usize] += scoring.term_score(i, p.tf(pi), len);
-                    }
-                }
-                continue;
-            }
-            if p.docs.as_slice() == &*matched {
-                // One term's documents (a one-word query): no merge needed.
-                for (pi, s) in scores.iter_mut().enumerate() {
-                    *s += scoring.term_score(i, p.tf(pi), seg.docs[p.docs[pi] as usize].len);
-                }
-                continue;
-            }
-            for_each_common(&matched, &p.docs, |mi, pi| {
-                let len = seg.docs[matched[mi] as usize].len;
-                scores[mi] += scoring.term_score(i, p.tf(pi), len);
-            });
-        }
-        for (&local, score) in matched.iter().zip(scores) {
-            let d = &seg.docs[local as usize];
-            hits.push(Hit {
-                e: d.e,
-                value: values.then(|| d.value.clone()),
-                tx: d.tx,
-                score,
-            });
-        }
+        score_segment(seg, a, &scoring, &matched, values, &mut hits);
     }
     Ok(hits)
+}
+
+/// Score one segment's matched documents (`matched`: local ids, increasing) into `hits`,
+/// adding the scoring terms' contributions in the order of the scoring terms.
+fn score_segment(
+    seg: &Segment,
+    a: EntityId,
+    scoring: &Scoring,
+    matched: &[u32],
+    values: bool,
+    hits: &mut Vec<Hit>,
+) {
+    hits.reserve(matched.len());
+    if let [term] = scoring.terms.as_slice() {
+        // One scoring term holding every matched document (a one-word query): each
+        // document's score is that term's contribution, found by a walk along both.
+        if let Some(p) = seg.postings(a, term) {
+            let mut pi = 0;
+            for &local in matched.iter() {
+                if p.docs.get(pi).is_some_and(|&d| d < local) {
+                    pi += p.docs[pi..].partition_point(|&d| d < local);
+                }
+                let d = &seg.docs[local as usize];
+                let score = if p.docs.get(pi) == Some(&local) {
+                    scoring.term_score(0, p.tf(pi), d.len)
+                } else {
+                    0.0
+                };
+                hits.push(Hit {
+                    e: d.e,
+                    value: values.then(|| d.value.clone()),
+                    tx: d.tx,
+                    score,
+                });
+            }
+            return;
+        }
+    }
+    let mut scores = vec![0.0f64; matched.len()];
+    // Many scoring terms (a prefix's): each term's postings find their documents'
+    // places in `matched` through a table by local id instead of a merge apiece.
+    let slots: Option<Vec<u32>> = (scoring.terms.len() > 2).then(|| {
+        let mut slots = vec![u32::MAX; seg.docs.len()];
+        for (k, &l) in matched.iter().enumerate() {
+            slots[l as usize] = k as u32;
+        }
+        slots
+    });
+    for (i, term) in scoring.terms.iter().enumerate() {
+        let Some(p) = seg.postings(a, term) else {
+            continue;
+        };
+        if let Some(slots) = &slots {
+            for (pi, &l) in p.docs.iter().enumerate() {
+                let k = slots[l as usize];
+                if k != u32::MAX {
+                    let len = seg.docs[l as usize].len;
+                    scores[k as usize] += scoring.term_score(i, p.tf(pi), len);
+                }
+            }
+            continue;
+        }
+        if p.docs.as_slice() == matched {
+            // One term's documents (a one-word query): no merge needed.
+            for (pi, s) in scores.iter_mut().enumerate() {
+                *s += scoring.term_score(i, p.tf(pi), seg.docs[p.docs[pi] as usize].len);
+            }
+            continue;
+        }
+        for_each_common(matched, &p.docs, |mi, pi| {
+            let len = seg.docs[matched[mi] as usize].len;
+            scores[mi] += scoring.term_score(i, p.tf(pi), len);
+        });
+    }
+    for (&local, score) in matched.iter().zip(scores) {
+        let d = &seg.docs[local as usize];
+        hits.push(Hit {
+            e: d.e,
+            value: values.then(|| d.value.clone()),
+            tx: d.tx,
+            score,
+        });
+    }
 }
 
 fn is_visible(entry: &Entry, seg: &Segment, local: u32, bounds: &ViewBounds) -> bool {

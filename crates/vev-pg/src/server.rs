@@ -1,0 +1,684 @@
+//! The wire protocol side (pgwire): startup, the simple and extended query protocols and
+//! COPY, each turned into calls on the connection's `Session`.
+
+use std::fmt::Debug;
+use std::sync::Arc;
+
+use async_trait::async_trait;
+use bytes::{BufMut, BytesMut};
+use futures::{stream, Sink, SinkExt};
+use pgwire::api::auth::{
+    finish_authentication, protocol_negotiation, save_startup_parameters_to_metadata,
+    DefaultServerParameterProvider, StartupHandler,
+};
+use pgwire::api::copy::CopyHandler;
+use pgwire::api::portal::{Format, Portal};
+use pgwire::api::query::{ExtendedQueryHandler, SimpleQueryHandler};
+use pgwire::api::results::{
+    CopyResponse, DataRowEncoder, DescribePortalResponse, DescribeStatementResponse, FieldFormat,
+    FieldInfo, QueryResponse, Response, Tag,
+};
+use pgwire::api::stmt::{QueryParser, StoredStatement};
+use pgwire::api::store::PortalStore;
+use pgwire::api::{
+    ClientInfo, ClientPortalStore, PgWireServerHandlers, PidSecretKeyGenerator,
+    RandomPidSecretKeyGenerator, Type,
+};
+use pgwire::error::{PgWireError, PgWireResult};
+use pgwire::messages::copy::{CopyData, CopyDone, CopyFail};
+use pgwire::messages::{PgWireBackendMessage, PgWireFrontendMessage};
+use pgwire::types::format::FormatOptions;
+use pgwire::types::ToSqlText;
+use postgres_types::{IsNull, ToSql};
+use sqlparser::ast::Statement;
+use tokio::sync::Mutex;
+use vev::Edn;
+
+use crate::error::SqlError;
+use crate::session::{Outcome, Session, Shared};
+use crate::sql::consts::Param;
+use crate::sql::select::OutCol;
+use crate::sql::{self, Plan};
+use crate::types::SqlType;
+
+/// The session of a connection, kept in its pgwire session extensions.
+type SessionCell = Mutex<Session>;
+
+/// Every handler, shared by all connections.
+pub struct Handlers {
+    pub shared: Arc<Shared>,
+    params: DefaultServerParameterProvider,
+    pids: RandomPidSecretKeyGenerator,
+    parser: Arc<Parser>,
+}
+
+impl Handlers {
+    pub fn new(shared: Arc<Shared>) -> Handlers {
+        let mut params = DefaultServerParameterProvider::default();
+        params.server_version = crate::SERVER_VERSION.to_owned();
+        params.date_style = "ISO, MDY".to_owned();
+        params.time_zone = "UTC".to_owned();
+        Handlers {
+            shared,
+            params,
+            pids: RandomPidSecretKeyGenerator::default(),
+            parser: Arc::new(Parser),
+        }
+    }
+}
+
+fn session<C: ClientInfo>(client: &C) -> PgWireResult<Arc<SessionCell>> {
+    client
+        .session_extensions()
+        .get::<SessionCell>()
+        .ok_or_else(|| SqlError::new("08P01", "no session: the startup did not finish").into())
+}
+
+#[async_trait]
+impl StartupHandler for Handlers {
+    async fn on_startup<C>(
+        &self,
+        client: &mut C,
+        message: PgWireFrontendMessage,
+    ) -> PgWireResult<()>
+    where
+        C: ClientInfo + Sink<PgWireBackendMessage> + Unpin + Send,
+        C::Error: Debug,
+        PgWireError: From<<C as Sink<PgWireBackendMessage>>::Error>,
+    {
+        let PgWireFrontendMessage::Startup(startup) = message else {
+            return Ok(());
+        };
+        protocol_negotiation(client, &startup).await?;
+        save_startup_parameters_to_metadata(client, &startup);
+        let (pid, key) = self.pids.generate(client);
+        client.set_pid_and_secret_key(pid, key);
+        let user = client
+            .metadata()
+            .get("user")
+            .cloned()
+            .unwrap_or_else(|| "vev".into());
+        let database = client
+            .metadata()
+            .get("database")
+            .cloned()
+            .unwrap_or_else(|| user.clone());
+        client.session_extensions().insert(Mutex::new(Session::new(
+            self.shared.clone(),
+            user,
+            database,
+        )));
+        finish_authentication(client, &self.params).await
+    }
+}
+
+/// A prepared statement: its text, parse, and the plan made at Parse (made again at run
+/// time when the schema changed since).
+#[derive(Debug)]
+pub struct Prepared {
+    pub stmt: Option<Statement>,
+    pub plan: Result<Plan, SqlError>,
+    /// Parameter types the client declared at Parse (`None`: to infer).
+    pub declared: Vec<Option<Type>>,
+}
+
+impl Prepared {
+    /// The type of parameter `i` (declared, else inferred, else text).
+    fn param_type(&self, i: usize) -> Type {
+        if let Some(Some(t)) = self.declared.get(i) {
+            if t.oid() != 0 {
+                return t.clone();
+            }
+        }
+        match &self.plan {
+            Ok(p) => p
+                .params()
+                .get(i)
+                .copied()
+                .flatten()
+                .map_or(Type::TEXT, SqlType::pg_type),
+            Err(_) => Type::TEXT,
+        }
+    }
+
+    fn param_count(&self) -> usize {
+        let inferred = self.plan.as_ref().map_or(0, |p| p.params().len());
+        inferred.max(self.declared.len())
+    }
+}
+
+pub struct Parser;
+
+#[async_trait]
+impl QueryParser for Parser {
+    type Statement = Arc<Prepared>;
+
+    async fn parse_sql<C>(
+        &self,
+        client: &C,
+        sql_text: &str,
+        types: &[Option<Type>],
+    ) -> PgWireResult<Option<Arc<Prepared>>>
+    where
+        C: ClientInfo + Unpin + Send + Sync,
+    {
+        let mut stmts = sql::parse(sql_text)?;
+        let stmt = match stmts.len() {
+            0 => return Ok(None),
+            1 => stmts.pop(),
+            _ => {
+                return Err(SqlError::syntax(
+                    "cannot insert multiple commands into a prepared statement",
+                )
+                .into())
+            }
+        };
+        let cell = session(client)?;
+        let mut s = cell.lock().await;
+        let plan = match &stmt {
+            Some(st) => s.plan(st),
+            None => Ok(Plan::Empty),
+        };
+        // A statement that does not plan (an unknown table, say) still parses: PostgreSQL
+        // reports the error at Parse, and so do we, as the error of the statement.
+        let plan = plan?;
+        Ok(Some(Arc::new(Prepared {
+            stmt,
+            plan: Ok(plan),
+            declared: types.to_vec(),
+        })))
+    }
+
+    fn get_parameter_types(&self, stmt: &Arc<Prepared>) -> PgWireResult<Vec<Type>> {
+        Ok((0..stmt.param_count())
+            .map(|i| stmt.param_type(i))
+            .collect())
+    }
+
+    fn get_result_schema(
+        &self,
+        stmt: &Arc<Prepared>,
+        format: Option<&Format>,
+    ) -> PgWireResult<Vec<FieldInfo>> {
+        Ok(match &stmt.plan {
+            Ok(plan) => fields(&result_columns(plan), format),
+            Err(_) => Vec::new(),
+        })
+    }
+}
+
+/// The columns a plan's rows have, when it returns rows.
+fn result_columns(plan: &Plan) -> Vec<OutCol> {
+    match plan {
+        Plan::Select(s) => s.columns.clone(),
+        Plan::Values(v) => v
+            .items
+            .iter()
+            .map(|(name, e)| {
+                let ctx = crate::sql::consts::Ctx {
+                    params: &[],
+                    now_ms: 0,
+                    user: "",
+                    database: "",
+                    setting: &|_| Some(String::new()),
+                };
+                let ty = crate::sql::consts::eval(e, None, &ctx)
+                    .ok()
+                    .and_then(|(_, t)| t);
+                OutCol {
+                    name: name.clone(),
+                    ty: ty.unwrap_or(SqlType::Text),
+                }
+            })
+            .collect(),
+        Plan::Show(name) => vec![OutCol {
+            name: name.clone(),
+            ty: SqlType::Text,
+        }],
+        Plan::Explain(_) => vec![OutCol {
+            name: "QUERY PLAN".into(),
+            ty: SqlType::Text,
+        }],
+        _ => Vec::new(),
+    }
+}
+
+fn fields(columns: &[OutCol], format: Option<&Format>) -> Vec<FieldInfo> {
+    columns
+        .iter()
+        .enumerate()
+        .map(|(i, c)| {
+            let f = format.map_or(FieldFormat::Text, |f| format_at(f, i));
+            FieldInfo::new(c.name.clone(), None, None, c.ty.pg_type(), f)
+        })
+        .collect()
+}
+
+/// The format of column `i` (a short format list means text, never a panic).
+fn format_at(f: &Format, i: usize) -> FieldFormat {
+    match f {
+        Format::Individual(v) if i >= v.len() => FieldFormat::Text,
+        f => f.format_for(i),
+    }
+}
+
+/// Turn a statement's outcome into pgwire's response.
+fn response(outcome: Outcome, format: Option<&Format>) -> PgWireResult<Response> {
+    Ok(match outcome {
+        Outcome::Rows { columns, rows } => {
+            let schema = Arc::new(fields(&columns, format));
+            let mut encoder = DataRowEncoder::new(schema.clone());
+            let mut out = Vec::with_capacity(rows.len());
+            for row in &rows {
+                for (v, c) in row.iter().zip(columns.iter()) {
+                    encoder.encode_field(&Cell(v, c.ty))?;
+                }
+                out.push(Ok(encoder.take_row()));
+            }
+            Response::Query(QueryResponse::new(schema, stream::iter(out)))
+        }
+        Outcome::Command(tag) if tag.is_empty() => Response::EmptyQuery,
+        Outcome::Command(tag) => Response::Execution(Tag::new(&tag)),
+        Outcome::Begin => Response::TransactionStart(Tag::new("BEGIN")),
+        Outcome::End(tag) => Response::TransactionEnd(Tag::new(tag)),
+        Outcome::CopyIn(columns) => {
+            Response::CopyIn(CopyResponse::new(0, columns, stream::empty()))
+        }
+    })
+}
+
+#[async_trait]
+impl SimpleQueryHandler for Handlers {
+    async fn do_query<C>(&self, client: &mut C, query: &str) -> PgWireResult<Vec<Response>>
+    where
+        C: ClientInfo + ClientPortalStore + Sink<PgWireBackendMessage> + Unpin + Send + Sync,
+        C::PortalStore: PortalStore,
+        C::Error: Debug,
+        PgWireError: From<<C as Sink<PgWireBackendMessage>>::Error>,
+    {
+        let cell = session(client)?;
+        let mut s = cell.lock().await;
+        let stmts = match sql::parse(query) {
+            Ok(stmts) => stmts,
+            Err(e) => return Ok(vec![Response::Error(Box::new(e.into()))]),
+        };
+        let mut out = Vec::with_capacity(stmts.len());
+        for stmt in &stmts {
+            let result = match s.plan(stmt) {
+                Ok(plan) => s.execute(&plan, &[]).await,
+                Err(e) => {
+                    s.fail_transaction();
+                    Err(e)
+                }
+            };
+            match result {
+                Ok(outcome) => {
+                    let copy = matches!(outcome, Outcome::CopyIn(_));
+                    out.push(response(outcome, None)?);
+                    if copy {
+                        break;
+                    }
+                }
+                Err(e) => {
+                    out.push(Response::Error(Box::new(e.into())));
+                    break;
+                }
+            }
+        }
+        Ok(out)
+    }
+}
+
+#[async_trait]
+impl ExtendedQueryHandler for Handlers {
+    type Statement = Arc<Prepared>;
+    type QueryParser = Parser;
+
+    fn query_parser(&self) -> Arc<Parser> {
+        self.parser.clone()
+    }
+
+    async fn do_query<C>(
+        &self,
+        client: &mut C,
+        portal: &Portal<Arc<Prepared>>,
+        _max_rows: usize,
+    ) -> PgWireResult<Response>
+    where
+        C: ClientInfo + ClientPortalStore + Sink<PgWireBackendMessage> + Unpin + Send + Sync,
+        C::PortalStore: PortalStore<Statement = Arc<Prepared>>,
+        C::Error: Debug,
+        PgWireError: From<<C as Sink<PgWireBackendMessage>>::Error>,
+    {
+        let prepared = &portal.statement.statement;
+        let cell = session(client)?;
+        let mut s = cell.lock().await;
+        let params = bind_params(portal)?;
+        let plan = match (&prepared.stmt, &prepared.plan) {
+            // Planned again: the schema may have changed since Parse.
+            (Some(stmt), Ok(_)) => match s.plan(stmt) {
+                Ok(p) => p,
+                Err(e) => {
+                    s.fail_transaction();
+                    return Err(e.into());
+                }
+            },
+            (None, _) => Plan::Empty,
+            (_, Err(e)) => return Err(e.clone().into()),
+        };
+        let outcome = s.execute(&plan, &params).await?;
+        response(outcome, Some(&portal.result_column_format))
+    }
+
+    async fn do_describe_statement<C>(
+        &self,
+        _client: &mut C,
+        stmt: &StoredStatement<Arc<Prepared>>,
+    ) -> PgWireResult<DescribeStatementResponse>
+    where
+        C: ClientInfo + ClientPortalStore + Sink<PgWireBackendMessage> + Unpin + Send + Sync,
+        C::PortalStore: PortalStore<Statement = Arc<Prepared>>,
+        C::Error: Debug,
+        PgWireError: From<<C as Sink<PgWireBackendMessage>>::Error>,
+    {
+        let p = &stmt.statement;
+        let params = (0..p.param_count()).map(|i| p.param_type(i)).collect();
+        let columns = p.plan.as_ref().map(result_columns).unwrap_or_default();
+        Ok(DescribeStatementResponse::new(
+            params,
+            fields(&columns, None),
+        ))
+    }
+
+    async fn do_describe_portal<C>(
+        &self,
+        _client: &mut C,
+        portal: &Portal<Arc<Prepared>>,
+    ) -> PgWireResult<DescribePortalResponse>
+    where
+        C: ClientInfo + ClientPortalStore + Sink<PgWireBackendMessage> + Unpin + Send + Sync,
+        C::PortalStore: PortalStore<Statement = Arc<Prepared>>,
+        C::Error: Debug,
+        PgWireError: From<<C as Sink<PgWireBackendMessage>>::Error>,
+    {
+        let p = &portal.statement.statement;
+        let columns = p.plan.as_ref().map(result_columns).unwrap_or_default();
+        Ok(DescribePortalResponse::new(fields(
+            &columns,
+            Some(&portal.result_column_format),
+        )))
+    }
+}
+
+/// A portal's parameters as values: text ones typed where used, binary ones decoded by
+/// their declared (or inferred) type.
+fn bind_params(portal: &Portal<Arc<Prepared>>) -> Result<Vec<Param>, SqlError> {
+    let p = &portal.statement.statement;
+    portal
+        .parameters
+        .iter()
+        .enumerate()
+        .map(|(i, raw)| {
+            let Some(bytes) = raw else {
+                return Ok(Param::Null);
+            };
+            if format_at(&portal.parameter_format, i) == FieldFormat::Text {
+                let text = std::str::from_utf8(bytes).map_err(|_| {
+                    SqlError::new("22021", format!("parameter ${} is not valid UTF-8", i + 1))
+                })?;
+                return Ok(Param::Text(text.to_owned()));
+            }
+            decode_binary(bytes, &p.param_type(i), i + 1)
+        })
+        .collect()
+}
+
+/// A binary-format parameter.
+fn decode_binary(b: &[u8], ty: &Type, n: usize) -> Result<Param, SqlError> {
+    let bad = || {
+        SqlError::new(
+            "22P03",
+            format!("incorrect binary data format in bind parameter {n}"),
+        )
+    };
+    let int = |len: usize| -> Result<i64, SqlError> {
+        if b.len() != len {
+            return Err(bad());
+        }
+        Ok(match len {
+            2 => i64::from(i16::from_be_bytes([b[0], b[1]])),
+            4 => i64::from(i32::from_be_bytes([b[0], b[1], b[2], b[3]])),
+            _ => i64::from_be_bytes(b.try_into().map_err(|_| bad())?),
+        })
+    };
+    Ok(match *ty {
+        Type::INT2 => Param::Typed(Edn::Integer(int(2)?), SqlType::Int2),
+        Type::INT4 => Param::Typed(Edn::Integer(int(4)?), SqlType::Int4),
+        Type::INT8 => Param::Typed(Edn::Integer(int(8)?), SqlType::Int8),
+        Type::FLOAT4 => Param::Typed(
+            Edn::Float(f64::from(f32::from_bits(int(4)? as u32))),
+            SqlType::Float4,
+        ),
+        Type::FLOAT8 => Param::Typed(Edn::Float(f64::from_bits(int(8)? as u64)), SqlType::Float8),
+        Type::BOOL if b.len() == 1 => Param::Typed(Edn::Bool(b[0] != 0), SqlType::Bool),
+        Type::TIMESTAMP | Type::TIMESTAMPTZ => {
+            let micros = int(8)?;
+            let ty = if *ty == Type::TIMESTAMP {
+                SqlType::Timestamp
+            } else {
+                SqlType::Timestamptz
+            };
+            Param::Typed(Edn::Inst(micros.div_euclid(1000) + PG_EPOCH_MS), ty)
+        }
+        Type::UUID if b.len() == 16 => Param::Typed(
+            Edn::Uuid(u128::from_be_bytes(b.try_into().map_err(|_| bad())?)),
+            SqlType::Uuid,
+        ),
+        Type::BYTEA => Param::Typed(
+            Edn::Tagged(
+                vev::Symbol::new("bytes"),
+                Box::new(Edn::String(b.iter().map(|x| format!("{x:02x}")).collect())),
+            ),
+            SqlType::Bytea,
+        ),
+        Type::TEXT | Type::VARCHAR | Type::BPCHAR | Type::NAME | Type::UNKNOWN => {
+            Param::Text(String::from_utf8(b.to_vec()).map_err(|_| bad())?)
+        }
+        ref other => {
+            return Err(SqlError::unsupported(format!(
+                "a binary parameter of type {other}"
+            )))
+        }
+    })
+}
+
+/// Milliseconds from the Unix epoch to PostgreSQL's (2000-01-01).
+const PG_EPOCH_MS: i64 = 946_684_800_000;
+
+/// A result value of a column type, in either wire format.
+#[derive(Debug)]
+struct Cell<'a>(&'a Edn, SqlType);
+
+impl ToSql for Cell<'_> {
+    fn to_sql(
+        &self,
+        _ty: &Type,
+        out: &mut BytesMut,
+    ) -> Result<IsNull, Box<dyn std::error::Error + Sync + Send>> {
+        let Cell(v, ty) = self;
+        if crate::sqlfns::is_null_edn(v) {
+            return Ok(IsNull::Yes);
+        }
+        let out_of_range = || -> Box<dyn std::error::Error + Sync + Send> {
+            format!("value {v} out of range for {}", ty.display()).into()
+        };
+        match (ty, v) {
+            (SqlType::Int2, Edn::Integer(n)) => {
+                out.put_i16(i16::try_from(*n).map_err(|_| out_of_range())?)
+            }
+            (SqlType::Int4, Edn::Integer(n)) => {
+                out.put_i32(i32::try_from(*n).map_err(|_| out_of_range())?)
+            }
+            (SqlType::Int8, Edn::Integer(n)) => out.put_i64(*n),
+            (SqlType::Float4, Edn::Float(f)) => out.put_f32(*f as f32),
+            (SqlType::Float4, Edn::Integer(n)) => out.put_f32(*n as f32),
+            (SqlType::Float8, Edn::Float(f)) => out.put_f64(*f),
+            (SqlType::Float8, Edn::Integer(n)) => out.put_f64(*n as f64),
+            (SqlType::Bool, Edn::Bool(b)) => out.put_u8(u8::from(*b)),
+            (SqlType::Timestamp | SqlType::Timestamptz, Edn::Inst(ms)) => {
+                out.put_i64((ms - PG_EPOCH_MS) * 1000)
+            }
+            (SqlType::Uuid, Edn::Uuid(u)) => out.put_u128(*u),
+            (SqlType::Bytea, Edn::Tagged(_, inner)) => match &**inner {
+                Edn::String(hex) => {
+                    for i in (0..hex.len()).step_by(2) {
+                        out.put_u8(u8::from_str_radix(&hex[i..i + 2], 16)?);
+                    }
+                }
+                _ => return Err("bytes value is not hex".into()),
+            },
+            (SqlType::Numeric, v) => {
+                numeric_binary(&crate::types::edn_to_text(v, *ty).unwrap_or_default(), out)?
+            }
+            (t, v) if t.is_text() => out.extend_from_slice(
+                crate::types::edn_to_text(v, *t)
+                    .unwrap_or_default()
+                    .as_bytes(),
+            ),
+            (t, v) => return Err(format!("cannot send {v} as {}", t.display()).into()),
+        }
+        Ok(IsNull::No)
+    }
+
+    fn accepts(_ty: &Type) -> bool {
+        true
+    }
+
+    postgres_types::to_sql_checked!();
+}
+
+impl ToSqlText for Cell<'_> {
+    fn to_sql_text(
+        &self,
+        _ty: &Type,
+        out: &mut BytesMut,
+        _options: &FormatOptions,
+    ) -> Result<IsNull, Box<dyn std::error::Error + Sync + Send>> {
+        match crate::types::edn_to_text(self.0, self.1) {
+            None => Ok(IsNull::Yes),
+            Some(s) => {
+                out.extend_from_slice(s.as_bytes());
+                Ok(IsNull::No)
+            }
+        }
+    }
+}
+
+/// PostgreSQL's binary `numeric`: base-10000 digits with a weight, a sign and a scale.
+fn numeric_binary(
+    text: &str,
+    out: &mut BytesMut,
+) -> Result<(), Box<dyn std::error::Error + Sync + Send>> {
+    let (neg, digits) = match text.strip_prefix('-') {
+        Some(d) => (true, d),
+        None => (false, text),
+    };
+    let (int, frac) = digits.split_once('.').unwrap_or((digits, ""));
+    if !int.bytes().chain(frac.bytes()).all(|b| b.is_ascii_digit()) {
+        return Err(format!("cannot send {text} as numeric").into());
+    }
+    let int = int.trim_start_matches('0');
+    let pad_int = (4 - int.len() % 4) % 4;
+    let int_digits: String = "0".repeat(pad_int) + int;
+    let pad_frac = (4 - frac.len() % 4) % 4;
+    let frac_digits: String = frac.to_owned() + &"0".repeat(pad_frac);
+    let groups: Vec<i16> = int_digits
+        .as_bytes()
+        .chunks(4)
+        .chain(frac_digits.as_bytes().chunks(4))
+        .map(|c| {
+            std::str::from_utf8(c)
+                .unwrap_or("0")
+                .parse::<i16>()
+                .unwrap_or(0)
+        })
+        .collect();
+    let weight = (int_digits.len() / 4) as i16 - 1;
+    // Trailing zero groups need not be sent; leading ones shift the weight.
+    let first = groups.iter().position(|g| *g != 0);
+    let last = groups.iter().rposition(|g| *g != 0);
+    let (groups, weight) = match (first, last) {
+        (Some(f), Some(l)) => (&groups[f..=l], weight - f as i16),
+        _ => (&groups[..0], 0),
+    };
+    out.put_i16(groups.len() as i16);
+    out.put_i16(weight);
+    out.put_u16(if neg && !groups.is_empty() { 0x4000 } else { 0 });
+    out.put_i16(frac.len() as i16);
+    for g in groups {
+        out.put_i16(*g);
+    }
+    Ok(())
+}
+
+#[async_trait]
+impl CopyHandler for Handlers {
+    async fn on_copy_data<C>(&self, client: &mut C, data: CopyData) -> PgWireResult<()>
+    where
+        C: ClientInfo + Sink<PgWireBackendMessage> + Unpin + Send + Sync,
+        C::Error: Debug,
+        PgWireError: From<<C as Sink<PgWireBackendMessage>>::Error>,
+    {
+        session(client)?.lock().await.copy_data(&data.data);
+        Ok(())
+    }
+
+    async fn on_copy_done<C>(&self, client: &mut C, _done: CopyDone) -> PgWireResult<()>
+    where
+        C: ClientInfo + Sink<PgWireBackendMessage> + Unpin + Send + Sync,
+        C::Error: Debug,
+        PgWireError: From<<C as Sink<PgWireBackendMessage>>::Error>,
+    {
+        let cell = session(client)?;
+        let outcome = cell.lock().await.copy_done().await?;
+        if let Outcome::Command(tag) = outcome {
+            client
+                .send(PgWireBackendMessage::CommandComplete(Tag::new(&tag).into()))
+                .await?;
+        }
+        Ok(())
+    }
+
+    async fn on_copy_fail<C>(&self, client: &mut C, fail: CopyFail) -> PgWireError
+    where
+        C: ClientInfo + Sink<PgWireBackendMessage> + Unpin + Send + Sync,
+        C::Error: Debug,
+        PgWireError: From<<C as Sink<PgWireBackendMessage>>::Error>,
+    {
+        if let Ok(cell) = session(client) {
+            cell.lock().await.copy_fail();
+        }
+        SqlError::new("57014", format!("COPY from stdin failed: {}", fail.message)).into()
+    }
+}
+
+/// What `process_socket` takes: every handler is the one shared `Handlers`.
+pub struct Factory(pub Arc<Handlers>);
+
+impl PgWireServerHandlers for Factory {
+    fn simple_query_handler(&self) -> Arc<impl SimpleQueryHandler> {
+        self.0.clone()
+    }
+
+    fn extended_query_handler(&self) -> Arc<impl ExtendedQueryHandler> {
+        self.0.clone()
+    }
+
+    fn startup_handler(&self) -> Arc<impl StartupHandler> {
+        self.0.clone()
+    }
+
+    fn copy_handler(&self) -> Arc<impl CopyHandler> {
+        self.0.clone()
+    }
+}

@@ -1,0 +1,1050 @@
+//! One client connection's state and the execution of its statements.
+//!
+//! Outside BEGIN every statement is its own transaction. Inside, writes collect as pending
+//! transaction data, which the statements of the transaction read through (`with`, applied
+//! to the latest committed database: READ COMMITTED plus the transaction's own writes), and
+//! COMMIT transacts them at once, durably, before it answers. Rows written are locked to
+//! the end of the transaction (`locks`). Nothing is visible to other sessions before COMMIT.
+
+use std::collections::{BTreeMap, HashMap};
+use std::sync::Arc;
+use std::time::{Duration, SystemTime};
+
+use vev::{Connection, Db, Edn, EntityId, EntityRef, TempId, TxOp};
+
+use crate::catalog::{self, Catalog, Table};
+use crate::error::SqlError;
+use crate::locks::{LockTable, SessionId};
+use crate::sql::consts::{self, Param};
+use crate::sql::select::{Agg, Count, Input, OutCol, Post, SelectPlan};
+use crate::sql::write::{CopyPlan, RowsPlan};
+use crate::sql::{self, Plan};
+use crate::types::SqlType;
+
+/// What every session of one server shares.
+pub struct Shared {
+    pub conn: Connection,
+    pub locks: LockTable,
+    pub options: vev::QueryOptions,
+    catalog: std::sync::Mutex<Option<Arc<Catalog>>>,
+    next_session: std::sync::atomic::AtomicU64,
+}
+
+impl Shared {
+    pub fn new(conn: Connection) -> Shared {
+        conn.register_fn(sql::write::ABSENT_FN, sql::write::absent_fn);
+        Shared {
+            conn,
+            locks: LockTable::default(),
+            options: vev::QueryOptions {
+                registry: crate::sqlfns::registry(),
+                ..vev::QueryOptions::default()
+            },
+            catalog: std::sync::Mutex::new(None),
+            next_session: std::sync::atomic::AtomicU64::new(1),
+        }
+    }
+
+    /// The tables of `db` (cached while its schema stays the same).
+    pub fn catalog(&self, db: &Db) -> Result<Arc<Catalog>, SqlError> {
+        let mut slot = self
+            .catalog
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        let c = Catalog::current(&slot, db)?;
+        *slot = Some(c.clone());
+        Ok(c)
+    }
+}
+
+/// What a statement answers.
+#[derive(Debug)]
+pub enum Outcome {
+    Rows {
+        columns: Arc<Vec<OutCol>>,
+        rows: Vec<Vec<Edn>>,
+    },
+    /// A command tag (`INSERT 0 1`, `CREATE TABLE`, ...).
+    Command(String),
+    Begin,
+    /// The end of a transaction: `COMMIT`, or `ROLLBACK` (also for a COMMIT of a failed
+    /// transaction).
+    End(&'static str),
+    /// COPY FROM STDIN: the client sends the data next.
+    CopyIn(usize),
+}
+
+/// The view a transaction reads: the latest database with its pending writes applied.
+struct View {
+    basis: vev::BasisT,
+    ops: usize,
+    db: Db,
+    /// Entities the pending writes created, by their tempid.
+    tempids: HashMap<EntityId, String>,
+}
+
+#[derive(Default)]
+struct Txn {
+    pending: Vec<TxOp>,
+    locks: Vec<EntityId>,
+    view: Option<View>,
+    /// An error ended the transaction's usefulness: only ROLLBACK (or COMMIT) is taken.
+    failed: bool,
+}
+
+/// COPY in progress.
+struct Copying {
+    plan: Arc<CopyPlan>,
+    partial: Vec<u8>,
+    rows: Vec<Vec<Option<Edn>>>,
+    lines: u64,
+    done: bool,
+    error: Option<SqlError>,
+}
+
+pub struct Session {
+    pub id: SessionId,
+    shared: Arc<Shared>,
+    txn: Option<Txn>,
+    settings: BTreeMap<String, String>,
+    next_row: u64,
+    copying: Option<Copying>,
+    pub user: String,
+    pub database: String,
+}
+
+impl Drop for Session {
+    /// A client gone mid-transaction: its writes are dropped, its locks released.
+    fn drop(&mut self) {
+        if let Some(t) = self.txn.take() {
+            self.shared.locks.release(self.id, &t.locks);
+        }
+    }
+}
+
+/// The settings a session starts with (what SHOW and current_setting give).
+fn default_settings() -> BTreeMap<String, String> {
+    [
+        ("server_version", crate::SERVER_VERSION),
+        ("server_encoding", "UTF8"),
+        ("client_encoding", "UTF8"),
+        ("datestyle", "ISO, MDY"),
+        ("timezone", "UTC"),
+        ("intervalstyle", "postgres"),
+        ("integer_datetimes", "on"),
+        ("standard_conforming_strings", "on"),
+        ("statement_timeout", "0"),
+        ("lock_timeout", "0"),
+        ("transaction_isolation", "read committed"),
+        ("default_transaction_isolation", "read committed"),
+        ("search_path", "\"$user\", public"),
+        ("extra_float_digits", "1"),
+        ("application_name", ""),
+        ("max_identifier_length", "63"),
+        ("vev.as_of", ""),
+    ]
+    .into_iter()
+    .map(|(k, v)| (k.to_owned(), v.to_owned()))
+    .collect()
+}
+
+impl Session {
+    pub fn new(shared: Arc<Shared>, user: String, database: String) -> Session {
+        let id = shared
+            .next_session
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        Session {
+            id,
+            shared,
+            txn: None,
+            settings: default_settings(),
+            next_row: 0,
+            copying: None,
+            user,
+            database,
+        }
+    }
+
+    pub fn in_transaction(&self) -> bool {
+        self.txn.is_some()
+    }
+
+    /// A statement failed before it ran (it did not plan): the transaction is failed.
+    pub fn fail_transaction(&mut self) {
+        if let Some(t) = &mut self.txn {
+            t.failed = true;
+        }
+    }
+
+    pub fn in_failed_transaction(&self) -> bool {
+        self.txn.as_ref().is_some_and(|t| t.failed)
+    }
+
+    pub fn setting(&self, name: &str) -> Option<String> {
+        self.settings.get(name).cloned()
+    }
+
+    fn timeout(&self, name: &str) -> Option<Duration> {
+        let ms: u64 = self
+            .settings
+            .get(name)?
+            .trim_end_matches("ms")
+            .trim()
+            .parse()
+            .ok()?;
+        (ms > 0).then(|| Duration::from_millis(ms))
+    }
+
+    /// The database reads start from: the latest, or the past `vev.as_of` names.
+    fn base_db(&self) -> Result<Db, SqlError> {
+        let db = self.shared.conn.db();
+        match self.settings.get("vev.as_of").map(String::as_str) {
+            None | Some("") => Ok(db),
+            Some(t) => {
+                let point = vev::TimePoint::parse(t)
+                    .map_err(|e| SqlError::new("22023", format!("invalid vev.as_of {t:?}: {e}")))?;
+                Ok(db.as_of(point))
+            }
+        }
+    }
+
+    fn reading_the_past(&self) -> bool {
+        self.settings
+            .get("vev.as_of")
+            .is_some_and(|v| !v.is_empty())
+    }
+
+    /// The database this session's next statement reads.
+    pub fn view(&mut self) -> Result<Db, SqlError> {
+        let latest = self.base_db()?;
+        let Some(txn) = &mut self.txn else {
+            return Ok(latest);
+        };
+        // A failed transaction runs nothing more: its writes are not worth applying.
+        if txn.pending.is_empty() || txn.failed {
+            return Ok(latest);
+        }
+        if let Some(v) = &txn.view {
+            if v.basis == latest.basis_t() && v.ops == txn.pending.len() {
+                return Ok(v.db.clone());
+            }
+        }
+        let report = self
+            .shared
+            .conn
+            .with(&latest, &txn.pending)
+            .map_err(|e| SqlError::from_vev(&e))?;
+        let tempids = report
+            .tempids
+            .iter()
+            .filter_map(|(t, e)| match t {
+                TempId::Str(s) => Some((*e, s.to_string())),
+                _ => None,
+            })
+            .collect();
+        txn.view = Some(View {
+            basis: latest.basis_t(),
+            ops: txn.pending.len(),
+            db: report.db_after.clone(),
+            tempids,
+        });
+        Ok(report.db_after)
+    }
+
+    /// The catalog of the session's view.
+    pub fn catalog(&mut self) -> Result<Arc<Catalog>, SqlError> {
+        let db = self.view()?;
+        self.shared.catalog(&db)
+    }
+
+    /// Plan a statement against the session's tables.
+    pub fn plan(&mut self, stmt: &sqlparser::ast::Statement) -> Result<Plan, SqlError> {
+        let catalog = self.catalog()?;
+        sql::plan(stmt, &catalog)
+    }
+
+    /// Run a planned statement with its parameters.
+    pub async fn execute(&mut self, plan: &Plan, params: &[Param]) -> Result<Outcome, SqlError> {
+        if self.in_failed_transaction() && !matches!(plan, Plan::Commit | Plan::Rollback) {
+            return Err(SqlError::in_failed_transaction());
+        }
+        if plan.writes() && self.reading_the_past() {
+            return Err(SqlError::new(
+                "25006",
+                "cannot write while vev.as_of reads the past (SET vev.as_of TO DEFAULT first)",
+            ));
+        }
+        let result = self.execute_inner(plan, params).await;
+        if result.is_err() {
+            if let Some(t) = &mut self.txn {
+                t.failed = true;
+            }
+        }
+        result
+    }
+
+    async fn execute_inner(&mut self, plan: &Plan, params: &[Param]) -> Result<Outcome, SqlError> {
+        match plan {
+            Plan::Select(p) => self.select(p, params).await,
+            Plan::Values(v) => self.values(v, params),
+            Plan::Insert(p) => {
+                let now = now_ms();
+                let (ops, n) = {
+                    let ctx = self.ctx(params, now);
+                    let mut next = self.next_row;
+                    let out = p.tx(&ctx, &mut next)?;
+                    self.next_row = next;
+                    out
+                };
+                self.write(ops).await?;
+                Ok(Outcome::Command(format!("INSERT 0 {n}")))
+            }
+            Plan::Update(p) => {
+                let n = self.write_rows(p, params).await?;
+                Ok(Outcome::Command(format!("UPDATE {n}")))
+            }
+            Plan::Delete(p) => {
+                let n = self.write_rows(p, params).await?;
+                Ok(Outcome::Command(format!("DELETE {n}")))
+            }
+            Plan::CopyFrom(p) => {
+                self.copying = Some(Copying {
+                    plan: p.clone(),
+                    partial: Vec::new(),
+                    rows: Vec::new(),
+                    lines: 0,
+                    done: false,
+                    error: None,
+                });
+                Ok(Outcome::CopyIn(p.columns.len()))
+            }
+            Plan::CreateTable {
+                name,
+                columns,
+                if_not_exists,
+            } => self.create_table(name, columns, *if_not_exists).await,
+            Plan::DropTables { names, if_exists } => self.drop_tables(names, *if_exists).await,
+            Plan::Truncate(names) => self.truncate(names).await,
+            Plan::AddPrimaryKey { table, columns } => self.add_primary_key(table, columns).await,
+            Plan::Begin { .. } => {
+                if self.txn.is_none() {
+                    self.txn = Some(Txn::default());
+                }
+                Ok(Outcome::Begin)
+            }
+            Plan::Commit => self.commit().await,
+            Plan::Rollback => {
+                if let Some(t) = self.txn.take() {
+                    self.shared.locks.release(self.id, &t.locks);
+                }
+                Ok(Outcome::End("ROLLBACK"))
+            }
+            Plan::Set { name, value } => {
+                let value = value
+                    .clone()
+                    .unwrap_or_else(|| default_settings().get(name).cloned().unwrap_or_default());
+                if name == "vev.as_of" && !value.is_empty() {
+                    vev::TimePoint::parse(&value).map_err(|e| {
+                        SqlError::new("22023", format!("invalid vev.as_of {value:?}: {e}"))
+                    })?;
+                }
+                self.settings.insert(name.clone(), value);
+                Ok(Outcome::Command("SET".into()))
+            }
+            Plan::Show(name) => {
+                let value = self
+                    .settings
+                    .get(&name.to_ascii_lowercase())
+                    .cloned()
+                    .ok_or_else(|| {
+                        SqlError::new(
+                            "42704",
+                            format!("unrecognized configuration parameter \"{name}\""),
+                        )
+                    })?;
+                Ok(Outcome::Rows {
+                    columns: Arc::new(vec![OutCol {
+                        name: name.clone(),
+                        ty: SqlType::Text,
+                    }]),
+                    rows: vec![vec![Edn::String(value)]],
+                })
+            }
+            Plan::Explain(text) => Ok(Outcome::Rows {
+                columns: Arc::new(vec![OutCol {
+                    name: "QUERY PLAN".into(),
+                    ty: SqlType::Text,
+                }]),
+                rows: vec![vec![Edn::String(text.clone())]],
+            }),
+            Plan::Noop(tag) => Ok(Outcome::Command((*tag).to_owned())),
+            Plan::Empty => Ok(Outcome::Command(String::new())),
+        }
+    }
+
+    fn ctx<'a>(&'a self, params: &'a [Param], now_ms: i64) -> consts::Ctx<'a> {
+        consts::Ctx {
+            params,
+            now_ms,
+            user: &self.user,
+            database: &self.database,
+            setting: &|_| None,
+        }
+    }
+
+    fn values(&self, v: &sql::ValuesPlan, params: &[Param]) -> Result<Outcome, SqlError> {
+        let now = now_ms();
+        let settings = &self.settings;
+        let lookup = |name: &str| settings.get(name).cloned();
+        let ctx = consts::Ctx {
+            params,
+            now_ms: now,
+            user: &self.user,
+            database: &self.database,
+            setting: &lookup,
+        };
+        let mut columns = Vec::new();
+        let mut row = Vec::new();
+        for (name, e) in &v.items {
+            let (val, ty) = consts::eval(e, None, &ctx)?;
+            columns.push(OutCol {
+                name: name.clone(),
+                ty: ty.unwrap_or(SqlType::Text),
+            });
+            row.push(val);
+        }
+        Ok(Outcome::Rows {
+            columns: Arc::new(columns),
+            rows: vec![row],
+        })
+    }
+
+    /// The query inputs of a plan's parameters; `None` when a NULL parameter makes the
+    /// result empty.
+    fn inputs(
+        inputs: &[Input],
+        types: &[Option<SqlType>],
+        null_rejecting: &[usize],
+        params: &[Param],
+    ) -> Result<Option<Vec<Edn>>, SqlError> {
+        let mut args = Vec::with_capacity(inputs.len());
+        for i in inputs {
+            match i {
+                Input::Param(n) => {
+                    let p = params.get(n - 1).ok_or_else(|| {
+                        SqlError::new(
+                            "08P01",
+                            format!(
+                                "bind message supplies {} parameters, but the statement needs ${n}",
+                                params.len()
+                            ),
+                        )
+                    })?;
+                    if *p == Param::Null && null_rejecting.contains(n) {
+                        return Ok(None);
+                    }
+                    args.push(p.typed(types.get(n - 1).copied().flatten())?.0);
+                }
+                Input::Now => args.push(Edn::Inst(now_ms())),
+            }
+        }
+        Ok(Some(args))
+    }
+
+    fn query_rows(
+        &self,
+        db: &Db,
+        query: &vev::Query,
+        args: &[Edn],
+    ) -> Result<Vec<Vec<Edn>>, SqlError> {
+        let mut options = self.shared.options.clone();
+        options.limits.timeout = self.timeout("statement_timeout");
+        let result = db
+            .q_prepared(query, args, &options)
+            .map_err(|e| SqlError::from_vev(&vev::Error::from(e)))?;
+        Ok(match result {
+            vev::QueryResult::Rel(rows) | vev::QueryResult::Bag(rows) => {
+                rows.iter().map(<[Edn]>::to_vec).collect()
+            }
+            other => {
+                return Err(SqlError::internal(format!(
+                    "unexpected query result {other:?}"
+                )))
+            }
+        })
+    }
+
+    async fn select(&mut self, p: &SelectPlan, params: &[Param]) -> Result<Outcome, SqlError> {
+        let Some(args) = Self::inputs(&p.inputs, &p.params, &p.null_rejecting, params)? else {
+            return Ok(Outcome::Rows {
+                columns: Arc::new(p.columns.clone()),
+                rows: post(Vec::new(), &p.post, params)?,
+            });
+        };
+        let db = self.view()?;
+        let rows = self.query_rows(&db, &p.query, &args)?;
+        if p.lock && !rows.is_empty() {
+            return Err(SqlError::unsupported("SELECT ... FOR UPDATE"));
+        }
+        Ok(Outcome::Rows {
+            columns: Arc::new(p.columns.clone()),
+            rows: post(rows, &p.post, params)?,
+        })
+    }
+
+    /// UPDATE or DELETE: find the rows, lock them, find them again if a lock had to wait
+    /// (another transaction may have changed them: READ COMMITTED's re-check), then write.
+    async fn write_rows(&mut self, p: &RowsPlan, params: &[Param]) -> Result<usize, SqlError> {
+        let Some(args) = Self::inputs(&p.inputs, &p.params, &p.null_rejecting, params)? else {
+            return Ok(0);
+        };
+        let mut held = Vec::new();
+        let result = self.write_rows_locked(p, &args, &mut held).await;
+        match &mut self.txn {
+            Some(t) => t.locks.extend(held),
+            None => self.shared.locks.release(self.id, &held),
+        }
+        result
+    }
+
+    async fn write_rows_locked(
+        &mut self,
+        p: &RowsPlan,
+        args: &[Edn],
+        held: &mut Vec<EntityId>,
+    ) -> Result<usize, SqlError> {
+        let lock_timeout = self
+            .timeout("lock_timeout")
+            .or(self.timeout("statement_timeout"));
+        let mut rows = Vec::new();
+        for attempt in 0..100 {
+            // Rows read before their locks are taken are only good if nothing committed
+            // in between: the basis tells.
+            let basis = self.shared.conn.db().basis_t();
+            let db = self.view()?;
+            rows = self.query_rows(&db, &p.query, args)?;
+            let ids: Vec<EntityId> = rows
+                .iter()
+                .filter_map(|r| match r.first() {
+                    Some(Edn::Integer(e)) => Some(*e as EntityId),
+                    _ => None,
+                })
+                .collect();
+            let waited = self
+                .shared
+                .locks
+                .lock(self.id, &ids, held, lock_timeout)
+                .await?;
+            if !waited && self.shared.conn.db().basis_t() == basis {
+                break;
+            }
+            if attempt == 99 {
+                return Err(SqlError::serialization(
+                    "could not settle the rows to update after 100 lock waits",
+                ));
+            }
+        }
+        let ops = {
+            let tempids = self
+                .txn
+                .as_ref()
+                .and_then(|t| t.view.as_ref())
+                .map(|v| &v.tempids);
+            let entity_ref = |e: EntityId| match tempids.and_then(|m| m.get(&e)) {
+                Some(name) => EntityRef::tempid(name),
+                None => EntityRef::Id(e),
+            };
+            p.tx(&rows, &entity_ref)?
+        };
+        let n = rows.len();
+        self.write(ops).await?;
+        Ok(n)
+    }
+
+    /// Transaction data: pending in a transaction, transacted now outside one.
+    async fn write(&mut self, ops: Vec<TxOp>) -> Result<(), SqlError> {
+        if ops.is_empty() {
+            return Ok(());
+        }
+        match &mut self.txn {
+            Some(t) => {
+                merge_ops(&mut t.pending, ops);
+                // The view catches up (and checks the new data) before the next statement;
+                // check it now so the error belongs to this statement.
+                self.view()?;
+                Ok(())
+            }
+            None => transact(&self.shared.conn, ops).await,
+        }
+    }
+
+    async fn commit(&mut self) -> Result<Outcome, SqlError> {
+        let Some(t) = self.txn.take() else {
+            return Ok(Outcome::End("COMMIT"));
+        };
+        if t.failed {
+            self.shared.locks.release(self.id, &t.locks);
+            return Ok(Outcome::End("ROLLBACK"));
+        }
+        let result = transact(&self.shared.conn, t.pending).await;
+        self.shared.locks.release(self.id, &t.locks);
+        result.map(|()| Outcome::End("COMMIT"))
+    }
+
+    async fn create_table(
+        &mut self,
+        name: &str,
+        columns: &[catalog::ColumnDef],
+        if_not_exists: bool,
+    ) -> Result<Outcome, SqlError> {
+        if self.catalog()?.tables.contains_key(name) {
+            if if_not_exists {
+                return Ok(Outcome::Command("CREATE TABLE".into()));
+            }
+            return Err(SqlError::duplicate_table(name));
+        }
+        if !Catalog::has_meta(&self.shared.conn.db()) {
+            let conn = self.shared.conn.clone();
+            run_blocking(move || conn.transact_edn(catalog::META_SCHEMA)).await?;
+        }
+        let text = catalog::create_table_tx(name, columns)?;
+        let ops = vev::parse_tx(&text)
+            .map_err(SqlError::internal)?
+            .into_iter()
+            .map(|s| s.op)
+            .collect();
+        self.write(ops).await?;
+        Ok(Outcome::Command("CREATE TABLE".into()))
+    }
+
+    async fn drop_tables(
+        &mut self,
+        names: &[String],
+        if_exists: bool,
+    ) -> Result<Outcome, SqlError> {
+        let catalog = self.catalog()?;
+        let db = self.view()?;
+        let mut ops = Vec::new();
+        for name in names {
+            let Some(table) = catalog.tables.get(name) else {
+                if if_exists {
+                    continue;
+                }
+                return Err(SqlError::undefined_table(name));
+            };
+            if !table.sql {
+                return Err(SqlError::unsupported(format!(
+                    "DROP TABLE of \"{name}\", whose attributes were defined in EDN"
+                )));
+            }
+            ops.extend(drop_table_ops(&db, table)?);
+        }
+        self.write(ops).await?;
+        Ok(Outcome::Command("DROP TABLE".into()))
+    }
+
+    async fn truncate(&mut self, names: &[String]) -> Result<Outcome, SqlError> {
+        let catalog = self.catalog()?;
+        let db = self.view()?;
+        let mut ops = Vec::new();
+        for name in names {
+            let table = catalog.table(name)?;
+            for e in catalog::row_ids(&db, table)? {
+                ops.push(TxOp::RetractEntity {
+                    e: self.entity_ref(e),
+                });
+            }
+        }
+        self.write(ops).await?;
+        Ok(Outcome::Command("TRUNCATE TABLE".into()))
+    }
+
+    fn entity_ref(&self, e: EntityId) -> EntityRef {
+        match self
+            .txn
+            .as_ref()
+            .and_then(|t| t.view.as_ref())
+            .and_then(|v| v.tempids.get(&e))
+        {
+            Some(name) => EntityRef::tempid(name),
+            None => EntityRef::Id(e),
+        }
+    }
+
+    async fn add_primary_key(
+        &mut self,
+        table: &str,
+        columns: &[String],
+    ) -> Result<Outcome, SqlError> {
+        let catalog = self.catalog()?;
+        let t = catalog.table(table)?.clone();
+        if !t.sql {
+            return Err(SqlError::unsupported(
+                "ALTER TABLE on a table defined in EDN",
+            ));
+        }
+        if !t.primary_key.is_empty() {
+            return Err(SqlError::new(
+                "42P16",
+                format!("multiple primary keys for table \"{table}\" are not allowed"),
+            ));
+        }
+        let [col] = columns else {
+            return Err(SqlError::unsupported("a primary key over several columns"));
+        };
+        let (_, c) = t
+            .column(col)
+            .ok_or_else(|| SqlError::undefined_column(col))?;
+        let attr = c
+            .attr
+            .clone()
+            .ok_or_else(|| SqlError::undefined_column(col))?;
+        let db = self.view()?;
+        let rows = catalog::row_ids(&db, &t)?.len();
+        let a = db
+            .schema()
+            .attribute_by_ident(&attr)
+            .map(|a| a.id)
+            .unwrap_or_default();
+        let with_value = db
+            .datoms(vev::IndexOrder::Aevt, &[vev::Component::Entity(a)])
+            .count();
+        if with_value < rows {
+            return Err(SqlError::new(
+                "23502",
+                format!("column \"{col}\" of relation \"{table}\" contains null values"),
+            ));
+        }
+        let text = format!(
+            "[[:db/add {attr} :db/unique :db.unique/identity] [:db/add {attr} :vev.sql/not-null true] \
+              [:db/add [:vev.sql/table {table:?}] :vev.sql/primary-key {attr}]]"
+        );
+        let ops = vev::parse_tx(&text)
+            .map_err(SqlError::internal)?
+            .into_iter()
+            .map(|s| s.op)
+            .collect();
+        self.write(ops).await?;
+        Ok(Outcome::Command("ALTER TABLE".into()))
+    }
+
+    /// Feed COPY data (any split of the text into messages).
+    pub fn copy_data(&mut self, data: &[u8]) {
+        let Some(c) = &mut self.copying else { return };
+        if c.error.is_some() || c.done {
+            return;
+        }
+        c.partial.extend_from_slice(data);
+        let mut start = 0;
+        while let Some(nl) = c.partial[start..].iter().position(|b| *b == b'\n') {
+            let line = &c.partial[start..start + nl];
+            start += nl + 1;
+            c.lines += 1;
+            let parsed = std::str::from_utf8(line)
+                .map_err(|_| {
+                    SqlError::new("22021", format!("COPY line {}: invalid UTF-8", c.lines))
+                })
+                .and_then(|l| {
+                    c.plan
+                        .parse_line(l.strip_suffix('\r').unwrap_or(l), c.lines)
+                });
+            match parsed {
+                Ok(Some(row)) => c.rows.push(row),
+                Ok(None) => {
+                    c.done = true;
+                    break;
+                }
+                Err(e) => {
+                    c.error = Some(e);
+                    break;
+                }
+            }
+        }
+        c.partial.drain(..start);
+    }
+
+    /// The end of COPY data: the rows are written (as one transaction outside BEGIN).
+    pub async fn copy_done(&mut self) -> Result<Outcome, SqlError> {
+        let Some(c) = self.copying.take() else {
+            return Err(SqlError::new("08P01", "CopyDone without COPY"));
+        };
+        let result = self.copy_rows(c).await;
+        if result.is_err() {
+            if let Some(t) = &mut self.txn {
+                t.failed = true;
+            }
+        }
+        result
+    }
+
+    async fn copy_rows(&mut self, mut c: Copying) -> Result<Outcome, SqlError> {
+        if let Some(e) = c.error.take() {
+            return Err(e);
+        }
+        if !c.partial.is_empty() && !c.done {
+            return Err(SqlError::new(
+                "22P04",
+                format!("COPY {}: the last line has no newline", c.plan.table.name),
+            ));
+        }
+        let table: &Table = &c.plan.table;
+        let mut ops = Vec::with_capacity(c.rows.len() + 1);
+        let mut keys: Vec<Vec<Edn>> = vec![Vec::new(); table.primary_key.len()];
+        for values in &c.rows {
+            ops.push(TxOp::Map(sql::write::row_map(
+                table,
+                values,
+                &mut self.next_row,
+            )?));
+            sql::write::collect_keys(table, values, &mut keys);
+        }
+        ops.extend(sql::write::key_guards(table, keys));
+        let n = c.rows.len();
+        self.write(ops).await?;
+        Ok(Outcome::Command(format!("COPY {n}")))
+    }
+
+    /// The client failed the COPY: nothing is written.
+    pub fn copy_fail(&mut self) {
+        self.copying = None;
+        if let Some(t) = &mut self.txn {
+            t.failed = true;
+        }
+    }
+}
+
+/// The transaction data dropping a table: its rows retracted, its column attributes
+/// renamed out of the way (`:vev.sql.dropped.<table>/<column>-<t>`, so that the name can be
+/// created again) and stripped of their SQL facts, the table entity retracted.
+fn drop_table_ops(db: &Db, table: &Table) -> Result<Vec<TxOp>, SqlError> {
+    let mut text = String::from("[");
+    let stamp = db.basis_t() + 1;
+    let mut attrs: Vec<vev::Keyword> = table
+        .columns
+        .iter()
+        .filter_map(|c| c.attr.clone())
+        .collect();
+    let marker = Table::marker_attr(&table.name);
+    if db.schema().attribute_by_ident(&marker).is_some() {
+        attrs.push(marker);
+    }
+    for a in &attrs {
+        text.push_str(&format!(
+            "[:db/add {a} :db/ident :vev.sql.dropped.{t}/{n}-{stamp}] [:db/retract {a} :vev.sql/type] \
+             [:db/retract {a} :vev.sql/position] [:db/retract {a} :vev.sql/not-null] ",
+            t = table.name,
+            n = a.name(),
+        ));
+    }
+    text.push_str(&format!(
+        "[:db/retractEntity [:vev.sql/table {:?}]]]",
+        table.name
+    ));
+    let mut ops: Vec<TxOp> = vev::parse_tx(&text)
+        .map_err(SqlError::internal)?
+        .into_iter()
+        .map(|s| s.op)
+        .collect();
+    for e in catalog::row_ids(db, table)? {
+        ops.push(TxOp::RetractEntity {
+            e: EntityRef::Id(e),
+        });
+    }
+    Ok(ops)
+}
+
+/// Which entity an operation's reference names, for folding a transaction's writes.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+enum Key {
+    Id(EntityId),
+    Temp(String),
+}
+
+fn key_of(e: &EntityRef) -> Option<Key> {
+    match e {
+        EntityRef::Id(id) => Some(Key::Id(*id)),
+        EntityRef::TempId(TempId::Str(s)) => Some(Key::Temp(s.to_string())),
+        _ => None,
+    }
+}
+
+/// Add a statement's writes to a transaction's, as the net effect: a later value of a
+/// row's column replaces an earlier one (one transaction may assert one value per
+/// cardinality-one attribute), and a row inserted then deleted in the transaction
+/// disappears from it.
+fn merge_ops(pending: &mut Vec<TxOp>, new: Vec<TxOp>) {
+    for op in new {
+        match &op {
+            TxOp::Add { e, a, .. } | TxOp::Retract { e, a, .. } => {
+                let (Some(k), vev::AttrRef::Ident(attr)) = (key_of(e), a) else {
+                    pending.push(op);
+                    continue;
+                };
+                drop_attr(pending, &k, attr);
+                if matches!(op, TxOp::Retract { .. }) && matches!(k, Key::Temp(_)) {
+                    // Nothing of a row inserted in this transaction is left to retract.
+                    continue;
+                }
+                pending.push(op);
+            }
+            TxOp::RetractEntity { e } => {
+                let Some(k) = key_of(e) else {
+                    pending.push(op);
+                    continue;
+                };
+                pending.retain(|p| !names_entity(p, &k));
+                if matches!(k, Key::Id(_)) {
+                    pending.push(op);
+                }
+            }
+            _ => pending.push(op),
+        }
+    }
+}
+
+/// Whether `op` writes to entity `k` (a map of it, or an add or retract on it).
+fn names_entity(op: &TxOp, k: &Key) -> bool {
+    match op {
+        TxOp::Map(m) => m.id.as_ref().and_then(key_of).as_ref() == Some(k),
+        TxOp::Add { e, .. } | TxOp::Retract { e, .. } => key_of(e).as_ref() == Some(k),
+        _ => false,
+    }
+}
+
+/// Remove the pending writes of attribute `attr` of entity `k`.
+fn drop_attr(pending: &mut Vec<TxOp>, k: &Key, attr: &vev::Keyword) {
+    pending.retain_mut(|p| match p {
+        TxOp::Map(m) if m.id.as_ref().and_then(key_of).as_ref() == Some(k) => {
+            m.attrs.retain(|(a, _)| a != attr);
+            true
+        }
+        TxOp::Add {
+            e,
+            a: vev::AttrRef::Ident(a),
+            ..
+        }
+        | TxOp::Retract {
+            e,
+            a: vev::AttrRef::Ident(a),
+            ..
+        } => !(key_of(e).as_ref() == Some(k) && a == attr),
+        _ => true,
+    });
+}
+
+async fn transact(conn: &Connection, ops: Vec<TxOp>) -> Result<(), SqlError> {
+    if ops.is_empty() {
+        return Ok(());
+    }
+    let conn = conn.clone();
+    run_blocking(move || conn.transact(&ops)).await.map(|_| ())
+}
+
+/// A blocking Vev call (a durable commit waits for its sync) off the async workers.
+async fn run_blocking<T: Send + 'static>(
+    f: impl FnOnce() -> Result<T, vev::Error> + Send + 'static,
+) -> Result<T, SqlError> {
+    tokio::task::spawn_blocking(f)
+        .await
+        .map_err(|e| SqlError::internal(format!("a storage task failed: {e}")))?
+        .map_err(|e| SqlError::from_vev(&e))
+}
+
+pub fn now_ms() -> i64 {
+    SystemTime::now()
+        .duration_since(SystemTime::UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis() as i64)
+}
+
+/// ORDER BY, LIMIT, OFFSET and the output columns, on the query's rows.
+pub fn post(
+    mut rows: Vec<Vec<Edn>>,
+    p: &Post,
+    params: &[Param],
+) -> Result<Vec<Vec<Edn>>, SqlError> {
+    if let Some(aggs) = &p.global {
+        if rows.is_empty() {
+            rows.push(
+                aggs.iter()
+                    .map(|a| match a {
+                        Agg::Count => Edn::Integer(0),
+                        Agg::Other => crate::sqlfns::null_edn(),
+                    })
+                    .collect(),
+            );
+        }
+    }
+    if !p.order.is_empty() {
+        rows.sort_by(|a, b| {
+            for &(k, desc, nulls_first) in &p.order {
+                let ord = compare_sql(&a[k], &b[k], nulls_first, desc);
+                if ord != std::cmp::Ordering::Equal {
+                    return ord;
+                }
+            }
+            std::cmp::Ordering::Equal
+        });
+    }
+    let count = |c: &Option<Count>| -> Result<Option<usize>, SqlError> {
+        Ok(match c {
+            None => None,
+            Some(Count::Const(n)) => Some(*n as usize),
+            Some(Count::Param(n)) => match params.get(n - 1) {
+                Some(Param::Null) | None => None,
+                Some(p) => match p.typed(Some(SqlType::Int8))?.0 {
+                    Edn::Integer(x) if x >= 0 => Some(x as usize),
+                    other => {
+                        return Err(SqlError::new(
+                            "2201W",
+                            format!("LIMIT/OFFSET must not be negative: {other}"),
+                        ))
+                    }
+                },
+            },
+        })
+    };
+    let offset = count(&p.offset)?.unwrap_or(0);
+    let limit = count(&p.limit)?.unwrap_or(usize::MAX);
+    Ok(rows
+        .into_iter()
+        .skip(offset)
+        .take(limit)
+        .map(|r| p.select.iter().map(|k| r[*k].clone()).collect())
+        .collect())
+}
+
+/// SQL's sort order of two values: NULLs last ascending (first descending, unless told),
+/// numbers by value.
+fn compare_sql(a: &Edn, b: &Edn, nulls_first: bool, desc: bool) -> std::cmp::Ordering {
+    use std::cmp::Ordering;
+    let (an, bn) = (crate::sqlfns::is_null_edn(a), crate::sqlfns::is_null_edn(b));
+    if an || bn {
+        return match (an, bn) {
+            (true, true) => Ordering::Equal,
+            (true, false) => {
+                if nulls_first {
+                    Ordering::Less
+                } else {
+                    Ordering::Greater
+                }
+            }
+            _ => {
+                if nulls_first {
+                    Ordering::Greater
+                } else {
+                    Ordering::Less
+                }
+            }
+        };
+    }
+    let ord = match (a, b) {
+        (Edn::Integer(x), Edn::Float(y)) => (*x as f64).total_cmp(y),
+        (Edn::Float(x), Edn::Integer(y)) => x.total_cmp(&(*y as f64)),
+        _ => a.cmp(b),
+    };
+    if desc {
+        ord.reverse()
+    } else {
+        ord
+    }
+}

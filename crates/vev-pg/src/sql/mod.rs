@@ -1,0 +1,389 @@
+//! SQL text to plans: each statement becomes a Datalog query, transaction data, or a
+//! session command. Nothing here runs a statement (`session` does).
+
+pub mod consts;
+pub mod expr;
+pub mod select;
+pub mod write;
+
+use std::sync::Arc;
+
+use sqlparser::ast::{
+    AlterTableOperation, ColumnOption, ObjectType, Query, SetExpr, Statement, TableConstraint,
+};
+use sqlparser::dialect::PostgreSqlDialect;
+use sqlparser::parser::Parser;
+
+use crate::catalog::{Catalog, ColumnDef};
+use crate::error::SqlError;
+use crate::types::SqlType;
+use expr::ident_name;
+use select::{table_name, SelectPlan};
+use write::{CopyPlan, InsertPlan, RowsPlan};
+
+/// What a statement does.
+#[derive(Clone, Debug)]
+pub enum Plan {
+    Select(Arc<SelectPlan>),
+    /// A SELECT without FROM: its items, evaluated when it runs.
+    Values(Arc<ValuesPlan>),
+    Insert(Arc<InsertPlan>),
+    Update(Arc<RowsPlan>),
+    Delete(Arc<RowsPlan>),
+    CopyFrom(Arc<CopyPlan>),
+    CreateTable {
+        name: String,
+        columns: Vec<ColumnDef>,
+        if_not_exists: bool,
+    },
+    DropTables {
+        names: Vec<String>,
+        if_exists: bool,
+    },
+    Truncate(Vec<String>),
+    AddPrimaryKey {
+        table: String,
+        columns: Vec<String>,
+    },
+    Begin {
+        serializable: bool,
+    },
+    Commit,
+    Rollback,
+    /// `SET name = value` (`None`: `SET name TO DEFAULT` / `RESET`).
+    Set {
+        name: String,
+        value: Option<String>,
+    },
+    Show(String),
+    /// The Datalog a statement translates to.
+    Explain(String),
+    /// A statement accepted and ignored (VACUUM, ANALYZE, ...): its command tag.
+    Noop(&'static str),
+    Empty,
+}
+
+/// `SELECT <constant items>`.
+#[derive(Clone, Debug)]
+pub struct ValuesPlan {
+    pub items: Vec<(String, sqlparser::ast::Expr)>,
+}
+
+/// Parse SQL text into statements (PostgreSQL's dialect).
+pub fn parse(text: &str) -> Result<Vec<Statement>, SqlError> {
+    let text = copy_options(text)?;
+    Parser::parse_sql(&PostgreSqlDialect {}, &text).map_err(|e| {
+        SqlError::syntax(
+            e.to_string()
+                .trim_start_matches("sql parser error: ")
+                .to_owned(),
+        )
+    })
+}
+
+/// `COPY ... FROM STDIN [WITH] (options)`: the options PostgreSQL takes that the SQL parser
+/// does not (`FREEZE ON`), checked here and cut off. Text format is the one supported.
+fn copy_options(text: &str) -> Result<std::borrow::Cow<'_, str>, SqlError> {
+    let lower = text.trim_start().to_ascii_lowercase();
+    if !lower.starts_with("copy") {
+        return Ok(text.into());
+    }
+    let Some(at) = text.to_ascii_lowercase().find("from stdin") else {
+        return Ok(text.into());
+    };
+    let head = &text[..at + "from stdin".len()];
+    let mut tail = text[head.len()..].trim().trim_end_matches(';').trim();
+    if let Some(rest) = tail
+        .strip_prefix("with")
+        .or_else(|| tail.strip_prefix("WITH"))
+    {
+        tail = rest.trim();
+    }
+    if tail.is_empty() {
+        return Ok(head.to_owned().into());
+    }
+    let inner = tail
+        .strip_prefix('(')
+        .and_then(|t| t.strip_suffix(')'))
+        .ok_or_else(|| SqlError::syntax(format!("invalid COPY options: {tail}")))?;
+    for opt in inner.split(',') {
+        let words: Vec<String> = opt
+            .split_whitespace()
+            .map(|w| w.trim_matches('\'').to_ascii_lowercase())
+            .collect();
+        match words
+            .iter()
+            .map(String::as_str)
+            .collect::<Vec<_>>()
+            .as_slice()
+        {
+            ["freeze"] | ["freeze", "on" | "off" | "true" | "false" | "1" | "0"] => {}
+            ["format", "text"] => {}
+            _ => {
+                return Err(SqlError::unsupported(format!(
+                    "the COPY option {}",
+                    opt.trim()
+                )))
+            }
+        }
+    }
+    Ok(head.to_owned().into())
+}
+
+impl Plan {
+    /// The parameter types the statement implies (`$n` is `params()[n - 1]`; `None`:
+    /// nothing implies one, it is text).
+    pub fn params(&self) -> Vec<Option<SqlType>> {
+        match self {
+            Plan::Select(s) => s.params.clone(),
+            Plan::Insert(i) => i.params.clone(),
+            Plan::Update(r) | Plan::Delete(r) => r.params.clone(),
+            _ => Vec::new(),
+        }
+    }
+
+    /// Whether the statement writes (refused under `vev.as_of`).
+    pub fn writes(&self) -> bool {
+        matches!(
+            self,
+            Plan::Insert(_)
+                | Plan::Update(_)
+                | Plan::Delete(_)
+                | Plan::CopyFrom(_)
+                | Plan::CreateTable { .. }
+                | Plan::DropTables { .. }
+                | Plan::Truncate(_)
+                | Plan::AddPrimaryKey { .. }
+        )
+    }
+}
+
+/// Plan one statement against the tables of `catalog`.
+pub fn plan(stmt: &Statement, catalog: &Catalog) -> Result<Plan, SqlError> {
+    Ok(match stmt {
+        Statement::Query(q) => query(q, catalog)?,
+        Statement::Insert(i) => Plan::Insert(Arc::new(write::insert(i, catalog)?)),
+        Statement::Update(u) => Plan::Update(Arc::new(write::update(u, catalog)?)),
+        Statement::Delete(d) => Plan::Delete(Arc::new(write::delete(d, catalog)?)),
+        Statement::Copy {
+            source,
+            to: false,
+            target: sqlparser::ast::CopyTarget::Stdin,
+            ..
+        } => Plan::CopyFrom(Arc::new(write::copy_from(source, catalog)?)),
+        Statement::Copy { .. } => return Err(SqlError::unsupported("COPY other than FROM STDIN")),
+        Statement::CreateTable(ct) => create_table(ct)?,
+        Statement::Drop {
+            object_type: ObjectType::Table,
+            if_exists,
+            names,
+            ..
+        } => Plan::DropTables {
+            names: names.iter().map(table_name).collect::<Result<_, _>>()?,
+            if_exists: *if_exists,
+        },
+        Statement::Truncate(t) => Plan::Truncate(
+            t.table_names
+                .iter()
+                .map(|t| table_name(&t.name))
+                .collect::<Result<_, _>>()?,
+        ),
+        Statement::AlterTable(at) => alter_table(at)?,
+        Statement::StartTransaction { modes, .. } => Plan::Begin {
+            serializable: modes
+                .iter()
+                .any(|m| m.to_string().to_ascii_uppercase().contains("SERIALIZABLE")),
+        },
+        Statement::Commit { .. } => Plan::Commit,
+        Statement::Rollback {
+            savepoint: None, ..
+        } => Plan::Rollback,
+        Statement::Set(s) => set(s)?,
+        Statement::ShowVariable { variable } => Plan::Show(
+            variable
+                .iter()
+                .map(ident_name)
+                .collect::<Vec<_>>()
+                .join(" "),
+        ),
+        Statement::Explain { statement, .. } => Plan::Explain(explain(statement, catalog)?),
+        Statement::Vacuum(_) => Plan::Noop("VACUUM"),
+        Statement::Analyze(_) => Plan::Noop("ANALYZE"),
+        other => {
+            let text = other.to_string();
+            let head: String = text
+                .split_whitespace()
+                .take(2)
+                .collect::<Vec<_>>()
+                .join(" ");
+            return Err(SqlError::unsupported(format!("the statement {head}")));
+        }
+    })
+}
+
+fn query(q: &Query, catalog: &Catalog) -> Result<Plan, SqlError> {
+    if let Some(p) = select::compile(q, catalog)? {
+        return Ok(Plan::Select(Arc::new(p)));
+    }
+    let SetExpr::Select(sel) = &*q.body else {
+        return Err(SqlError::unsupported("this query"));
+    };
+    let mut items = Vec::new();
+    for item in &sel.projection {
+        match item {
+            sqlparser::ast::SelectItem::UnnamedExpr(e) => {
+                let name = match e {
+                    sqlparser::ast::Expr::Function(f) => f
+                        .name
+                        .0
+                        .last()
+                        .and_then(|p| p.as_ident())
+                        .map(ident_name)
+                        .unwrap_or_default(),
+                    sqlparser::ast::Expr::Identifier(i) => ident_name(i),
+                    _ => "?column?".into(),
+                };
+                items.push((name, e.clone()));
+            }
+            sqlparser::ast::SelectItem::ExprWithAlias { expr, alias } => {
+                items.push((ident_name(alias), expr.clone()))
+            }
+            other => {
+                return Err(SqlError::unsupported(format!(
+                    "the select item {other} without FROM"
+                )))
+            }
+        }
+    }
+    Ok(Plan::Values(Arc::new(ValuesPlan { items })))
+}
+
+fn explain(stmt: &Statement, catalog: &Catalog) -> Result<String, SqlError> {
+    Ok(match plan(stmt, catalog)? {
+        Plan::Select(s) => s.datalog.clone(),
+        Plan::Update(r) | Plan::Delete(r) => r.datalog.clone(),
+        other => format!("{other:?}"),
+    })
+}
+
+fn create_table(ct: &sqlparser::ast::CreateTable) -> Result<Plan, SqlError> {
+    if ct.query.is_some() || ct.like.is_some() {
+        return Err(SqlError::unsupported("CREATE TABLE AS / LIKE"));
+    }
+    let name = table_name(&ct.name)?;
+    let mut columns = Vec::new();
+    for c in &ct.columns {
+        let mut def = ColumnDef {
+            name: ident_name(&c.name),
+            ty: SqlType::from_ast(&c.data_type)?,
+            not_null: false,
+            primary_key: false,
+            unique: false,
+        };
+        for o in &c.options {
+            match &o.option {
+                ColumnOption::NotNull => def.not_null = true,
+                ColumnOption::Null => {}
+                ColumnOption::PrimaryKey(_) => def.primary_key = true,
+                ColumnOption::Unique(_) => def.unique = true,
+                other => return Err(SqlError::unsupported(format!("the column option {other}"))),
+            }
+        }
+        columns.push(def);
+    }
+    for tc in &ct.constraints {
+        let (cols, primary) = match tc {
+            TableConstraint::PrimaryKey(pk) => (&pk.columns, true),
+            TableConstraint::Unique(u) => (&u.columns, false),
+            other => return Err(SqlError::unsupported(format!("the constraint {other}"))),
+        };
+        if cols.len() != 1 {
+            return Err(SqlError::unsupported("a key over several columns"));
+        }
+        let n = cols[0].column.expr.to_string().to_ascii_lowercase();
+        let def = columns
+            .iter_mut()
+            .find(|c| c.name == n)
+            .ok_or_else(|| SqlError::undefined_column(&n))?;
+        if primary {
+            def.primary_key = true;
+        } else {
+            def.unique = true;
+        }
+    }
+    if columns.iter().filter(|c| c.primary_key).count() > 1 {
+        return Err(SqlError::new(
+            "42P16",
+            format!("multiple primary keys for table \"{name}\" are not allowed"),
+        ));
+    }
+    Ok(Plan::CreateTable {
+        name,
+        columns,
+        if_not_exists: ct.if_not_exists,
+    })
+}
+
+fn alter_table(at: &sqlparser::ast::AlterTable) -> Result<Plan, SqlError> {
+    let table = table_name(&at.name)?;
+    let [AlterTableOperation::AddConstraint {
+        constraint: TableConstraint::PrimaryKey(pk),
+        ..
+    }] = at.operations.as_slice()
+    else {
+        return Err(SqlError::unsupported(
+            "this ALTER TABLE (only ADD PRIMARY KEY is)",
+        ));
+    };
+    let columns = pk
+        .columns
+        .iter()
+        .map(|c| c.column.expr.to_string().to_ascii_lowercase())
+        .collect::<Vec<_>>();
+    if columns.len() != 1 {
+        return Err(SqlError::unsupported("a primary key over several columns"));
+    }
+    Ok(Plan::AddPrimaryKey { table, columns })
+}
+
+fn set(s: &sqlparser::ast::Set) -> Result<Plan, SqlError> {
+    use sqlparser::ast::Set;
+    Ok(match s {
+        Set::SingleAssignment {
+            variable, values, ..
+        } => {
+            let name = variable.to_string().to_ascii_lowercase();
+            let value = match values.as_slice() {
+                [sqlparser::ast::Expr::Identifier(i)]
+                    if i.value.eq_ignore_ascii_case("default") =>
+                {
+                    None
+                }
+                vals => Some(vals.iter().map(setting_text).collect::<Vec<_>>().join(", ")),
+            };
+            Plan::Set { name, value }
+        }
+        Set::SetTimeZone { value, .. } => Plan::Set {
+            name: "timezone".into(),
+            value: Some(setting_text(value)),
+        },
+        Set::SetNames { charset_name, .. } => Plan::Set {
+            name: "client_encoding".into(),
+            value: Some(charset_name.value.clone()),
+        },
+        Set::SetTransaction { .. } => Plan::Noop("SET"),
+        other => return Err(SqlError::unsupported(format!("{other}"))),
+    })
+}
+
+/// A SET value as the text SHOW gives back.
+fn setting_text(e: &sqlparser::ast::Expr) -> String {
+    match e {
+        sqlparser::ast::Expr::Value(v) => match &v.value {
+            sqlparser::ast::Value::SingleQuotedString(s) => s.clone(),
+            other => other.to_string(),
+        },
+        sqlparser::ast::Expr::Identifier(i) => i.value.clone(),
+        other => other.to_string(),
+    }
+}

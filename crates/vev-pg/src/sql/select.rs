@@ -1,0 +1,575 @@
+//! SELECT as a Datalog query.
+//!
+//! `SELECT a.x, count(*) FROM t a JOIN u b ON ... WHERE ... GROUP BY a.x` becomes
+//! `[:find ?c1 (count ?t0) :with ?t1 :in $ ?p1 .. :where ..]`: a variable per table (its
+//! row entity), the WHERE and ON conditions as patterns and predicates (`Builder`), the
+//! select list as find elements. SQL results are bags, so the row entities go in `:with`
+//! (unless DISTINCT). What Datalog does not do is done on the rows afterwards (`Post`):
+//! ORDER BY, LIMIT and OFFSET, the output column order, and the one row an aggregate over
+//! no rows still returns.
+
+use std::sync::Arc;
+
+use sqlparser::ast::{
+    Distinct, Expr, GroupByExpr, LimitClause, OrderByKind, Query, Select, SelectItem,
+    SelectItemQualifiedWildcardKind, SetExpr, TableFactor, TableWithJoins, Value as SqlValue,
+};
+
+use super::expr::{function_args, ident_name, placeholder, Builder, Scope, Term};
+use crate::catalog::{Catalog, Rows, Table};
+use crate::error::SqlError;
+use crate::types::SqlType;
+
+/// A query input after `$`.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Input {
+    Param(usize),
+    /// The statement's time (`now()`, `CURRENT_TIMESTAMP`).
+    Now,
+}
+
+/// One output column.
+#[derive(Clone, Debug)]
+pub struct OutCol {
+    pub name: String,
+    pub ty: SqlType,
+}
+
+/// A LIMIT or OFFSET.
+#[derive(Clone, Debug)]
+pub enum Count {
+    Const(u64),
+    Param(usize),
+}
+
+/// SQL's aggregates over no rows: count gives 0, the others NULL.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum Agg {
+    Count,
+    Other,
+}
+
+/// What happens to the query's rows.
+#[derive(Clone, Debug, Default)]
+pub struct Post {
+    /// The find element of each output column.
+    pub select: Vec<usize>,
+    /// Sort keys: find element, descending, NULLs first.
+    pub order: Vec<(usize, bool, bool)>,
+    pub limit: Option<Count>,
+    pub offset: Option<Count>,
+    /// Aggregates without GROUP BY: each find element's aggregate (one row even over no
+    /// rows).
+    pub global: Option<Vec<Agg>>,
+}
+
+/// A compiled SELECT over tables.
+#[derive(Clone, Debug)]
+pub struct SelectPlan {
+    pub datalog: String,
+    pub query: Arc<vev::Query>,
+    pub inputs: Vec<Input>,
+    /// Parameters whose NULL makes the result empty.
+    pub null_rejecting: Vec<usize>,
+    pub params: Vec<Option<SqlType>>,
+    pub columns: Vec<OutCol>,
+    pub post: Post,
+    /// The row entities' find elements, when the statement locks its rows (FOR UPDATE).
+    pub lock: bool,
+}
+
+/// One element of `:find`.
+struct Find {
+    text: String,
+    agg: Option<Agg>,
+}
+
+/// Compile a SELECT with a FROM list. `None`: the query has no FROM (see `consts`).
+pub fn compile(q: &Query, catalog: &Catalog) -> Result<Option<SelectPlan>, SqlError> {
+    if q.with.is_some() {
+        return Err(SqlError::unsupported("WITH"));
+    }
+    let SetExpr::Select(sel) = &*q.body else {
+        return Err(SqlError::unsupported(format!("the query {}", q.body)));
+    };
+    if sel.from.is_empty() {
+        return Ok(None);
+    }
+    let scopes = scopes(&sel.from, catalog)?;
+    let mut b = Builder::new(scopes);
+    for twj in &sel.from {
+        for j in &twj.joins {
+            join_condition(&mut b, j)?;
+        }
+    }
+    if let Some(w) = &sel.selection {
+        b.condition(w)?;
+    }
+    row_clauses(&mut b);
+    let mut finds: Vec<Find> = Vec::new();
+    let mut columns = Vec::new();
+    let mut post = Post::default();
+    select_list(&mut b, sel, &mut finds, &mut columns, &mut post)?;
+    let has_agg = finds.iter().any(|f| f.agg.is_some());
+    group_by(&mut b, sel, &mut finds, has_agg)?;
+    if let Some(ob) = &q.order_by {
+        order_by(&mut b, ob, sel, &columns, &mut finds, &mut post)?;
+    }
+    limit(&q.limit_clause, &mut post, &mut b)?;
+    if has_agg && matches!(&sel.group_by, GroupByExpr::Expressions(g, _) if g.is_empty()) {
+        post.global = Some(finds.iter().map(|f| f.agg.unwrap_or(Agg::Other)).collect());
+    }
+    let distinct = matches!(sel.distinct, Some(Distinct::Distinct));
+    let lock = !q.locks.is_empty();
+    let datalog = datalog(&b, &finds, distinct);
+    let query = vev::Query::parse(&datalog).map_err(|e| {
+        SqlError::internal(format!(
+            "the translation of this SELECT is not valid Datalog ({e}): {datalog}"
+        ))
+    })?;
+    Ok(Some(SelectPlan {
+        datalog,
+        query: Arc::new(query),
+        inputs: inputs(&b),
+        null_rejecting: b.null_rejecting.iter().copied().collect(),
+        params: b.params.clone(),
+        columns,
+        post,
+        lock,
+    }))
+}
+
+/// The query's `:in` inputs after `$`.
+pub fn inputs(b: &Builder) -> Vec<Input> {
+    let mut out: Vec<Input> = b.used_params.iter().map(|n| Input::Param(*n)).collect();
+    if b.uses_now {
+        out.push(Input::Now);
+    }
+    out
+}
+
+fn datalog(b: &Builder, finds: &[Find], distinct: bool) -> String {
+    let find: Vec<&str> = finds.iter().map(|f| f.text.as_str()).collect();
+    let mut text = format!("[:find {}", find.join(" "));
+    if !distinct {
+        // A variable in `:find` (alone or aggregated) cannot also be in `:with`.
+        let in_find = |v: &str| {
+            finds.iter().any(|f| {
+                f.text
+                    .split(|c: char| c.is_whitespace() || c == '(' || c == ')')
+                    .any(|tok| tok == v)
+            })
+        };
+        let with: Vec<&str> = b
+            .scopes
+            .iter()
+            .map(|s| s.var.as_str())
+            .filter(|v| !in_find(v))
+            .collect();
+        if !with.is_empty() {
+            text.push_str(&format!(" :with {}", with.join(" ")));
+        }
+    }
+    let ins: Vec<String> = inputs(b)
+        .iter()
+        .map(|i| match i {
+            Input::Param(n) => format!("?p{n}"),
+            Input::Now => "?now".into(),
+        })
+        .collect();
+    text.push_str(&format!(" :in $ {}", ins.join(" ")));
+    text.push_str(&format!(" :where {}]", b.clauses.join(" ")));
+    text
+}
+
+/// The FROM list's tables (every join is an inner join).
+pub fn scopes(from: &[TableWithJoins], catalog: &Catalog) -> Result<Vec<Scope>, SqlError> {
+    let mut out = Vec::new();
+    for twj in from {
+        out.push(scope_of(&twj.relation, catalog, out.len())?);
+        for j in &twj.joins {
+            out.push(scope_of(&j.relation, catalog, out.len())?);
+        }
+    }
+    Ok(out)
+}
+
+pub fn scope_of(t: &TableFactor, catalog: &Catalog, i: usize) -> Result<Scope, SqlError> {
+    let TableFactor::Table {
+        name,
+        alias,
+        args: None,
+        ..
+    } = t
+    else {
+        return Err(SqlError::unsupported(format!("FROM {t}")));
+    };
+    let table = table_name(name)?;
+    let table = catalog.table(&table)?.clone();
+    let alias = alias
+        .as_ref()
+        .map_or_else(|| table.name.clone(), |a| ident_name(&a.name));
+    Ok(Scope {
+        alias,
+        table,
+        var: format!("?t{i}"),
+    })
+}
+
+/// A table name, without a `public.` schema.
+pub fn table_name(name: &sqlparser::ast::ObjectName) -> Result<String, SqlError> {
+    let parts: Vec<String> = name
+        .0
+        .iter()
+        .filter_map(|p| p.as_ident().map(ident_name))
+        .collect();
+    match parts.as_slice() {
+        [t] => Ok(t.clone()),
+        [s, t] if s == "public" => Ok(t.clone()),
+        _ => Err(SqlError::undefined_table(&name.to_string())),
+    }
+}
+
+fn join_condition(b: &mut Builder, j: &sqlparser::ast::Join) -> Result<(), SqlError> {
+    use sqlparser::ast::{JoinConstraint, JoinOperator};
+    let c = match &j.join_operator {
+        JoinOperator::Join(c) | JoinOperator::Inner(c) => c,
+        JoinOperator::CrossJoin(_) => return Ok(()),
+        other => {
+            return Err(SqlError::unsupported(format!(
+                "{} (only inner joins are)",
+                match other {
+                    JoinOperator::Left(_) | JoinOperator::LeftOuter(_) => "LEFT JOIN",
+                    JoinOperator::Right(_) | JoinOperator::RightOuter(_) => "RIGHT JOIN",
+                    JoinOperator::FullOuter(_) => "FULL JOIN",
+                    _ => "this join",
+                }
+            )))
+        }
+    };
+    match c {
+        JoinConstraint::On(e) => b.condition(e),
+        JoinConstraint::None => Ok(()),
+        other => Err(SqlError::unsupported(format!(
+            "the join constraint {other:?}"
+        ))),
+    }
+}
+
+/// A clause per table whose rows no pattern finds yet: its row attribute.
+fn row_clauses(b: &mut Builder) {
+    for s in b.scopes.clone() {
+        if b.clauses
+            .iter()
+            .any(|c| c.starts_with(&format!("[{} :", s.var)))
+        {
+            continue;
+        }
+        b.clauses.push(match &s.table.rows {
+            Rows::Attr(a) => format!("[{} {a}]", s.var),
+            Rows::AnyOf(attrs) => {
+                let alts: Vec<String> = attrs.iter().map(|a| format!("[{} {a}]", s.var)).collect();
+                format!("(or-join [{}] {})", s.var, alts.join(" "))
+            }
+        });
+    }
+}
+
+fn select_list(
+    b: &mut Builder,
+    sel: &Select,
+    finds: &mut Vec<Find>,
+    columns: &mut Vec<OutCol>,
+    post: &mut Post,
+) -> Result<(), SqlError> {
+    for item in &sel.projection {
+        match item {
+            SelectItem::Wildcard(_) => {
+                for si in 0..b.scopes.len() {
+                    all_columns(b, si, finds, columns, post);
+                }
+            }
+            SelectItem::QualifiedWildcard(SelectItemQualifiedWildcardKind::ObjectName(n), _) => {
+                let alias = table_name(n)?;
+                let si = b
+                    .scopes
+                    .iter()
+                    .position(|s| s.alias == alias)
+                    .ok_or_else(|| SqlError::undefined_table(&alias))?;
+                all_columns(b, si, finds, columns, post);
+            }
+            SelectItem::UnnamedExpr(e) => {
+                let name = output_name(e);
+                item_expr(b, e, name, finds, columns, post)?;
+            }
+            SelectItem::ExprWithAlias { expr, alias } => {
+                item_expr(b, expr, ident_name(alias), finds, columns, post)?;
+            }
+            other => return Err(SqlError::unsupported(format!("the select item {other}"))),
+        }
+    }
+    Ok(())
+}
+
+fn all_columns(
+    b: &mut Builder,
+    si: usize,
+    finds: &mut Vec<Find>,
+    columns: &mut Vec<OutCol>,
+    post: &mut Post,
+) {
+    let table: Arc<Table> = b.scopes[si].table.clone();
+    for (ci, c) in table.columns.iter().enumerate() {
+        let t = b.column(si, ci, false);
+        post.select.push(finds.len());
+        finds.push(Find {
+            text: t.text,
+            agg: None,
+        });
+        columns.push(OutCol {
+            name: c.name.clone(),
+            ty: c.ty,
+        });
+    }
+}
+
+/// PostgreSQL's name for an unaliased select item.
+fn output_name(e: &Expr) -> String {
+    match e {
+        Expr::Identifier(i) => ident_name(i),
+        Expr::CompoundIdentifier(p) => p.last().map(ident_name).unwrap_or_default(),
+        Expr::Function(f) => f
+            .name
+            .0
+            .last()
+            .and_then(|p| p.as_ident())
+            .map(ident_name)
+            .unwrap_or_default(),
+        Expr::Cast { expr, .. } | Expr::Nested(expr) => output_name(expr),
+        _ => "?column?".into(),
+    }
+}
+
+fn item_expr(
+    b: &mut Builder,
+    e: &Expr,
+    name: String,
+    finds: &mut Vec<Find>,
+    columns: &mut Vec<OutCol>,
+    post: &mut Post,
+) -> Result<(), SqlError> {
+    let (text, ty, agg) = match aggregate(b, e)? {
+        Some(found) => found,
+        None => {
+            let t = b.expr(e, None)?;
+            let t = b.as_var(t);
+            (t.text, t.ty.unwrap_or(SqlType::Text), None)
+        }
+    };
+    post.select.push(finds.len());
+    finds.push(Find { text, agg });
+    columns.push(OutCol { name, ty });
+    Ok(())
+}
+
+/// `count(*)`, `count(x)`, `sum`, `avg`, `min`, `max` as a find element.
+fn aggregate(
+    b: &mut Builder,
+    e: &Expr,
+) -> Result<Option<(String, SqlType, Option<Agg>)>, SqlError> {
+    let Expr::Function(f) = e else {
+        return Ok(None);
+    };
+    let name = f.name.to_string().to_ascii_lowercase();
+    if !matches!(name.as_str(), "count" | "sum" | "avg" | "min" | "max") {
+        return Ok(None);
+    }
+    if let sqlparser::ast::FunctionArguments::List(l) = &f.args {
+        if l.duplicate_treatment.is_some() {
+            return Err(SqlError::unsupported(format!("{name}(DISTINCT ...)")));
+        }
+        if l.args.len() == 1 {
+            if let sqlparser::ast::FunctionArg::Unnamed(sqlparser::ast::FunctionArgExpr::Wildcard) =
+                &l.args[0]
+            {
+                let var = b.scopes.first().map(|s| s.var.clone()).unwrap_or_default();
+                return Ok(Some((
+                    format!("(count {var})"),
+                    SqlType::Int8,
+                    Some(Agg::Count),
+                )));
+            }
+        }
+    }
+    let args = function_args(f)?;
+    let [x] = args.as_slice() else {
+        return Err(SqlError::new(
+            "42883",
+            format!("function {name} takes one argument"),
+        ));
+    };
+    let t: Term = b.expr(x, None)?;
+    let t = b.as_var(t);
+    let arg_ty = t.ty.unwrap_or(SqlType::Text);
+    let (ty, agg) = match name.as_str() {
+        "count" => (SqlType::Int8, Agg::Count),
+        "sum" if arg_ty.is_integer() => (SqlType::Int8, Agg::Other),
+        "sum" => (arg_ty, Agg::Other),
+        "avg" => (SqlType::Float8, Agg::Other),
+        _ => (arg_ty, Agg::Other),
+    };
+    Ok(Some((
+        format!("(vev.sql/{name} {})", t.text),
+        ty,
+        Some(agg),
+    )))
+}
+
+/// GROUP BY expressions the select list does not show become hidden find elements (so
+/// that the groups are theirs).
+fn group_by(
+    b: &mut Builder,
+    sel: &Select,
+    finds: &mut Vec<Find>,
+    has_agg: bool,
+) -> Result<(), SqlError> {
+    let GroupByExpr::Expressions(exprs, _) = &sel.group_by else {
+        return Err(SqlError::unsupported("GROUP BY ALL"));
+    };
+    if exprs.is_empty() {
+        if has_agg && finds.iter().any(|f| f.agg.is_none()) {
+            return Err(SqlError::new(
+                "42803",
+                "a column must appear in the GROUP BY clause or be used in an aggregate function",
+            ));
+        }
+        return Ok(());
+    }
+    if sel.having.is_some() {
+        return Err(SqlError::unsupported("HAVING"));
+    }
+    for e in exprs {
+        let t = b.expr(e, None)?;
+        let t = b.as_var(t);
+        if !finds.iter().any(|f| f.text == t.text) {
+            finds.push(Find {
+                text: t.text,
+                agg: None,
+            });
+        }
+    }
+    Ok(())
+}
+
+fn order_by(
+    b: &mut Builder,
+    ob: &sqlparser::ast::OrderBy,
+    sel: &Select,
+    columns: &[OutCol],
+    finds: &mut Vec<Find>,
+    post: &mut Post,
+) -> Result<(), SqlError> {
+    let OrderByKind::Expressions(exprs) = &ob.kind else {
+        return Err(SqlError::unsupported("ORDER BY ALL"));
+    };
+    for o in exprs {
+        let desc = matches!(o.options.sort, Some(sqlparser::ast::OrderBySort::Desc));
+        let nulls_first = o.options.nulls_first.unwrap_or(desc);
+        let at = match &o.expr {
+            Expr::Value(v) if matches!(v.value, SqlValue::Number(..)) => {
+                let SqlValue::Number(n, _) = &v.value else {
+                    unreachable!("matched above")
+                };
+                let k: usize = n.parse().unwrap_or(0);
+                if k == 0 || k > columns.len() {
+                    return Err(SqlError::new(
+                        "42P10",
+                        format!("ORDER BY position {n} is not in select list"),
+                    ));
+                }
+                post.select[k - 1]
+            }
+            e => match output_position(e, sel, columns) {
+                Some(k) => post.select[k],
+                None => {
+                    let t = b.expr(e, None)?;
+                    let t = b.as_var(t);
+                    match finds.iter().position(|f| f.text == t.text) {
+                        Some(i) => i,
+                        None => {
+                            if finds.iter().any(|f| f.agg.is_some()) {
+                                return Err(SqlError::unsupported("ORDER BY an expression not in the select list of an aggregate query"));
+                            }
+                            finds.push(Find {
+                                text: t.text,
+                                agg: None,
+                            });
+                            finds.len() - 1
+                        }
+                    }
+                }
+            },
+        };
+        post.order.push((at, desc, nulls_first));
+    }
+    Ok(())
+}
+
+/// The select item an ORDER BY expression names (by alias, or the same expression).
+fn output_position(e: &Expr, sel: &Select, columns: &[OutCol]) -> Option<usize> {
+    if let Expr::Identifier(i) = e {
+        let name = ident_name(i);
+        if let Some(k) = sel.projection.iter().position(|item| {
+            matches!(item, SelectItem::ExprWithAlias { alias, .. } if ident_name(alias) == name)
+        }) {
+            return Some(k);
+        }
+    }
+    sel.projection
+        .iter()
+        .position(|item| match item {
+            SelectItem::UnnamedExpr(x) | SelectItem::ExprWithAlias { expr: x, .. } => x == e,
+            _ => false,
+        })
+        .filter(|k| *k < columns.len())
+}
+
+fn limit(l: &Option<LimitClause>, post: &mut Post, b: &mut Builder) -> Result<(), SqlError> {
+    let Some(l) = l else { return Ok(()) };
+    let LimitClause::LimitOffset {
+        limit,
+        offset,
+        limit_by,
+    } = l
+    else {
+        return Err(SqlError::unsupported("LIMIT offset, count"));
+    };
+    if !limit_by.is_empty() {
+        return Err(SqlError::unsupported("LIMIT BY"));
+    }
+    let mut count = |e: &Expr| -> Result<Option<Count>, SqlError> {
+        match e {
+            Expr::Value(v) => match &v.value {
+                SqlValue::Number(n, _) => n.parse().map(|n| Some(Count::Const(n))).map_err(|_| {
+                    SqlError::new("2201W", format!("LIMIT must not be negative: {n}"))
+                }),
+                SqlValue::Null => Ok(None),
+                SqlValue::Placeholder(p) => {
+                    let n = placeholder(p)?;
+                    b.param(n, Some(SqlType::Int8));
+                    b.used_params.remove(&n);
+                    Ok(Some(Count::Param(n)))
+                }
+                other => Err(SqlError::syntax(format!("invalid LIMIT {other}"))),
+            },
+            other => Err(SqlError::unsupported(format!("LIMIT {other}"))),
+        }
+    };
+    if let Some(e) = limit {
+        post.limit = count(e)?;
+    }
+    if let Some(o) = offset {
+        post.offset = count(&o.value)?;
+    }
+    Ok(())
+}

@@ -1,0 +1,531 @@
+//! INSERT, UPDATE, DELETE and COPY FROM as transaction data.
+//!
+//! - INSERT: each row is a new entity (a tempid) with a value per non-NULL column; a
+//!   table's primary key is a `:db.unique/identity` attribute, so a guard call
+//!   (`:vev.sql/absent`) inside the transaction refuses a key that exists already (an
+//!   identity would otherwise upsert, which is not what INSERT means).
+//! - UPDATE and DELETE first find their rows with a Datalog query (the WHERE compiled as for
+//!   SELECT, the SET expressions as find elements computed by the `vev.sql/*` functions),
+//!   then assert the new values (or retract for NULL) and retract the rows' entities.
+
+use std::sync::Arc;
+
+use sqlparser::ast::{AssignmentTarget, Expr, FromTable, ObjectName, SetExpr, TableObject};
+use vev::{Edn, EntityId, EntityRef, Keyword, TxMap, TxOp, TxValue};
+
+use super::consts::{self, Ctx};
+use super::expr::{ident_name, Builder};
+use super::select::{inputs, scope_of, table_name, Input};
+use crate::catalog::{Catalog, Column, Rows, Table};
+use crate::error::SqlError;
+use crate::types::SqlType;
+
+/// The name of the transaction function that guards INSERT's primary keys.
+pub const ABSENT_FN: &str = "vev.sql/absent";
+
+#[derive(Clone, Debug)]
+pub struct InsertPlan {
+    pub table: Arc<Table>,
+    /// The target columns (indexes into the table's columns).
+    pub columns: Vec<usize>,
+    /// The VALUES rows: one expression per target column.
+    pub rows: Vec<Vec<Expr>>,
+    pub params: Vec<Option<SqlType>>,
+}
+
+/// A statement that finds rows with a query, then writes to them.
+#[derive(Clone, Debug)]
+pub struct RowsPlan {
+    pub table: Arc<Table>,
+    pub datalog: String,
+    pub query: Arc<vev::Query>,
+    pub inputs: Vec<Input>,
+    pub null_rejecting: Vec<usize>,
+    pub params: Vec<Option<SqlType>>,
+    /// UPDATE: the columns each further find element assigns. Empty for DELETE.
+    pub sets: Vec<usize>,
+}
+
+pub fn insert(ins: &sqlparser::ast::Insert, catalog: &Catalog) -> Result<InsertPlan, SqlError> {
+    if ins.returning.is_some() || ins.on.is_some() {
+        return Err(SqlError::unsupported("INSERT ... RETURNING / ON CONFLICT"));
+    }
+    let TableObject::TableName(name) = &ins.table else {
+        return Err(SqlError::unsupported("INSERT into a table function"));
+    };
+    let table = catalog.table(&table_name(name)?)?.clone();
+    let columns: Vec<usize> = if ins.columns.is_empty() {
+        (0..table.columns.len())
+            .filter(|c| table.columns[*c].attr.is_some())
+            .collect()
+    } else {
+        ins.columns
+            .iter()
+            .map(|c| {
+                let n = object_column(c);
+                table.column(&n).map(|(i, _)| i).ok_or_else(|| {
+                    SqlError::new(
+                        "42703",
+                        format!(
+                            "column \"{n}\" of relation \"{}\" does not exist",
+                            table.name
+                        ),
+                    )
+                })
+            })
+            .collect::<Result<_, _>>()?
+    };
+    if let Some(c) = columns.iter().find(|c| table.columns[**c].attr.is_none()) {
+        return Err(SqlError::new(
+            "428C9",
+            format!(
+                "cannot insert a non-DEFAULT value into column \"{}\"",
+                table.columns[*c].name
+            ),
+        ));
+    }
+    let Some(source) = &ins.source else {
+        return Err(SqlError::unsupported("INSERT without VALUES"));
+    };
+    let SetExpr::Values(values) = &*source.body else {
+        return Err(SqlError::unsupported("INSERT ... SELECT"));
+    };
+    let mut params = Vec::new();
+    for row in values.rows.iter().map(|r| &r.content) {
+        if row.len() != columns.len() {
+            return Err(SqlError::syntax(format!(
+                "INSERT has {} target columns but {} expressions",
+                columns.len(),
+                row.len()
+            )));
+        }
+        for (e, c) in row.iter().zip(&columns) {
+            note_param_type(e, table.columns[*c].ty, &mut params);
+        }
+    }
+    Ok(InsertPlan {
+        table,
+        columns,
+        rows: values.rows.iter().map(|r| r.content.clone()).collect(),
+        params,
+    })
+}
+
+/// A column name of an INSERT's column list.
+fn object_column(n: &ObjectName) -> String {
+    n.0.last()
+        .and_then(|p| p.as_ident())
+        .map(ident_name)
+        .unwrap_or_default()
+}
+
+/// `$n` used as a value of type `ty` (directly or under a sign) takes that type.
+fn note_param_type(e: &Expr, ty: SqlType, params: &mut Vec<Option<SqlType>>) {
+    if let Expr::Value(v) = e {
+        if let sqlparser::ast::Value::Placeholder(p) = &v.value {
+            if let Ok(n) = super::expr::placeholder(p) {
+                if params.len() < n {
+                    params.resize(n, None);
+                }
+                params[n - 1].get_or_insert(ty);
+            }
+        }
+    }
+}
+
+impl InsertPlan {
+    /// The transaction data of the rows, with `ctx` for parameters and the time. `next_row`
+    /// numbers the tempids (unique within the session's transaction).
+    pub fn tx(&self, ctx: &Ctx, next_row: &mut u64) -> Result<(Vec<TxOp>, usize), SqlError> {
+        let mut ops = Vec::with_capacity(self.rows.len() + 1);
+        let mut keys: Vec<Vec<Edn>> = vec![Vec::new(); self.table.primary_key.len()];
+        for row in &self.rows {
+            let mut values: Vec<Option<Edn>> = vec![None; self.table.columns.len()];
+            for (e, c) in row.iter().zip(&self.columns) {
+                let col = &self.table.columns[*c];
+                let (v, _) = consts::eval(e, Some(col.ty), ctx)?;
+                let v = conform(v, col)?;
+                values[*c] = v;
+            }
+            ops.push(TxOp::Map(row_map(&self.table, &values, next_row)?));
+            collect_keys(&self.table, &values, &mut keys);
+        }
+        ops.extend(key_guards(&self.table, keys));
+        Ok((ops, self.rows.len()))
+    }
+}
+
+/// A value made to fit its column: `None` for NULL, an error for NULL in a NOT NULL column
+/// is raised by `row_map`; integers are range-checked by the parse already.
+pub fn conform(v: Edn, col: &Column) -> Result<Option<Edn>, SqlError> {
+    if crate::sqlfns::is_null_edn(&v) {
+        return Ok(None);
+    }
+    match (&v, col.ty) {
+        (Edn::String(s), SqlType::Char(_) | SqlType::Varchar(Some(_))) => {
+            Ok(Some(col.ty.parse_text(s)?))
+        }
+        (Edn::Integer(n), t) if t.is_integer() => Ok(Some(t.parse_text(&n.to_string())?)),
+        (Edn::Integer(n), SqlType::Float4 | SqlType::Float8) => Ok(Some(Edn::Float(*n as f64))),
+        (Edn::Integer(n), SqlType::Numeric) => {
+            Ok(Some(SqlType::Numeric.parse_text(&n.to_string())?))
+        }
+        (Edn::Float(f), SqlType::Numeric) => Ok(Some(SqlType::Numeric.parse_text(&f.to_string())?)),
+        (Edn::Float(f), t) if t.is_integer() => Ok(Some(t.parse_text(&format!("{}", f.round()))?)),
+        _ => Ok(Some(v)),
+    }
+}
+
+/// One new row: a map under a fresh tempid.
+pub fn row_map(
+    table: &Table,
+    values: &[Option<Edn>],
+    next_row: &mut u64,
+) -> Result<TxMap, SqlError> {
+    *next_row += 1;
+    let mut m = TxMap::new(Some(EntityRef::tempid(&format!("vev.sql.row-{next_row}"))));
+    for (c, v) in table.columns.iter().zip(values) {
+        let Some(attr) = &c.attr else { continue };
+        match v {
+            Some(v) => m.attrs.push((attr.clone(), TxValue::Edn(v.clone()))),
+            None if c.not_null => return Err(SqlError::not_null(&table.name, &c.name)),
+            None => {}
+        }
+    }
+    if let Rows::Attr(row) = &table.rows {
+        if *row == Table::marker_attr(&table.name) {
+            m.attrs.push((row.clone(), TxValue::Edn(Edn::Bool(true))));
+        }
+    }
+    if m.attrs.is_empty() {
+        return Err(SqlError::unsupported(format!(
+            "a row of \"{}\" with every column NULL",
+            table.name
+        )));
+    }
+    Ok(m)
+}
+
+pub fn collect_keys(table: &Table, values: &[Option<Edn>], keys: &mut [Vec<Edn>]) {
+    for (k, c) in table.primary_key.iter().enumerate() {
+        if let Some(v) = &values[*c] {
+            keys[k].push(v.clone());
+        }
+    }
+}
+
+/// The guard calls refusing primary-key values that exist (or repeat) when the
+/// transaction applies.
+pub fn key_guards(table: &Table, keys: Vec<Vec<Edn>>) -> Vec<TxOp> {
+    table
+        .primary_key
+        .iter()
+        .zip(keys)
+        .filter(|(_, vals)| !vals.is_empty())
+        .filter_map(|(c, vals)| {
+            let attr = table.columns[*c].attr.clone()?;
+            Some(TxOp::Call {
+                name: Keyword::new(ABSENT_FN),
+                args: vec![Edn::Keyword(attr), Edn::Vector(vals)],
+            })
+        })
+        .collect()
+}
+
+/// The transaction function behind `ABSENT_FN`: fails with SQLSTATE 23505 when a value of
+/// the unique attribute exists in `db` or repeats among `values`.
+pub fn absent_fn(db: &vev::Db, args: &[Edn]) -> Result<Vec<TxOp>, String> {
+    let [Edn::Keyword(attr), Edn::Vector(values)] = args else {
+        return Err("expects an attribute and a vector of values".into());
+    };
+    let a = db
+        .schema()
+        .attribute_by_ident(attr)
+        .ok_or_else(|| format!("unknown attribute {attr}"))?
+        .clone();
+    let mut seen = std::collections::HashSet::new();
+    for v in values {
+        let value = vev::coerce_value(db, &a, v)
+            .ok_or_else(|| format!("22P02: invalid value {v} for column {attr}"))?;
+        let dup = !seen.insert(value.clone())
+            || db
+                .datoms(
+                    vev::IndexOrder::Avet,
+                    &[vev::Component::Entity(a.id), vev::Component::Value(value)],
+                )
+                .next()
+                .is_some();
+        if dup {
+            return Err(format!(
+                "23505: duplicate key value violates unique constraint \"{}_pkey\": Key ({})=({}) already exists.",
+                attr.namespace().unwrap_or_default(),
+                attr.name(),
+                crate::types::edn_to_text(v, SqlType::Text).unwrap_or_default()
+            ));
+        }
+    }
+    Ok(Vec::new())
+}
+
+/// UPDATE: the rows and the new values, found by one query.
+pub fn update(u: &sqlparser::ast::Update, catalog: &Catalog) -> Result<RowsPlan, SqlError> {
+    if u.from.is_some() || u.returning.is_some() || !u.table.joins.is_empty() {
+        return Err(SqlError::unsupported("UPDATE ... FROM / RETURNING"));
+    }
+    let scope = scope_of(&u.table.relation, catalog, 0)?;
+    let table = scope.table.clone();
+    let mut b = Builder::new(vec![scope]);
+    if let Some(w) = &u.selection {
+        b.condition(w)?;
+    }
+    let mut finds = vec!["?t0".to_owned()];
+    let mut sets = Vec::new();
+    for a in &u.assignments {
+        let AssignmentTarget::ColumnName(n) = &a.target else {
+            return Err(SqlError::unsupported("assigning a tuple of columns"));
+        };
+        let name = object_column(n);
+        let (ci, col) = table.column(&name).ok_or_else(|| {
+            SqlError::new(
+                "42703",
+                format!(
+                    "column \"{name}\" of relation \"{}\" does not exist",
+                    table.name
+                ),
+            )
+        })?;
+        if col.attr.is_none() {
+            return Err(SqlError::new(
+                "428C9",
+                format!("column \"{name}\" can only be updated to DEFAULT"),
+            ));
+        }
+        let t = b.expr(&a.value, Some(col.ty))?;
+        let t = b.as_var(t);
+        finds.push(t.text);
+        sets.push(ci);
+    }
+    rows_plan(b, table, finds, sets)
+}
+
+/// DELETE: the rows, found by one query.
+pub fn delete(d: &sqlparser::ast::Delete, catalog: &Catalog) -> Result<RowsPlan, SqlError> {
+    if d.using.is_some() || d.returning.is_some() {
+        return Err(SqlError::unsupported("DELETE ... USING / RETURNING"));
+    }
+    let from = match &d.from {
+        FromTable::WithFromKeyword(f) | FromTable::WithoutKeyword(f) => f,
+    };
+    let [twj] = from.as_slice() else {
+        return Err(SqlError::unsupported("DELETE from several tables"));
+    };
+    let scope = scope_of(&twj.relation, catalog, 0)?;
+    let table = scope.table.clone();
+    let mut b = Builder::new(vec![scope]);
+    if let Some(w) = &d.selection {
+        b.condition(w)?;
+    }
+    rows_plan(b, table, vec!["?t0".into()], Vec::new())
+}
+
+fn rows_plan(
+    mut b: Builder,
+    table: Arc<Table>,
+    finds: Vec<String>,
+    sets: Vec<usize>,
+) -> Result<RowsPlan, SqlError> {
+    if !b.clauses.iter().any(|c| c.starts_with("[?t0 :")) {
+        b.clauses.insert(
+            0,
+            match &table.rows {
+                Rows::Attr(a) => format!("[?t0 {a}]"),
+                Rows::AnyOf(attrs) => {
+                    let alts: Vec<String> = attrs.iter().map(|a| format!("[?t0 {a}]")).collect();
+                    format!("(or-join [?t0] {})", alts.join(" "))
+                }
+            },
+        );
+    }
+    let ins: Vec<String> = inputs(&b)
+        .iter()
+        .map(|i| match i {
+            Input::Param(n) => format!("?p{n}"),
+            Input::Now => "?now".into(),
+        })
+        .collect();
+    let datalog = format!(
+        "[:find {} :in $ {} :where {}]",
+        finds.join(" "),
+        ins.join(" "),
+        b.clauses.join(" ")
+    );
+    let query = vev::Query::parse(&datalog).map_err(|e| {
+        SqlError::internal(format!(
+            "the translation is not valid Datalog ({e}): {datalog}"
+        ))
+    })?;
+    Ok(RowsPlan {
+        table,
+        datalog,
+        query: Arc::new(query),
+        inputs: inputs(&b),
+        null_rejecting: b.null_rejecting.iter().copied().collect(),
+        params: b.params.clone(),
+        sets,
+    })
+}
+
+impl RowsPlan {
+    /// The transaction data for the rows the query found (`rows`: the entity, then each
+    /// assigned value). `entity_ref` names an entity in the session's transaction (a row
+    /// inserted earlier in it is still a tempid there).
+    pub fn tx(
+        &self,
+        rows: &[Vec<Edn>],
+        entity_ref: &dyn Fn(EntityId) -> EntityRef,
+    ) -> Result<Vec<TxOp>, SqlError> {
+        let mut ops = Vec::new();
+        for row in rows {
+            let Some(Edn::Integer(e)) = row.first() else {
+                continue;
+            };
+            let e = entity_ref(*e as EntityId);
+            if self.sets.is_empty() {
+                ops.push(TxOp::RetractEntity { e });
+                continue;
+            }
+            for (ci, v) in self.sets.iter().zip(&row[1..]) {
+                let col = &self.table.columns[*ci];
+                let attr = col.attr.clone().expect("assigned columns have attributes");
+                match conform(v.clone(), col)? {
+                    Some(v) => ops.push(TxOp::Add {
+                        e: e.clone(),
+                        a: vev::AttrRef::Ident(attr),
+                        v: TxValue::Edn(v),
+                    }),
+                    None if col.not_null => {
+                        return Err(SqlError::not_null(&self.table.name, &col.name))
+                    }
+                    None => ops.push(TxOp::Retract {
+                        e: e.clone(),
+                        a: vev::AttrRef::Ident(attr),
+                        v: None,
+                    }),
+                }
+            }
+        }
+        Ok(ops)
+    }
+}
+
+/// COPY table [(columns)] FROM STDIN in text format.
+#[derive(Clone, Debug)]
+pub struct CopyPlan {
+    pub table: Arc<Table>,
+    pub columns: Vec<usize>,
+}
+
+pub fn copy_from(
+    source: &sqlparser::ast::CopySource,
+    catalog: &Catalog,
+) -> Result<CopyPlan, SqlError> {
+    let sqlparser::ast::CopySource::Table {
+        table_name: name,
+        columns,
+    } = source
+    else {
+        return Err(SqlError::unsupported("COPY (query)"));
+    };
+    let table = catalog.table(&table_name(name)?)?.clone();
+    let cols: Vec<usize> = if columns.is_empty() {
+        (0..table.columns.len())
+            .filter(|c| table.columns[*c].attr.is_some())
+            .collect()
+    } else {
+        columns
+            .iter()
+            .map(|c| {
+                let n = ident_name(c);
+                table
+                    .column(&n)
+                    .map(|(i, _)| i)
+                    .ok_or_else(|| SqlError::undefined_column(&n))
+            })
+            .collect::<Result<_, _>>()?
+    };
+    Ok(CopyPlan {
+        table,
+        columns: cols,
+    })
+}
+
+impl CopyPlan {
+    /// One line of COPY's text format (tab-separated, `\N` for NULL, backslash escapes) as
+    /// a row's values. `None` for the end-of-data marker `\.`.
+    pub fn parse_line(
+        &self,
+        line: &str,
+        lineno: u64,
+    ) -> Result<Option<Vec<Option<Edn>>>, SqlError> {
+        if line == "\\." {
+            return Ok(None);
+        }
+        let fields: Vec<&str> = line.split('\t').collect();
+        if fields.len() != self.columns.len() {
+            return Err(SqlError::new(
+                "22P04",
+                format!(
+                    "COPY {}, line {lineno}: expected {} columns, got {}",
+                    self.table.name,
+                    self.columns.len(),
+                    fields.len()
+                ),
+            ));
+        }
+        let mut values = vec![None; self.table.columns.len()];
+        for (f, c) in fields.iter().zip(&self.columns) {
+            if *f == "\\N" {
+                continue;
+            }
+            let col = &self.table.columns[*c];
+            let text = unescape(f);
+            let v = col.ty.parse_text(&text).map_err(|e| {
+                SqlError::new(
+                    e.code,
+                    format!(
+                        "{}, COPY {}, line {lineno}, column {}",
+                        e.message, self.table.name, col.name
+                    ),
+                )
+            })?;
+            values[*c] = Some(v);
+        }
+        Ok(Some(values))
+    }
+}
+
+/// COPY text format's backslash escapes.
+fn unescape(f: &str) -> String {
+    if !f.contains('\\') {
+        return f.to_owned();
+    }
+    let mut out = String::with_capacity(f.len());
+    let mut chars = f.chars();
+    while let Some(c) = chars.next() {
+        if c != '\\' {
+            out.push(c);
+            continue;
+        }
+        match chars.next() {
+            Some('t') => out.push('\t'),
+            Some('n') => out.push('\n'),
+            Some('r') => out.push('\r'),
+            Some('b') => out.push('\u{8}'),
+            Some('f') => out.push('\u{c}'),
+            Some('v') => out.push('\u{b}'),
+            Some(other) => out.push(other),
+            None => out.push('\\'),
+        }
+    }
+    out
+}
