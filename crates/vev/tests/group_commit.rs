@@ -290,11 +290,12 @@ fn a_panicking_transaction_function_fails_only_its_caller() {
     assert_eq!(held, ["a", "b", "c", "lead"]);
 }
 
-#[test]
-fn a_failed_group_write_fails_every_caller_and_keeps_the_rest() {
+/// A group of three queued behind a held sync whose own sync fails (`after_commit`: once
+/// it has committed); returns the file's ids afterwards, once one more transaction ran.
+fn failed_group(after_commit: bool) -> Vec<String> {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("fault.vev");
-    let plan = FaultPlan::new(0, false);
+    let plan = FaultPlan::new(0, after_commit);
     let conn = open(&path, Some(plan.clone()));
     plan.pause_next("log sync");
     let results = thread::scope(|s| {
@@ -314,15 +315,31 @@ fn a_failed_group_write_fails_every_caller_and_keeps_the_rest() {
     for r in results {
         assert_eq!(r.unwrap_err().code(), "storage/injected");
     }
-    // The next transaction commits on what the file holds.
+    // The next transaction commits on what the file holds (the connection re-reads it).
     let after = conn.transact_edn(&tx("after")).unwrap();
-    assert_eq!(entity(&after.db_after, "lost-0"), None);
+    let lost = entity(&after.db_after, "lost-0").is_some();
+    assert_eq!(lost, after_commit, "db-after of the next transaction");
     drop(conn);
     let reopened = open(&path, None);
+    reopened.verify().unwrap();
     let mut held = ids(&reopened.db());
     held.sort();
-    assert_eq!(held, ["after", "lead"]);
-    reopened.verify().unwrap();
+    held
+}
+
+#[test]
+fn a_failed_group_write_fails_every_caller_and_keeps_the_rest() {
+    assert_eq!(failed_group(false), ["after", "lead"]);
+}
+
+#[test]
+fn a_group_that_committed_before_its_sync_failed_is_adopted_before_the_next() {
+    // Every caller was told of the failure, yet the group is in the file: the next
+    // transaction builds on it (no basis-t is reused).
+    assert_eq!(
+        failed_group(true),
+        ["after", "lead", "lost-0", "lost-1", "lost-2"]
+    );
 }
 
 /// Documents of `db` whose `:g/text` matches `term`.
