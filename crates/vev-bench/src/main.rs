@@ -11,7 +11,7 @@
 //! Datalevin on its JVM, in memory and on disk, each peer installed on first use.
 //!
 //! `vev-bench storage` runs the storage suite: durable small transactions in Vev, the
-//! raw SQLite floor and Datalevin on disk, then bulk load, file size and the time to open a
+//! raw SQLite floor and Datalevin on disk, Vev from 1, 4 and 8 threads at once, then bulk load, file size and the time to open a
 //! database in a new process (the hidden `storage-open` subcommand) and answer one query.
 //!
 //! `vev-bench fulltext` runs the full-text suite: a generated corpus inserted in transactions
@@ -37,6 +37,7 @@ mod report;
 mod stats;
 mod storage;
 mod storage_bulk;
+mod storage_concurrent;
 mod storage_fixture;
 mod storage_latency;
 mod storage_report;
@@ -100,6 +101,9 @@ struct StorageArgs {
     /// Skip Datalevin (no Python or JVM needed).
     #[arg(long)]
     no_datalevin: bool,
+    /// Transactions of each concurrent-committers cell (1, 4 and 8 threads; 0 skips them).
+    #[arg(long, default_value_t = 2_000)]
+    concurrent_txs: usize,
 }
 
 #[derive(Args)]
@@ -164,6 +168,9 @@ struct QueryConfig {
     /// Skip Datalevin (no Python or JVM needed).
     #[arg(long)]
     no_datalevin: bool,
+    /// Transactions of each concurrent-committers cell (1, 4 and 8 threads; 0 skips them).
+    #[arg(long, default_value_t = 2_000)]
+    concurrent_txs: usize,
 }
 
 #[derive(Args)]
@@ -372,6 +379,7 @@ fn main() -> ExitCode {
                 bulk_datoms: args.bulk_datoms.into_iter().filter(|&d| d > 0).collect(),
                 datalevin: !args.no_datalevin,
                 jvm_warmup: args.jvm_warmup,
+                concurrent_txs: args.concurrent_txs,
             };
             exit(storage::run(cfg).map(|r| print!("{}", storage_report::render(&r))))
         }

@@ -1,11 +1,12 @@
 //! `vev-bench storage`: durable small transactions in Vev against the raw SQLite
-//! floor and Datalevin, then bulk load, file size and open time.
+//! floor and Datalevin, the same from several threads at once (group commit), then bulk
+//! load, file size and open time.
 //!
 //! Everything lives in one scratch directory under the system temp dir (`/tmp`, on the same
 //! disk as everything else: fsync is measured as it is), removed at the end. The phases run one
 //! after the other, never concurrently: Vev and the floor interleaved per size
-//! (`storage_latency`), Datalevin in its own JVM (`clj/storage.clj`), then the bulk loads
-//! (`storage_bulk`).
+//! (`storage_latency`), Datalevin in its own JVM (`clj/storage.clj`), concurrent committers
+//! (`storage_concurrent`), then the bulk loads (`storage_bulk`).
 
 use std::path::{Path, PathBuf};
 
@@ -15,6 +16,7 @@ use crate::error::BenchError;
 use crate::peers;
 use crate::report::Machine;
 use crate::storage_bulk::{self, BulkRun};
+use crate::storage_concurrent::{self, ConcurrentRun};
 use crate::storage_fixture::{Round, Shape, CITIES};
 use crate::storage_latency::{self, Floor, SizeRun};
 
@@ -26,6 +28,8 @@ pub struct StorageConfig {
     pub bulk_datoms: Vec<u64>,
     pub datalevin: bool,
     pub jvm_warmup: usize,
+    /// Transactions of each concurrent-committers cell (0 skips them).
+    pub concurrent_txs: usize,
 }
 
 /// Datalevin's run: its samples per size and shape.
@@ -61,6 +65,7 @@ pub struct StorageResults {
     /// Times the kernel preempted the bench while it measured Vev and the floor.
     pub preemptions: u64,
     pub datalevin: Option<DatalevinRun>,
+    pub concurrent: Vec<ConcurrentRun>,
     pub bulk: Vec<BulkRun>,
 }
 
@@ -73,7 +78,7 @@ impl Drop for Scratch {
     }
 }
 
-fn remove_db(path: &Path) {
+pub fn remove_db(path: &Path) {
     for suffix in ["", "-wal", "-shm"] {
         let name = format!(
             "{}{suffix}",
@@ -114,6 +119,11 @@ pub fn run(cfg: StorageConfig) -> Result<StorageResults, BenchError> {
         None
     };
 
+    let concurrent = match cfg.concurrent_txs {
+        0 => Vec::new(),
+        txs => storage_concurrent::run(&scratch.0, txs)?,
+    };
+
     let mut bulk = Vec::new();
     for &datoms in &cfg.bulk_datoms {
         let path = scratch.0.join(format!("bulk-{datoms}.vev"));
@@ -127,6 +137,7 @@ pub fn run(cfg: StorageConfig) -> Result<StorageResults, BenchError> {
         sizes: latency.sizes,
         preemptions: latency.preemptions,
         datalevin,
+        concurrent,
         bulk,
     })
 }

@@ -6,6 +6,7 @@ use crate::report::thousands;
 use crate::stats::{median, quantile};
 use crate::storage::StorageResults;
 use crate::storage_bulk::OPEN_QUERY;
+use crate::storage_concurrent::{ConcurrentRun, Kind};
 use crate::storage_fixture::{Round, Shape};
 
 /// Targets of the storage suite.
@@ -101,8 +102,44 @@ pub fn render(r: &StorageResults) -> String {
         );
     }
     builds(&mut out, r);
+    concurrent_table(&mut out, r);
     bulk_table(&mut out, r);
     out
+}
+
+fn concurrent_table(out: &mut String, r: &StorageResults) {
+    if r.concurrent.is_empty() {
+        return;
+    }
+    let _ = writeln!(
+        out,
+        "\nConcurrent small durable transactions: threads committing through one `Connection` at once (group commit), {} transactions per cell on a fresh file; syncs are synced write batches (`Connection::commit_stats`). One thread is the uncontended case.\n",
+        thousands(r.cfg.concurrent_txs)
+    );
+    let _ = writeln!(
+        out,
+        "| transaction | threads | transactions/s | syncs per transaction | ÷ 1 thread |"
+    );
+    let _ = writeln!(out, "|---|---:|---:|---:|---:|");
+    for kind in Kind::ALL {
+        let runs: Vec<&ConcurrentRun> = r.concurrent.iter().filter(|c| c.kind == kind).collect();
+        let one = runs
+            .iter()
+            .find(|c| c.threads == 1)
+            .map(|c| c.txs as f64 / c.seconds);
+        for c in runs {
+            let tps = c.txs as f64 / c.seconds;
+            let _ = writeln!(
+                out,
+                "| {} | {} | {} | {:.3} | {:.2} |",
+                kind.label(),
+                c.threads,
+                thousands(tps.round() as usize),
+                c.write_batches as f64 / c.txs.max(1) as f64,
+                one.map_or(f64::NAN, |o| tps / o),
+            );
+        }
+    }
 }
 
 fn latency_table(out: &mut String, r: &StorageResults, round: Round) -> Tally {

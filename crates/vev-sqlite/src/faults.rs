@@ -1,9 +1,11 @@
 //! A test hook that fails a chosen storage operation (the `testing` feature makes it public):
 //! fault injection for the durability tests, which check that every acknowledged
-//! transaction survives a failure and nothing else does.
+//! transaction survives a failure and nothing else does. The group commit tests also hold
+//! an operation (`pause_next`) so that other transactions queue behind it, and fail a chosen
+//! later one (`fail_next`).
 
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, Condvar, Mutex, PoisonError};
 
 use vev_core::StorageError;
 
@@ -15,6 +17,19 @@ pub struct FaultPlan {
     pub fail_at: u64,
     pub after_commit: bool,
     seen: AtomicU64,
+    named: Mutex<Named>,
+    changed: Condvar,
+}
+
+/// Operations chosen by name (`"log sync"`, `"log write"`, ...) rather than by count.
+#[derive(Debug, Default)]
+struct Named {
+    /// The next operation of this name waits until `resume`.
+    pause: Option<String>,
+    /// An operation is waiting now.
+    paused: bool,
+    /// The next operation of this name fails.
+    fail: Option<String>,
 }
 
 // Without the `testing` feature nothing outside this crate can make one.
@@ -24,8 +39,39 @@ impl FaultPlan {
         Arc::new(FaultPlan {
             fail_at,
             after_commit,
-            seen: AtomicU64::new(0),
+            ..FaultPlan::default()
         })
+    }
+
+    /// Make the next operation named `op` wait, once it is reached, until `resume` is called.
+    pub fn pause_next(&self, op: &str) {
+        self.named().pause = Some(op.to_owned());
+    }
+
+    /// Wait until an operation is held by `pause_next`.
+    pub fn wait_paused(&self) {
+        let mut named = self.named();
+        while !named.paused {
+            named = self
+                .changed
+                .wait(named)
+                .unwrap_or_else(PoisonError::into_inner);
+        }
+    }
+
+    /// Let the held operation go on.
+    pub fn resume(&self) {
+        self.named().paused = false;
+        self.changed.notify_all();
+    }
+
+    /// Make the next operation named `op` fail (an operation held by `pause_next` is not it).
+    pub fn fail_next(&self, op: &str) {
+        self.named().fail = Some(op.to_owned());
+    }
+
+    fn named(&self) -> std::sync::MutexGuard<'_, Named> {
+        self.named.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
     /// Operations counted so far.
@@ -36,6 +82,24 @@ impl FaultPlan {
     pub(crate) fn hit(&self, op: &str) -> Result<(), StorageError> {
         let n = self.seen.fetch_add(1, Ordering::SeqCst) + 1;
         if n == self.fail_at {
+            return Err(StorageError::Injected {
+                op: op.to_owned(),
+                n,
+            });
+        }
+        let mut named = self.named();
+        if named.pause.as_deref() == Some(op) {
+            named.pause = None;
+            named.paused = true;
+            self.changed.notify_all();
+            while named.paused {
+                named = self
+                    .changed
+                    .wait(named)
+                    .unwrap_or_else(PoisonError::into_inner);
+            }
+        } else if named.fail.as_deref() == Some(op) {
+            named.fail = None;
             return Err(StorageError::Injected {
                 op: op.to_owned(),
                 n,

@@ -2,9 +2,10 @@
 //!
 //! The file holds three tables (byte-level layout in `docs/design/file-format.md`):
 //! - `vev_log`: one row per committed transaction, keyed by basis-t, holding the encoded
-//!   `LogRecord` plus a CRC-32. Appending a row is one SQLite write batch in WAL mode with
+//!   `LogRecord` plus a CRC-32. Appending rows is one SQLite write batch in WAL mode with
 //!   `synchronous=FULL`, so a transaction is durable (one WAL sync) before its report returns,
-//!   and a crash leaves it whole or absent.
+//!   and a crash leaves it whole or absent. The rows of a group of transactions committed
+//!   together (`Store::append`) share that write batch and its sync.
 //! - `vev_segment`: immutable index segments (persisted subtrees), written by checkpoints,
 //!   never changed afterwards, so readers in other processes can load them at any time.
 //! - `vev_root`: one row naming the latest checkpoint: its basis-t and the root record (the
@@ -537,27 +538,40 @@ impl Store {
         Ok((db, root_t, tail))
     }
 
-    /// Append a committed transaction's log record in one synced write batch.
-    pub fn append(&self, db_after: &Db, tx_data: &[vev_core::Datom]) -> Result<(), StorageError> {
+    /// Append committed transactions' log records in one synced write batch: a group commit.
+    /// `txs` are each transaction's db-after and tx-data, in commit order, each built on the
+    /// one before; the last db-after's unstored full-text entries (each transaction's
+    /// segment) go in the same write batch.
+    pub fn append(&self, txs: &[(&Db, &[vev_core::Datom])]) -> Result<(), StorageError> {
         if self.read_only {
             return Err(self.read_only_error());
         }
-        let record = seal(LogRecord::encode_of(
-            db_after.basis_t(),
-            db_after.next_user(),
-            tx_data,
-        ));
-        let t = db_after.basis_t();
-        let entries = db_after.fulltext_unstored();
+        let Some((last, _)) = txs.last() else {
+            return Ok(());
+        };
+        let records: Vec<(i64, Vec<u8>)> = txs
+            .iter()
+            .map(|(db, datoms)| {
+                let t = db.basis_t();
+                let bytes = LogRecord::encode_of(t, db.next_user(), datoms);
+                (t as i64, seal(bytes))
+            })
+            .collect();
+        let entries = last.fulltext_unstored();
         let mut conn = self.conn();
         let tx = conn
             .transaction_with_behavior(TransactionBehavior::Immediate)
             .map_err(io("log write"))?;
-        self.fault("log write")?;
-        tx.prepare_cached("INSERT INTO vev_log (t, record) VALUES (?1, ?2)")
-            .and_then(|mut st| st.execute(params![t as i64, record]))
-            .map_err(io("log write"))?;
-        // The transaction's full-text segment and manifest entry, in its own commit.
+        {
+            let mut st = tx
+                .prepare_cached("INSERT INTO vev_log (t, record) VALUES (?1, ?2)")
+                .map_err(io("log write"))?;
+            for (t, record) in &records {
+                self.fault("log write")?;
+                st.execute(params![t, record]).map_err(io("log write"))?;
+            }
+        }
+        // The transactions' full-text segments and manifest entries, in the same commit.
         self.write_entries(&tx, &entries)?;
         self.commit(tx, "log sync")
     }

@@ -32,7 +32,9 @@ pub use vev_alloc as alloc;
 mod connection;
 mod error;
 
-pub use connection::{BulkProgress, Connection, FulltextCompaction, OpenOptions, TxFn};
+pub use connection::{
+    BulkProgress, CommitStats, Connection, FulltextCompaction, OpenOptions, TxFn,
+};
 pub use error::Error;
 pub use vev_core::StorageError;
 pub use vev_core::{

@@ -8,8 +8,10 @@
 //! A durable connection (`Connection::open`) commits in this order: the transactor builds the
 //! next `Db` from the previous one in memory (work proportional to the transaction), the log
 //! record is appended and synced in one SQLite write batch, and only then is the new `Db`
-//! published and the report returned. A failed append publishes nothing; before the next
-//! transaction the writer re-reads the log, in case the failure came after the commit. When
+//! published and the report returned. Transactions from several threads at once share that
+//! write batch and its sync (group commit, `group`). A failed append publishes nothing;
+//! before the next transaction the writer re-reads the log, in case the failure came after
+//! the commit. When
 //! the log tail since the last checkpoint passes `checkpoint_datoms`, a checkpoint of the
 //! latest database starts on its own thread (the commit path never waits for it; when it is
 //! done, the next transaction swaps the persisted subtrees of the latest database for segment
@@ -36,6 +38,9 @@ use vev_sqlite::{BackupProgress, BackupReport, LockMode, Store, StoreOptions, Ve
 use crate::error::Error;
 
 mod bulk;
+mod group;
+
+pub use group::CommitStats;
 
 /// A transaction function: gets db-before and the arguments of its list form, returns the
 /// transaction data to use in its place (or an error message that aborts the transaction).
@@ -174,6 +179,8 @@ struct Inner {
     writer: Mutex<Writer>,
     functions: RwLock<HashMap<Keyword, TxFn>>,
     durable: Option<Durable>,
+    /// Transactions waiting for the leader of the next group commit.
+    queue: group::Queue,
 }
 
 impl Drop for Inner {
@@ -302,6 +309,7 @@ impl Connection {
                 }),
                 functions: RwLock::new(HashMap::new()),
                 durable,
+                queue: group::Queue::default(),
             }),
         }
     }
@@ -464,40 +472,6 @@ impl Connection {
             .map(|s| s.op)
             .collect();
         self.transact(&ops)
-    }
-
-    /// Transact operations built in Rust. On a durable connection the transaction is in the
-    /// log and synced before this returns.
-    pub fn transact(&self, ops: &[TxOp]) -> Result<TxReport, Error> {
-        let mut writer = vev_core::sync::lock(&self.inner.writer);
-        self.catch_up_locked(&mut writer)?;
-        let before = self.latest();
-        let mut report = self.apply(&before, ops)?;
-        if let Some(durable) = &self.inner.durable {
-            if let Err(e) = durable.store.append(&report.db_after, &report.tx_data) {
-                writer.needs_catch_up = true;
-                return Err(e.into());
-            }
-            // Its full-text segment went in with the log record.
-            report.db_after = report.db_after.fulltext_stored();
-            writer.tail_datoms += report.tx_data.len();
-        }
-        self.publish(report.db_after.clone());
-        self.finish_compaction(&mut writer, false);
-        if writer.auto_compact {
-            self.start_compaction(&mut writer, false);
-        }
-        writer
-            .listeners
-            .retain(|tx| tx.send(report.clone()).is_ok());
-        if let Some(durable) = &self.inner.durable {
-            self.finish_background(&mut writer, false);
-            if writer.tail_datoms >= durable.checkpoint_datoms.max(writer.retry_at_tail) {
-                // On its own thread: the commit path never waits for a checkpoint.
-                self.start_background(durable, &mut writer);
-            }
-        }
-        Ok(report)
     }
 
     /// Adopt a finished full-text compaction (`wait`: wait for one in flight). A failed one
