@@ -298,6 +298,11 @@ impl SimpleQueryHandler for Handlers {
     {
         let cell = session(client)?;
         let mut s = cell.lock().await;
+        match s.psql_describe(query) {
+            Some(Ok(outcome)) => return Ok(vec![response(outcome, None)?]),
+            Some(Err(e)) => return Ok(vec![Response::Error(Box::new(e.into()))]),
+            None => {}
+        }
         let stmts = match sql::parse(query) {
             Ok(stmts) => stmts,
             Err(e) => return Ok(vec![Response::Error(Box::new(e.into()))]),

@@ -257,6 +257,18 @@ impl Session {
         self.shared.catalog(&db)
     }
 
+    /// psql's answer to one of its describe queries (`\\d`, `\\dt`), if `sql` is one.
+    pub fn psql_describe(&mut self, sql: &str) -> Option<Result<Outcome, SqlError>> {
+        if !sql.contains("pg_catalog.") {
+            return None;
+        }
+        let catalog = match self.catalog() {
+            Ok(c) => c,
+            Err(e) => return Some(Err(e)),
+        };
+        crate::pgcatalog::answer(sql, &catalog, &self.user).map(Ok)
+    }
+
     /// Plan a statement against the session's tables.
     pub fn plan(&mut self, stmt: &sqlparser::ast::Statement) -> Result<Plan, SqlError> {
         let catalog = self.catalog()?;
