@@ -118,6 +118,8 @@ impl StartupHandler for Handlers {
 pub struct Prepared {
     pub stmt: Option<Statement>,
     pub plan: Result<Plan, SqlError>,
+    /// The catalog the plan was made against.
+    pub catalog: Option<Arc<crate::catalog::Catalog>>,
     /// Parameter types the client declared at Parse (`None`: to infer).
     pub declared: Vec<Option<Type>>,
 }
@@ -175,16 +177,19 @@ impl QueryParser for Parser {
         };
         let cell = session(client)?;
         let mut s = cell.lock().await;
-        let plan = match &stmt {
-            Some(st) => s.plan(st),
-            None => Ok(Plan::Empty),
+        // A statement that does not plan (an unknown table, say) is an error at Parse, as
+        // in PostgreSQL.
+        let (plan, catalog) = match &stmt {
+            Some(st) => {
+                let (p, c) = s.plan_with_catalog(st)?;
+                (p, Some(c))
+            }
+            None => (Plan::Empty, None),
         };
-        // A statement that does not plan (an unknown table, say) still parses: PostgreSQL
-        // reports the error at Parse, and so do we, as the error of the statement.
-        let plan = plan?;
         Ok(Some(Arc::new(Prepared {
             stmt,
             plan: Ok(plan),
+            catalog,
             declared: types.to_vec(),
         })))
     }
@@ -359,8 +364,18 @@ impl ExtendedQueryHandler for Handlers {
         let cell = session(client)?;
         let mut s = cell.lock().await;
         let params = bind_params(portal)?;
+        let current = s.catalog().inspect_err(|_| s.fail_transaction())?;
         let plan = match (&prepared.stmt, &prepared.plan) {
-            // Planned again: the schema may have changed since Parse.
+            // The plan made at Parse, while the tables are the same.
+            (Some(_), Ok(p))
+                if prepared
+                    .catalog
+                    .as_ref()
+                    .is_some_and(|c| Arc::ptr_eq(c, &current)) =>
+            {
+                p.clone()
+            }
+            // Planned again: the schema changed since Parse.
             (Some(stmt), Ok(_)) => match s.plan(stmt) {
                 Ok(p) => p,
                 Err(e) => {
