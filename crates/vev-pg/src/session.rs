@@ -100,10 +100,9 @@ struct Txn {
     /// The pending operations changed other than at their end (a write folded into an
     /// earlier one): the view is rebuilt rather than extended.
     folded: bool,
-    /// The tables the pending writes touch (`all`: possibly any, after DDL).
+    /// The tables the pending writes touch.
     touched: std::collections::BTreeSet<String>,
-    touched_all: bool,
-    /// The pending writes change the schema.
+    /// The pending writes change the schema (and may touch any table).
     schema: bool,
     /// An error ended the transaction's usefulness: only ROLLBACK (or COMMIT) is taken.
     failed: bool,
@@ -112,7 +111,7 @@ struct Txn {
 impl Txn {
     /// Whether statements reading `tables` must read through the pending writes.
     fn affects(&self, tables: &[String]) -> bool {
-        self.touched_all || tables.iter().any(|t| self.touched.contains(t))
+        self.schema || tables.iter().any(|t| self.touched.contains(t))
     }
 }
 
@@ -635,10 +634,7 @@ impl Session {
                 t.folded |= merge_ops(&mut t.pending, ops);
                 match touch {
                     Touch::Tables(names) => t.touched.extend(names.iter().cloned()),
-                    Touch::Schema => {
-                        t.schema = true;
-                        t.touched_all = true;
-                    }
+                    Touch::Schema => t.schema = true,
                 }
                 // The view catches up (and checks the new data) before the next statement;
                 // check it now so the error belongs to this statement.
