@@ -32,7 +32,8 @@ pub struct Shared {
     pub conn: Connection,
     pub locks: LockTable,
     pub options: vev::QueryOptions,
-    catalog: std::sync::Mutex<Option<Arc<Catalog>>>,
+    /// The latest catalog, with the basis-t of the committed database it was read from.
+    catalog: std::sync::Mutex<Option<(Option<vev::BasisT>, Arc<Catalog>)>>,
     next_session: std::sync::atomic::AtomicU64,
 }
 
@@ -51,14 +52,22 @@ impl Shared {
         }
     }
 
-    /// The tables of `db` (cached while its schema stays the same).
-    pub fn catalog(&self, db: &Db) -> Result<Arc<Catalog>, SqlError> {
+    /// The tables of `db` (cached while its schema stays the same). `committed`: `db` is a
+    /// committed database (not a transaction's view), whose basis-t alone tells whether
+    /// its schema is the one cached.
+    pub fn catalog(&self, db: &Db, committed: bool) -> Result<Arc<Catalog>, SqlError> {
         let mut slot = self
             .catalog
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner);
-        let c = Catalog::current(&slot, db)?;
-        *slot = Some(c.clone());
+        if let Some((Some(basis), c)) = slot.as_ref() {
+            if committed && *basis == db.basis_t() {
+                return Ok(c.clone());
+            }
+        }
+        let cached = slot.as_ref().map(|(_, c)| c.clone());
+        let c = Catalog::current(&cached, db)?;
+        *slot = Some((committed.then(|| db.basis_t()), c.clone()));
         Ok(c)
     }
 }
@@ -128,6 +137,8 @@ struct Copying {
 pub struct Session {
     pub id: SessionId,
     shared: Arc<Shared>,
+    /// The query options statements run with (the SQL functions; `statement_timeout`).
+    options: vev::QueryOptions,
     txn: Option<Txn>,
     settings: BTreeMap<String, String>,
     next_row: u64,
@@ -178,6 +189,7 @@ impl Session {
             .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         Session {
             id,
+            options: shared.options.clone(),
             shared,
             txn: None,
             settings: default_settings(),
@@ -294,7 +306,8 @@ impl Session {
         } else {
             self.base_db()?
         };
-        self.shared.catalog(&db)
+        self.shared
+            .catalog(&db, !schema_changed && !self.reading_the_past())
     }
 
     /// psql's answer to one of its describe queries (`\\d`, `\\dt`), if `sql` is one.
@@ -411,6 +424,7 @@ impl Session {
                     })?;
                 }
                 self.settings.insert(name.clone(), value);
+                self.options.limits.timeout = self.timeout("statement_timeout");
                 Ok(Outcome::Command("SET".into()))
             }
             Plan::Show(name) => {
@@ -519,10 +533,8 @@ impl Session {
         query: &vev::Query,
         args: &[Edn],
     ) -> Result<Vec<Vec<Edn>>, SqlError> {
-        let mut options = self.shared.options.clone();
-        options.limits.timeout = self.timeout("statement_timeout");
         let result = db
-            .q_prepared(query, args, &options)
+            .q_prepared(query, args, &self.options)
             .map_err(|e| SqlError::from_vev(&vev::Error::from(e)))?;
         Ok(match result {
             vev::QueryResult::Rel(rows) | vev::QueryResult::Bag(rows) => {
