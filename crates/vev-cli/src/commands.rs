@@ -778,11 +778,14 @@ pub fn verify(path: &Path) -> CliResult<()> {
 }
 
 /// `vev serve`: the PostgreSQL server on the database, until the process is stopped.
-pub fn serve(path: &Path, listen: std::net::IpAddr, port: u16, lock: LockMode) -> CliResult<()> {
+pub fn serve(
+    path: &Path,
+    listen: std::net::SocketAddr,
+    password: Option<String>,
+    lock: LockMode,
+) -> CliResult<()> {
     let conn = open_write(path, lock)?;
-    let opts = vev_pg::ServeOptions {
-        listen: std::net::SocketAddr::new(listen, port),
-    };
+    let opts = vev_pg::ServeOptions { listen, password };
     let server = vev_pg::Server::start(conn, &opts).map_err(|e| CliError::Argument {
         code: e.code(),
         message: e.to_string(),

@@ -193,6 +193,10 @@ enum Command {
         /// The port (0: any free port, printed at start).
         #[arg(long, default_value_t = 5432)]
         port: u16,
+        /// Require this password from every client (SCRAM-SHA-256); without it, any
+        /// client that can connect is trusted.
+        #[arg(long)]
+        password: Option<String>,
     },
     /// Print counts: datoms, entities, attributes, size on disk, datoms per attribute.
     Stats {
@@ -331,7 +335,12 @@ fn run(cli: Cli) -> error::CliResult<ExitCode> {
             commands::schema(&db, system, Format::resolve(format))
         }
         Command::Stats { db, format } => commands::stats(&db, Format::resolve(format)),
-        Command::Serve { db, listen, port } => commands::serve(&db, listen, port, lock),
+        Command::Serve {
+            db,
+            listen,
+            port,
+            password,
+        } => commands::serve(&db, std::net::SocketAddr::new(listen, port), password, lock),
         // The one command whose failures (of entries) are printed as they happen.
         Command::Repl { db } => return repl::repl(&db, lock),
         Command::Verify { db } => commands::verify(&db),

@@ -30,12 +30,16 @@ pub const SERVER_VERSION: &str = "15.18";
 pub struct ServeOptions {
     /// The address to listen on (`127.0.0.1:5432` by default).
     pub listen: SocketAddr,
+    /// Clients must give this password (SCRAM-SHA-256, libpq's default method); `None`
+    /// trusts every client (fit for loopback only).
+    pub password: Option<String>,
 }
 
 impl Default for ServeOptions {
     fn default() -> ServeOptions {
         ServeOptions {
             listen: SocketAddr::from(([127, 0, 0, 1], 5432)),
+            password: None,
         }
     }
 }
@@ -89,7 +93,10 @@ impl Server {
             source,
         })?;
         let shared = Arc::new(session::Shared::new(conn));
-        let factory = Arc::new(server::Factory(Arc::new(server::Handlers::new(shared))));
+        let factory = Arc::new(server::Factory(Arc::new(server::Handlers::new(
+            shared,
+            opts.password.as_deref(),
+        ))));
         let (stop_tx, mut stop_rx) = tokio::sync::oneshot::channel::<()>();
         let (done_tx, done_rx) = tokio::sync::oneshot::channel::<()>();
         runtime.spawn(async move {

@@ -7,9 +7,11 @@ use std::sync::Arc;
 use async_trait::async_trait;
 use bytes::{BufMut, BytesMut};
 use futures::{stream, Sink, SinkExt, StreamExt};
+use pgwire::api::auth::sasl::scram::{gen_salted_password, ScramAuth};
+use pgwire::api::auth::sasl::SASLAuthStartupHandler;
 use pgwire::api::auth::{
-    finish_authentication, protocol_negotiation, save_startup_parameters_to_metadata,
-    DefaultServerParameterProvider, StartupHandler,
+    finish_authentication, protocol_negotiation, save_startup_parameters_to_metadata, AuthSource,
+    DefaultServerParameterProvider, LoginInfo, Password, StartupHandler,
 };
 use pgwire::api::copy::CopyHandler;
 use pgwire::api::portal::{Format, Portal};
@@ -56,21 +58,61 @@ pub struct Handlers {
     params: DefaultServerParameterProvider,
     pids: RandomPidSecretKeyGenerator,
     parser: Arc<Parser>,
+    /// SCRAM-SHA-256 when the server has a password; trust otherwise.
+    scram: Option<SASLAuthStartupHandler<DefaultServerParameterProvider>>,
+}
+
+/// The parameters a session starts with (ParameterStatus).
+fn server_params() -> DefaultServerParameterProvider {
+    let mut params = DefaultServerParameterProvider::default();
+    params.server_version = crate::SERVER_VERSION.to_owned();
+    params.date_style = "ISO, MDY".to_owned();
+    params.time_zone = "UTC".to_owned();
+    params
+}
+
+/// SCRAM's iteration count (PostgreSQL's default).
+const SCRAM_ITERATIONS: usize = 4096;
+
+/// The server's one password, salted once (every user name is accepted with it).
+#[derive(Debug)]
+struct ServerPassword {
+    salt: Vec<u8>,
+    salted: Vec<u8>,
+}
+
+#[async_trait]
+impl AuthSource for ServerPassword {
+    async fn get_password(&self, _login: &LoginInfo) -> PgWireResult<Password> {
+        Ok(Password::new(Some(self.salt.clone()), self.salted.clone()))
+    }
 }
 
 impl Handlers {
-    pub fn new(shared: Arc<Shared>) -> Handlers {
-        let mut params = DefaultServerParameterProvider::default();
-        params.server_version = crate::SERVER_VERSION.to_owned();
-        params.date_style = "ISO, MDY".to_owned();
-        params.time_zone = "UTC".to_owned();
+    pub fn new(shared: Arc<Shared>, password: Option<&str>) -> Handlers {
+        let scram = password.map(|pw| {
+            let salt: Vec<u8> = (0..16).map(|_| rand_byte()).collect();
+            let salted = gen_salted_password(pw, &salt, SCRAM_ITERATIONS);
+            let mut auth = ScramAuth::new(Arc::new(ServerPassword { salt, salted }));
+            auth.set_iterations(SCRAM_ITERATIONS);
+            SASLAuthStartupHandler::new(Arc::new(server_params())).with_scram(auth)
+        });
         Handlers {
             shared,
-            params,
+            params: server_params(),
             pids: RandomPidSecretKeyGenerator::default(),
             parser: Arc::new(Parser),
+            scram,
         }
     }
+}
+
+/// A random byte for the salt (from the process's hasher seeds: no extra dependency).
+fn rand_byte() -> u8 {
+    use std::hash::{BuildHasher, Hasher};
+    let mut h = std::collections::hash_map::RandomState::new().build_hasher();
+    h.write_u64(crate::session::now_ms() as u64);
+    h.finish() as u8
 }
 
 fn session<C: ClientInfo>(client: &C) -> PgWireResult<Arc<SessionCell>> {
@@ -88,10 +130,18 @@ impl StartupHandler for Handlers {
         message: PgWireFrontendMessage,
     ) -> PgWireResult<()>
     where
-        C: ClientInfo + Sink<PgWireBackendMessage> + Unpin + Send,
+        C: ClientInfo + Sink<PgWireBackendMessage> + Unpin + Send + Sync,
         C::Error: Debug,
         PgWireError: From<<C as Sink<PgWireBackendMessage>>::Error>,
     {
+        if let Some(scram) = &self.scram {
+            let starting = matches!(message, PgWireFrontendMessage::Startup(_));
+            scram.on_startup(client, message).await?;
+            if starting {
+                self.new_session(client);
+            }
+            return Ok(());
+        }
         let PgWireFrontendMessage::Startup(startup) = message else {
             return Ok(());
         };
@@ -99,6 +149,14 @@ impl StartupHandler for Handlers {
         save_startup_parameters_to_metadata(client, &startup);
         let (pid, key) = self.pids.generate(client);
         client.set_pid_and_secret_key(pid, key);
+        self.new_session(client);
+        finish_authentication(client, &self.params).await
+    }
+}
+
+impl Handlers {
+    /// The connection's session, for the user and database of its startup message.
+    fn new_session<C: ClientInfo>(&self, client: &C) {
         let user = client
             .metadata()
             .get("user")
@@ -114,7 +172,6 @@ impl StartupHandler for Handlers {
             user,
             database,
         )));
-        finish_authentication(client, &self.params).await
     }
 }
 

@@ -52,6 +52,7 @@ impl Served {
         let conn = vev::Connection::open(dir.path().join("drivers.vev")).expect("open");
         let opts = vev_pg::ServeOptions {
             listen: "127.0.0.1:0".parse().expect("an address"),
+            password: None,
         };
         let server = vev_pg::Server::start(conn, &opts).expect("the server starts");
         Served {
@@ -199,4 +200,44 @@ fn psycopg() {
     assert_eq!(r["duplicate"], json!("23505"));
     assert_eq!(r["too-long"], json!("22001"));
     assert_eq!(r["copied"], json!(10));
+}
+
+/// `--password`: SCRAM-SHA-256 with the right password connects; a wrong or missing one
+/// is refused before any statement runs.
+#[test]
+fn a_password_is_checked_by_scram() {
+    let dir = tempfile::tempdir().expect("a temp dir");
+    let conn = vev::Connection::open(dir.path().join("scram.vev")).expect("open");
+    let opts = vev_pg::ServeOptions {
+        listen: "127.0.0.1:0".parse().expect("an address"),
+        password: Some("s3cret pass".into()),
+    };
+    let server = vev_pg::Server::start(conn, &opts).expect("the server starts");
+    let port = server.local_addr().port();
+    let rt = tokio::runtime::Runtime::new().expect("a runtime");
+    let connect = |password: Option<&str>| {
+        let mut config = tokio_postgres::Config::new();
+        config
+            .host("127.0.0.1")
+            .port(port)
+            .user("vev")
+            .dbname("app");
+        if let Some(p) = password {
+            config.password(p);
+        }
+        rt.block_on(async move {
+            let (client, connection) = config.connect(tokio_postgres::NoTls).await?;
+            tokio::spawn(connection);
+            let row = client.query_one("SELECT 40 + 2", &[]).await?;
+            Ok::<i32, tokio_postgres::Error>(row.get(0))
+        })
+    };
+    assert_eq!(
+        connect(Some("s3cret pass")).expect("the right password"),
+        42
+    );
+    let wrong = connect(Some("s3cret")).expect_err("a wrong password is refused");
+    assert_eq!(wrong.code().map(|c| c.code()), Some("28P01"), "{wrong}");
+    assert!(connect(None).is_err(), "no password is refused");
+    server.shutdown();
 }
