@@ -569,6 +569,9 @@ impl Session {
         match &mut self.txn {
             Some(t) => {
                 merge_ops(&mut t.pending, ops);
+                // Folding can leave as many pending ops as before (a column updated twice):
+                // their count does not tell that the view is stale.
+                t.view = None;
                 // The view catches up (and checks the new data) before the next statement;
                 // check it now so the error belongs to this statement.
                 self.view()?;
