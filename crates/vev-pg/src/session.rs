@@ -568,6 +568,8 @@ impl Session {
         }
         match &mut self.txn {
             Some(t) => {
+                let mut ops = ops;
+                sql::write::reinsert_deleted(&self.shared.conn.db(), &mut t.pending, &mut ops);
                 merge_ops(&mut t.pending, ops);
                 // Folding can leave as many pending ops as before (a column updated twice):
                 // their count does not tell that the view is stale.
