@@ -443,6 +443,22 @@ fn nulls_are_absent_and_never_equal() {
         // Setting a column to NULL removes its value.
         exec(&c, "UPDATE n SET v = NULL WHERE id = 1").await;
         assert_eq!(count(&c, "SELECT count(*) FROM n WHERE v IS NULL").await, 3);
+        // Without a column list, N values fill the first N columns; the rest are NULL.
+        exec(&c, "INSERT INTO n VALUES (4); INSERT INTO n VALUES (5, 50)").await;
+        let rows = c
+            .query("SELECT id, v, s FROM n WHERE id >= 4 ORDER BY id", &[])
+            .await
+            .unwrap();
+        let got: Vec<(i32, Option<i32>, Option<String>)> = rows
+            .iter()
+            .map(|r| (r.get(0), r.get(1), r.get(2)))
+            .collect();
+        assert_eq!(got, [(4, None, None), (5, Some(50), None)]);
+        let e = c
+            .batch_execute("INSERT INTO n VALUES (6, 1, 'a', 'extra')")
+            .await
+            .unwrap_err();
+        assert_eq!(sqlstate(&e), "42601", "more values than columns: {e:?}");
     });
 }
 

@@ -92,6 +92,12 @@ pub fn insert(ins: &sqlparser::ast::Insert, catalog: &Catalog) -> Result<InsertP
     let SetExpr::Values(values) = &*source.body else {
         return Err(SqlError::unsupported("INSERT ... SELECT"));
     };
+    let mut columns = columns;
+    if ins.columns.is_empty() {
+        // Without a column list, N values fill the first N columns (PostgreSQL's rule).
+        let given = values.rows.first().map_or(0, |r| r.content.len());
+        columns.truncate(given.max(1));
+    }
     let mut params = Vec::new();
     for row in values.rows.iter().map(|r| &r.content) {
         if row.len() != columns.len() {
