@@ -1035,3 +1035,40 @@ fn a_prepared_statement_is_reused() {
         assert_eq!(v, -1, "the statement runs on after the schema changed");
     });
 }
+
+/// Execute with a row limit (what JDBC's fetch size does): the portal is suspended after
+/// each batch and resumed by the next Execute.
+#[test]
+fn a_portal_is_read_in_batches() {
+    with_server(|addr| async move {
+        let (mut c, _conn) = connect(addr).await;
+        let values: Vec<String> = (0..25).map(|i| format!("({i})")).collect();
+        exec(
+            &c,
+            &format!(
+                "CREATE TABLE p (id int PRIMARY KEY); INSERT INTO p VALUES {}",
+                values.join(", ")
+            ),
+        )
+        .await;
+        let tx = c.transaction().await.unwrap();
+        let stmt = tx
+            .prepare("SELECT id FROM p WHERE id >= $1 ORDER BY id")
+            .await
+            .unwrap();
+        let portal = tx.bind(&stmt, &[&5i32]).await.unwrap();
+        let mut sizes = Vec::new();
+        let mut ids = Vec::new();
+        loop {
+            let rows = tx.query_portal(&portal, 7).await.unwrap();
+            sizes.push(rows.len());
+            ids.extend(rows.iter().map(|r| r.get::<_, i32>(0)));
+            if rows.len() < 7 || sizes.len() > 10 {
+                break;
+            }
+        }
+        assert_eq!(sizes, [7, 7, 6]);
+        assert_eq!(ids, (5..25).collect::<Vec<i32>>());
+        tx.commit().await.unwrap();
+    });
+}
