@@ -184,15 +184,27 @@ fn id_column() -> Column {
 /// A digest of everything a catalog is read from: attribute ids, idents, types and
 /// uniqueness. `:vev.sql/*` facts change only together with those.
 fn fingerprint(db: &Db) -> u64 {
-    use std::hash::{Hash, Hasher};
-    let mut h = std::collections::hash_map::DefaultHasher::new();
+    // FNV-1a over the bytes: stable, and cheap enough to run per statement.
+    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+    let mut eat = |bytes: &[u8]| {
+        for b in bytes {
+            h ^= u64::from(*b);
+            h = h.wrapping_mul(0x0100_0000_01b3);
+        }
+    };
     for a in db.schema().attributes() {
-        a.id.hash(&mut h);
-        a.ident.to_string().hash(&mut h);
-        (a.value_type as u8).hash(&mut h);
-        a.unique.map(|u| u == Unique::Identity).hash(&mut h);
+        eat(&a.id.to_le_bytes());
+        eat(a.ident.namespace().unwrap_or_default().as_bytes());
+        eat(b"/");
+        eat(a.ident.name().as_bytes());
+        let unique = match a.unique {
+            None => 0,
+            Some(Unique::Identity) => 1,
+            Some(_) => 2,
+        };
+        eat(&[a.value_type as u8, unique]);
     }
-    h.finish()
+    h
 }
 
 /// The tables created through SQL, from their `:vev.sql/*` facts.

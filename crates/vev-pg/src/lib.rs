@@ -9,6 +9,7 @@
 pub mod catalog;
 pub mod error;
 pub mod locks;
+pub mod pgcatalog;
 pub mod server;
 pub mod session;
 pub mod sql;

@@ -6,7 +6,7 @@ use std::sync::Arc;
 
 use async_trait::async_trait;
 use bytes::{BufMut, BytesMut};
-use futures::{stream, Sink, SinkExt};
+use futures::{stream, Sink, SinkExt, StreamExt};
 use pgwire::api::auth::{
     finish_authentication, protocol_negotiation, save_startup_parameters_to_metadata,
     DefaultServerParameterProvider, StartupHandler,
@@ -19,13 +19,19 @@ use pgwire::api::results::{
     FieldInfo, QueryResponse, Response, Tag,
 };
 use pgwire::api::stmt::{QueryParser, StoredStatement};
+use pgwire::api::store::Entry;
 use pgwire::api::store::PortalStore;
 use pgwire::api::{
-    ClientInfo, ClientPortalStore, PgWireServerHandlers, PidSecretKeyGenerator,
-    RandomPidSecretKeyGenerator, Type,
+    ClientInfo, ClientPortalStore, PgWireConnectionState, PgWireServerHandlers,
+    PidSecretKeyGenerator, RandomPidSecretKeyGenerator, Type, DEFAULT_NAME,
 };
 use pgwire::error::{PgWireError, PgWireResult};
 use pgwire::messages::copy::{CopyData, CopyDone, CopyFail};
+use pgwire::messages::data::{NoData, ParameterDescription, RowDescription};
+use pgwire::messages::extendedquery::{
+    Bind, BindComplete, Describe, Execute, Parse, ParseComplete,
+};
+use pgwire::messages::response::EmptyQueryResponse;
 use pgwire::messages::{PgWireBackendMessage, PgWireFrontendMessage};
 use pgwire::types::format::FormatOptions;
 use pgwire::types::ToSqlText;
@@ -118,6 +124,8 @@ impl StartupHandler for Handlers {
 pub struct Prepared {
     pub stmt: Option<Statement>,
     pub plan: Result<Plan, SqlError>,
+    /// The catalog the plan was made against.
+    pub catalog: Option<Arc<crate::catalog::Catalog>>,
     /// Parameter types the client declared at Parse (`None`: to infer).
     pub declared: Vec<Option<Type>>,
 }
@@ -175,16 +183,19 @@ impl QueryParser for Parser {
         };
         let cell = session(client)?;
         let mut s = cell.lock().await;
-        let plan = match &stmt {
-            Some(st) => s.plan(st),
-            None => Ok(Plan::Empty),
+        // A statement that does not plan (an unknown table, say) is an error at Parse, as
+        // in PostgreSQL.
+        let (plan, catalog) = match &stmt {
+            Some(st) => {
+                let (p, c) = s.plan_with_catalog(st)?;
+                (p, Some(c))
+            }
+            None => (Plan::Empty, None),
         };
-        // A statement that does not plan (an unknown table, say) still parses: PostgreSQL
-        // reports the error at Parse, and so do we, as the error of the statement.
-        let plan = plan?;
         Ok(Some(Arc::new(Prepared {
             stmt,
             plan: Ok(plan),
+            catalog,
             declared: types.to_vec(),
         })))
     }
@@ -298,6 +309,11 @@ impl SimpleQueryHandler for Handlers {
     {
         let cell = session(client)?;
         let mut s = cell.lock().await;
+        match s.psql_describe(query) {
+            Some(Ok(outcome)) => return Ok(vec![response(outcome, None)?]),
+            Some(Err(e)) => return Ok(vec![Response::Error(Box::new(e.into()))]),
+            None => {}
+        }
         let stmts = match sql::parse(query) {
             Ok(stmts) => stmts,
             Err(e) => return Ok(vec![Response::Error(Box::new(e.into()))]),
@@ -338,6 +354,191 @@ impl ExtendedQueryHandler for Handlers {
         self.parser.clone()
     }
 
+    async fn on_parse<C>(&self, client: &mut C, message: Parse) -> PgWireResult<()>
+    where
+        C: ClientInfo + ClientPortalStore + Sink<PgWireBackendMessage> + Unpin + Send + Sync,
+        C::PortalStore: PortalStore<Statement = Arc<Prepared>>,
+        C::Error: Debug,
+        PgWireError: From<<C as Sink<PgWireBackendMessage>>::Error>,
+    {
+        let name = message
+            .name
+            .clone()
+            .unwrap_or_else(|| DEFAULT_NAME.to_owned());
+        match StoredStatement::parse(client, &message, self.query_parser()).await? {
+            Some(stmt) => client.portal_store().put_statement(Arc::new(stmt)),
+            None => client.portal_store().put_empty_statement(&name),
+        }
+        // Fed, not sent: the replies to a pipeline go out in one write at Sync.
+        client
+            .feed(PgWireBackendMessage::ParseComplete(ParseComplete::new()))
+            .await?;
+        Ok(())
+    }
+
+    async fn on_bind<C>(&self, client: &mut C, message: Bind) -> PgWireResult<()>
+    where
+        C: ClientInfo + ClientPortalStore + Sink<PgWireBackendMessage> + Unpin + Send + Sync,
+        C::PortalStore: PortalStore<Statement = Arc<Prepared>>,
+        C::Error: Debug,
+        PgWireError: From<<C as Sink<PgWireBackendMessage>>::Error>,
+    {
+        let statement_name = message.statement_name.as_deref().unwrap_or(DEFAULT_NAME);
+        let portal_name = message.portal_name.as_deref().unwrap_or(DEFAULT_NAME);
+        match client.portal_store().get_statement(statement_name) {
+            Some(Entry::Value(statement)) => {
+                let portal = Portal::try_new(&message, statement)?;
+                client.portal_store().put_portal(Arc::new(portal));
+            }
+            Some(Entry::Empty) if message.parameters.is_empty() => {
+                client.portal_store().put_empty_portal(portal_name);
+            }
+            Some(Entry::Empty) => {
+                return Err(SqlError::new(
+                    "08P01",
+                    format!(
+                        "bind message supplies {} parameters, but prepared statement \"{statement_name}\" requires 0",
+                        message.parameters.len()
+                    ),
+                )
+                .into());
+            }
+            None => return Err(PgWireError::StatementNotFound(statement_name.to_owned())),
+        }
+        client
+            .feed(PgWireBackendMessage::BindComplete(BindComplete::new()))
+            .await?;
+        Ok(())
+    }
+
+    async fn on_describe<C>(&self, client: &mut C, message: Describe) -> PgWireResult<()>
+    where
+        C: ClientInfo + ClientPortalStore + Sink<PgWireBackendMessage> + Unpin + Send + Sync,
+        C::PortalStore: PortalStore<Statement = Arc<Prepared>>,
+        C::Error: Debug,
+        PgWireError: From<<C as Sink<PgWireBackendMessage>>::Error>,
+    {
+        let name = message.name.as_deref().unwrap_or(DEFAULT_NAME);
+        let (params, fields) = match message.target_type {
+            b'S' => match client.portal_store().get_statement(name) {
+                Some(Entry::Value(stmt)) => {
+                    let r = self.do_describe_statement(client, &stmt).await?;
+                    (Some(r.parameters), r.fields)
+                }
+                Some(Entry::Empty) => (Some(Vec::new()), Vec::new()),
+                None => return Err(PgWireError::StatementNotFound(name.to_owned())),
+            },
+            b'P' => match client.portal_store().get_portal(name) {
+                Some(Entry::Value(portal)) => {
+                    (None, self.do_describe_portal(client, &portal).await?.fields)
+                }
+                Some(Entry::Empty) => (None, Vec::new()),
+                None => return Err(PgWireError::PortalNotFound(name.to_owned())),
+            },
+            other => return Err(PgWireError::InvalidTargetType(other)),
+        };
+        if let Some(params) = params {
+            let oids = params.iter().map(Type::oid).collect();
+            client
+                .feed(PgWireBackendMessage::ParameterDescription(
+                    ParameterDescription::new(oids),
+                ))
+                .await?;
+        }
+        if fields.is_empty() {
+            client
+                .feed(PgWireBackendMessage::NoData(NoData::new()))
+                .await?;
+        } else {
+            let desc = RowDescription::new(fields.iter().map(Into::into).collect());
+            client
+                .feed(PgWireBackendMessage::RowDescription(desc))
+                .await?;
+        }
+        Ok(())
+    }
+
+    /// Execute with every reply fed (one write at Sync). A portal asked for part of its
+    /// rows (`max_rows > 0`) goes through pgwire's own execution, which keeps it suspended.
+    async fn on_execute<C>(&self, client: &mut C, message: Execute) -> PgWireResult<()>
+    where
+        C: ClientInfo + ClientPortalStore + Sink<PgWireBackendMessage> + Unpin + Send + Sync,
+        C::PortalStore: PortalStore<Statement = Arc<Prepared>>,
+        C::Error: Debug,
+        PgWireError: From<<C as Sink<PgWireBackendMessage>>::Error>,
+    {
+        let portal_name = message.name.as_deref().unwrap_or(DEFAULT_NAME).to_owned();
+        let portal = match client.portal_store().get_portal(&portal_name) {
+            Some(Entry::Value(p)) if message.max_rows == 0 => p,
+            _ => return self._on_execute(client, message).await,
+        };
+        if !matches!(client.state(), PgWireConnectionState::ReadyForQuery) {
+            return Err(PgWireError::NotReadyForQuery);
+        }
+        let mut status = client.transaction_status();
+        client.set_state(PgWireConnectionState::QueryInProgress);
+        let response = ExtendedQueryHandler::do_query(self, client, &portal, 0).await;
+        if response.is_err() {
+            client.set_state(PgWireConnectionState::ReadyForQuery);
+        }
+        match response? {
+            Response::Query(mut results) => {
+                let tag = results.command_tag().to_owned();
+                let mut n = 0;
+                while let Some(row) = results.data_rows().next().await {
+                    client.feed(PgWireBackendMessage::DataRow(row?)).await?;
+                    n += 1;
+                }
+                let done = Tag::new(&tag).with_rows(n);
+                client
+                    .feed(PgWireBackendMessage::CommandComplete(done.into()))
+                    .await?;
+            }
+            Response::EmptyQuery => {
+                client
+                    .feed(PgWireBackendMessage::EmptyQueryResponse(
+                        EmptyQueryResponse::new(),
+                    ))
+                    .await?;
+            }
+            Response::Execution(tag) => {
+                client
+                    .feed(PgWireBackendMessage::CommandComplete(tag.into()))
+                    .await?;
+            }
+            Response::TransactionStart(tag) => {
+                client
+                    .feed(PgWireBackendMessage::CommandComplete(tag.into()))
+                    .await?;
+                status = status.to_in_transaction_state();
+            }
+            Response::TransactionEnd(tag) => {
+                client
+                    .feed(PgWireBackendMessage::CommandComplete(tag.into()))
+                    .await?;
+                status = status.to_idle_state();
+                client.portal_store().rm_portal(DEFAULT_NAME);
+            }
+            Response::Error(e) => {
+                client
+                    .feed(PgWireBackendMessage::ErrorResponse((*e).into()))
+                    .await?;
+                status = status.to_error_state();
+            }
+            Response::CopyIn(result) => {
+                client.set_state(PgWireConnectionState::CopyInProgress(true));
+                pgwire::api::copy::send_copy_in_response(client, result).await?;
+                return Ok(());
+            }
+            Response::CopyOut(_) | Response::CopyBoth(_) => {
+                return Err(SqlError::unsupported("COPY TO").into());
+            }
+        }
+        client.set_state(PgWireConnectionState::ReadyForQuery);
+        client.set_transaction_status(status);
+        Ok(())
+    }
+
     async fn do_query<C>(
         &self,
         client: &mut C,
@@ -354,8 +555,18 @@ impl ExtendedQueryHandler for Handlers {
         let cell = session(client)?;
         let mut s = cell.lock().await;
         let params = bind_params(portal)?;
+        let current = s.catalog().inspect_err(|_| s.fail_transaction())?;
         let plan = match (&prepared.stmt, &prepared.plan) {
-            // Planned again: the schema may have changed since Parse.
+            // The plan made at Parse, while the tables are the same.
+            (Some(_), Ok(p))
+                if prepared
+                    .catalog
+                    .as_ref()
+                    .is_some_and(|c| Arc::ptr_eq(c, &current)) =>
+            {
+                p.clone()
+            }
+            // Planned again: the schema changed since Parse.
             (Some(stmt), Ok(_)) => match s.plan(stmt) {
                 Ok(p) => p,
                 Err(e) => {

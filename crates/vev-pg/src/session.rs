@@ -21,12 +21,19 @@ use crate::sql::write::{CopyPlan, RowsPlan};
 use crate::sql::{self, Plan};
 use crate::types::SqlType;
 
+/// What a write changes, so that later reads know whether they must see it.
+enum Touch<'a> {
+    Tables(&'a [String]),
+    Schema,
+}
+
 /// What every session of one server shares.
 pub struct Shared {
     pub conn: Connection,
     pub locks: LockTable,
     pub options: vev::QueryOptions,
-    catalog: std::sync::Mutex<Option<Arc<Catalog>>>,
+    /// The latest catalog, with the basis-t of the committed database it was read from.
+    catalog: std::sync::Mutex<Option<(Option<vev::BasisT>, Arc<Catalog>)>>,
     next_session: std::sync::atomic::AtomicU64,
 }
 
@@ -45,14 +52,22 @@ impl Shared {
         }
     }
 
-    /// The tables of `db` (cached while its schema stays the same).
-    pub fn catalog(&self, db: &Db) -> Result<Arc<Catalog>, SqlError> {
+    /// The tables of `db` (cached while its schema stays the same). `committed`: `db` is a
+    /// committed database (not a transaction's view), whose basis-t alone tells whether
+    /// its schema is the one cached.
+    pub fn catalog(&self, db: &Db, committed: bool) -> Result<Arc<Catalog>, SqlError> {
         let mut slot = self
             .catalog
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner);
-        let c = Catalog::current(&slot, db)?;
-        *slot = Some(c.clone());
+        if let Some((Some(basis), c)) = slot.as_ref() {
+            if committed && *basis == db.basis_t() {
+                return Ok(c.clone());
+            }
+        }
+        let cached = slot.as_ref().map(|(_, c)| c.clone());
+        let c = Catalog::current(&cached, db)?;
+        *slot = Some((committed.then(|| db.basis_t()), c.clone()));
         Ok(c)
     }
 }
@@ -76,11 +91,14 @@ pub enum Outcome {
 
 /// The view a transaction reads: the latest database with its pending writes applied.
 struct View {
+    /// The basis of the database the writes were applied to.
     basis: vev::BasisT,
-    ops: usize,
+    /// How many of the pending operations are applied.
+    applied: usize,
     db: Db,
-    /// Entities the pending writes created, by their tempid.
+    /// Entities the pending writes created, by their tempid, both ways.
     tempids: HashMap<EntityId, String>,
+    ids: HashMap<String, EntityId>,
 }
 
 #[derive(Default)]
@@ -88,8 +106,22 @@ struct Txn {
     pending: Vec<TxOp>,
     locks: Vec<EntityId>,
     view: Option<View>,
+    /// The pending operations changed other than at their end (a write folded into an
+    /// earlier one): the view is rebuilt rather than extended.
+    folded: bool,
+    /// The tables the pending writes touch.
+    touched: std::collections::BTreeSet<String>,
+    /// The pending writes change the schema (and may touch any table).
+    schema: bool,
     /// An error ended the transaction's usefulness: only ROLLBACK (or COMMIT) is taken.
     failed: bool,
+}
+
+impl Txn {
+    /// Whether statements reading `tables` must read through the pending writes.
+    fn affects(&self, tables: &[String]) -> bool {
+        self.schema || tables.iter().any(|t| self.touched.contains(t))
+    }
 }
 
 /// COPY in progress.
@@ -105,6 +137,8 @@ struct Copying {
 pub struct Session {
     pub id: SessionId,
     shared: Arc<Shared>,
+    /// The query options statements run with (the SQL functions; `statement_timeout`).
+    options: vev::QueryOptions,
     txn: Option<Txn>,
     settings: BTreeMap<String, String>,
     next_row: u64,
@@ -155,6 +189,7 @@ impl Session {
             .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         Session {
             id,
+            options: shared.options.clone(),
             shared,
             txn: None,
             settings: default_settings(),
@@ -216,51 +251,90 @@ impl Session {
 
     /// The database this session's next statement reads.
     pub fn view(&mut self) -> Result<Db, SqlError> {
+        self.view_for(None)
+    }
+
+    /// The database a statement reading `tables` sees: the latest one when the
+    /// transaction's writes touch none of them (`None`: any table).
+    pub fn view_for(&mut self, tables: Option<&[String]>) -> Result<Db, SqlError> {
         let latest = self.base_db()?;
         let Some(txn) = &mut self.txn else {
             return Ok(latest);
         };
         // A failed transaction runs nothing more: its writes are not worth applying.
-        if txn.pending.is_empty() || txn.failed {
+        if txn.pending.is_empty() || txn.failed || tables.is_some_and(|t| !txn.affects(t)) {
             return Ok(latest);
         }
-        if let Some(v) = &txn.view {
-            if v.basis == latest.basis_t() && v.ops == txn.pending.len() {
+        let conn = &self.shared.conn;
+        if let Some(v) = &mut txn.view {
+            if v.basis == latest.basis_t() && !txn.folded {
+                if v.applied < txn.pending.len() {
+                    let ops: Vec<TxOp> = txn.pending[v.applied..]
+                        .iter()
+                        .map(|op| resolve_tempids(op, &v.ids))
+                        .collect();
+                    let report = conn.with(&v.db, &ops).map_err(|e| SqlError::from_vev(&e))?;
+                    note_tempids(&report, &mut v.tempids, &mut v.ids);
+                    v.db = report.db_after;
+                    v.applied = txn.pending.len();
+                }
                 return Ok(v.db.clone());
             }
         }
-        let report = self
-            .shared
-            .conn
+        let report = conn
             .with(&latest, &txn.pending)
             .map_err(|e| SqlError::from_vev(&e))?;
-        let tempids = report
-            .tempids
-            .iter()
-            .filter_map(|(t, e)| match t {
-                TempId::Str(s) => Some((*e, s.to_string())),
-                _ => None,
-            })
-            .collect();
+        let (mut tempids, mut ids) = (HashMap::new(), HashMap::new());
+        note_tempids(&report, &mut tempids, &mut ids);
+        txn.folded = false;
         txn.view = Some(View {
             basis: latest.basis_t(),
-            ops: txn.pending.len(),
+            applied: txn.pending.len(),
             db: report.db_after.clone(),
             tempids,
+            ids,
         });
         Ok(report.db_after)
     }
 
-    /// The catalog of the session's view.
+    /// The catalog of the session's view (the latest database's, unless the transaction
+    /// changes the schema).
     pub fn catalog(&mut self) -> Result<Arc<Catalog>, SqlError> {
-        let db = self.view()?;
-        self.shared.catalog(&db)
+        let schema_changed = self.txn.as_ref().is_some_and(|t| t.schema);
+        let db = if schema_changed {
+            self.view()?
+        } else {
+            self.base_db()?
+        };
+        self.shared
+            .catalog(&db, !schema_changed && !self.reading_the_past())
+    }
+
+    /// psql's answer to one of its describe queries (`\\d`, `\\dt`), if `sql` is one.
+    pub fn psql_describe(&mut self, sql: &str) -> Option<Result<Outcome, SqlError>> {
+        if !sql.contains("pg_catalog.") {
+            return None;
+        }
+        let catalog = match self.catalog() {
+            Ok(c) => c,
+            Err(e) => return Some(Err(e)),
+        };
+        crate::pgcatalog::answer(sql, &catalog, &self.user).map(Ok)
     }
 
     /// Plan a statement against the session's tables.
     pub fn plan(&mut self, stmt: &sqlparser::ast::Statement) -> Result<Plan, SqlError> {
+        Ok(self.plan_with_catalog(stmt)?.0)
+    }
+
+    /// `plan`, with the catalog it was planned against (a prepared statement's plan stays
+    /// good while the session's catalog is that one).
+    pub fn plan_with_catalog(
+        &mut self,
+        stmt: &sqlparser::ast::Statement,
+    ) -> Result<(Plan, Arc<Catalog>), SqlError> {
         let catalog = self.catalog()?;
-        sql::plan(stmt, &catalog)
+        Ok((sql::plan(stmt, &catalog)?, catalog))
     }
 
     /// Run a planned statement with its parameters.
@@ -296,7 +370,8 @@ impl Session {
                     self.next_row = next;
                     out
                 };
-                self.write(ops).await?;
+                self.write(ops, Touch::Tables(std::slice::from_ref(&p.table.name)))
+                    .await?;
                 Ok(Outcome::Command(format!("INSERT 0 {n}")))
             }
             Plan::Update(p) => {
@@ -349,6 +424,7 @@ impl Session {
                     })?;
                 }
                 self.settings.insert(name.clone(), value);
+                self.options.limits.timeout = self.timeout("statement_timeout");
                 Ok(Outcome::Command("SET".into()))
             }
             Plan::Show(name) => {
@@ -457,10 +533,8 @@ impl Session {
         query: &vev::Query,
         args: &[Edn],
     ) -> Result<Vec<Vec<Edn>>, SqlError> {
-        let mut options = self.shared.options.clone();
-        options.limits.timeout = self.timeout("statement_timeout");
         let result = db
-            .q_prepared(query, args, &options)
+            .q_prepared(query, args, &self.options)
             .map_err(|e| SqlError::from_vev(&vev::Error::from(e)))?;
         Ok(match result {
             vev::QueryResult::Rel(rows) | vev::QueryResult::Bag(rows) => {
@@ -481,7 +555,7 @@ impl Session {
                 rows: post(Vec::new(), &p.post, params)?,
             });
         };
-        let db = self.view()?;
+        let db = self.view_for(Some(&p.tables))?;
         let rows = self.query_rows(&db, &p.query, &args)?;
         if p.lock && !rows.is_empty() {
             return Err(SqlError::unsupported("SELECT ... FOR UPDATE"));
@@ -521,7 +595,7 @@ impl Session {
             // Rows read before their locks are taken are only good if nothing committed
             // in between: the basis tells.
             let basis = self.shared.conn.db().basis_t();
-            let db = self.view()?;
+            let db = self.view_for(Some(std::slice::from_ref(&p.table.name)))?;
             rows = self.query_rows(&db, &p.query, args)?;
             let ids: Vec<EntityId> = rows
                 .iter()
@@ -557,23 +631,26 @@ impl Session {
             p.tx(&rows, &entity_ref)?
         };
         let n = rows.len();
-        self.write(ops).await?;
+        self.write(ops, Touch::Tables(std::slice::from_ref(&p.table.name)))
+            .await?;
         Ok(n)
     }
 
     /// Transaction data: pending in a transaction, transacted now outside one.
-    async fn write(&mut self, ops: Vec<TxOp>) -> Result<(), SqlError> {
+    async fn write(&mut self, ops: Vec<TxOp>, touch: Touch<'_>) -> Result<(), SqlError> {
         if ops.is_empty() {
             return Ok(());
         }
         match &mut self.txn {
             Some(t) => {
                 let mut ops = ops;
-                sql::write::reinsert_deleted(&self.shared.conn.db(), &mut t.pending, &mut ops);
-                merge_ops(&mut t.pending, ops);
-                // Folding can leave as many pending ops as before (a column updated twice):
-                // their count does not tell that the view is stale.
-                t.view = None;
+                let db = self.shared.conn.db();
+                t.folded |= sql::write::reinsert_deleted(&db, &mut t.pending, &mut ops);
+                t.folded |= merge_ops(&mut t.pending, ops);
+                match touch {
+                    Touch::Tables(names) => t.touched.extend(names.iter().cloned()),
+                    Touch::Schema => t.schema = true,
+                }
                 // The view catches up (and checks the new data) before the next statement;
                 // check it now so the error belongs to this statement.
                 self.view()?;
@@ -618,7 +695,7 @@ impl Session {
             .into_iter()
             .map(|s| s.op)
             .collect();
-        self.write(ops).await?;
+        self.write(ops, Touch::Schema).await?;
         Ok(Outcome::Command("CREATE TABLE".into()))
     }
 
@@ -644,7 +721,7 @@ impl Session {
             }
             ops.extend(drop_table_ops(&db, table)?);
         }
-        self.write(ops).await?;
+        self.write(ops, Touch::Schema).await?;
         Ok(Outcome::Command("DROP TABLE".into()))
     }
 
@@ -660,7 +737,7 @@ impl Session {
                 });
             }
         }
-        self.write(ops).await?;
+        self.write(ops, Touch::Tables(names)).await?;
         Ok(Outcome::Command("TRUNCATE TABLE".into()))
     }
 
@@ -729,7 +806,7 @@ impl Session {
             .into_iter()
             .map(|s| s.op)
             .collect();
-        self.write(ops).await?;
+        self.write(ops, Touch::Schema).await?;
         Ok(Outcome::Command("ALTER TABLE".into()))
     }
 
@@ -805,7 +882,8 @@ impl Session {
         }
         ops.extend(sql::write::key_guards(table, keys));
         let n = c.rows.len();
-        self.write(ops).await?;
+        self.write(ops, Touch::Tables(std::slice::from_ref(&c.plan.table.name)))
+            .await?;
         Ok(Outcome::Command(format!("COPY {n}")))
     }
 
@@ -858,6 +936,45 @@ fn drop_table_ops(db: &Db, table: &Table) -> Result<Vec<TxOp>, SqlError> {
     Ok(ops)
 }
 
+/// Record a `with` report's string tempids, both ways.
+fn note_tempids(
+    report: &vev::TxReport,
+    tempids: &mut HashMap<EntityId, String>,
+    ids: &mut HashMap<String, EntityId>,
+) {
+    for (t, e) in &report.tempids {
+        if let TempId::Str(s) = t {
+            tempids.insert(*e, s.to_string());
+            ids.insert(s.to_string(), *e);
+        }
+    }
+}
+
+/// `op` with its references to entities created earlier in the view by their ids (an
+/// extension of the view applies only the new operations, where those tempids are unknown).
+fn resolve_tempids(op: &TxOp, ids: &HashMap<String, EntityId>) -> TxOp {
+    let resolve = |e: &EntityRef| match e {
+        EntityRef::TempId(TempId::Str(s)) => ids
+            .get(&**s)
+            .map_or_else(|| e.clone(), |id| EntityRef::Id(*id)),
+        other => other.clone(),
+    };
+    match op {
+        TxOp::Add { e, a, v } => TxOp::Add {
+            e: resolve(e),
+            a: a.clone(),
+            v: v.clone(),
+        },
+        TxOp::Retract { e, a, v } => TxOp::Retract {
+            e: resolve(e),
+            a: a.clone(),
+            v: v.clone(),
+        },
+        TxOp::RetractEntity { e } => TxOp::RetractEntity { e: resolve(e) },
+        other => other.clone(),
+    }
+}
+
 /// Which entity an operation's reference names, for folding a transaction's writes.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 enum Key {
@@ -877,15 +994,17 @@ fn key_of(e: &EntityRef) -> Option<Key> {
 /// row's column replaces an earlier one (one transaction may assert one value per
 /// cardinality-one attribute), and a row inserted then deleted in the transaction
 /// disappears from it.
-fn merge_ops(pending: &mut Vec<TxOp>, new: Vec<TxOp>) {
+fn merge_ops(pending: &mut Vec<TxOp>, new: Vec<TxOp>) -> bool {
+    let mut folded = false;
     for op in new {
+        let before = pending.len();
         match &op {
             TxOp::Add { e, a, .. } | TxOp::Retract { e, a, .. } => {
                 let (Some(k), vev::AttrRef::Ident(attr)) = (key_of(e), a) else {
                     pending.push(op);
                     continue;
                 };
-                drop_attr(pending, &k, attr);
+                folded |= drop_attr(pending, &k, attr);
                 if matches!(op, TxOp::Retract { .. }) && matches!(k, Key::Temp(_)) {
                     // Nothing of a row inserted in this transaction is left to retract.
                     continue;
@@ -898,6 +1017,7 @@ fn merge_ops(pending: &mut Vec<TxOp>, new: Vec<TxOp>) {
                     continue;
                 };
                 pending.retain(|p| !names_entity(p, &k));
+                folded |= pending.len() != before;
                 if matches!(k, Key::Id(_)) {
                     pending.push(op);
                 }
@@ -905,6 +1025,7 @@ fn merge_ops(pending: &mut Vec<TxOp>, new: Vec<TxOp>) {
             _ => pending.push(op),
         }
     }
+    folded
 }
 
 /// Whether `op` writes to entity `k` (a map of it, or an add or retract on it).
@@ -916,11 +1037,15 @@ fn names_entity(op: &TxOp, k: &Key) -> bool {
     }
 }
 
-/// Remove the pending writes of attribute `attr` of entity `k`.
-fn drop_attr(pending: &mut Vec<TxOp>, k: &Key, attr: &vev::Keyword) {
+/// Remove the pending writes of attribute `attr` of entity `k`; whether there were any.
+fn drop_attr(pending: &mut Vec<TxOp>, k: &Key, attr: &vev::Keyword) -> bool {
+    let mut changed = false;
+    let before = pending.len();
     pending.retain_mut(|p| match p {
         TxOp::Map(m) if m.id.as_ref().and_then(key_of).as_ref() == Some(k) => {
+            let n = m.attrs.len();
             m.attrs.retain(|(a, _)| a != attr);
+            changed |= m.attrs.len() != n;
             true
         }
         TxOp::Add {
@@ -935,6 +1060,7 @@ fn drop_attr(pending: &mut Vec<TxOp>, k: &Key, attr: &vev::Keyword) {
         } => !(key_of(e).as_ref() == Some(k) && a == attr),
         _ => true,
     });
+    changed || pending.len() != before
 }
 
 async fn transact(conn: &Connection, ops: Vec<TxOp>) -> Result<(), SqlError> {

@@ -154,7 +154,7 @@ impl Builder {
             return term(b.var);
         }
         let var = self.fresh("c");
-        self.bind_column(si, ci, var.clone(), required || col.not_null || col.many);
+        self.bind_column(si, ci, var.clone(), required || col.not_null);
         term(var)
     }
 
@@ -168,6 +168,13 @@ impl Builder {
             .expect("an attribute column");
         if required {
             self.clauses.push(format!("[{e} {attr} {var}]"));
+        } else if self.column_def(si, ci).many {
+            // A row per value, or one row with NULL when there is none (get-else takes
+            // cardinality-one attributes only).
+            self.clauses.push(format!(
+                "(or-join [{e} {var}] [{e} {attr} {var}] (and (not [{e} {attr}]) [(ground :{}) {var}]))",
+                crate::sqlfns::NULL_KEYWORD
+            ));
         } else {
             self.clauses.push(format!(
                 "[(get-else $ {e} {attr} :{}) {var}]",

@@ -204,8 +204,15 @@ pub fn plan(stmt: &Statement, catalog: &Catalog) -> Result<Plan, SqlError> {
                 .iter()
                 .map(ident_name)
                 .collect::<Vec<_>>()
-                .join(" "),
+                .join("."),
         ),
+        Statement::Reset(r) => match &r.reset {
+            sqlparser::ast::Reset::ConfigurationParameter(name) => Plan::Set {
+                name: name.to_string().to_ascii_lowercase(),
+                value: None,
+            },
+            _ => return Err(SqlError::unsupported("RESET ALL / SESSION AUTHORIZATION")),
+        },
         Statement::Explain { statement, .. } => Plan::Explain(explain(statement, catalog)?),
         Statement::Vacuum(_) => Plan::Noop("VACUUM"),
         Statement::Analyze(_) => Plan::Noop("ANALYZE"),

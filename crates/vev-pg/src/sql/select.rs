@@ -76,6 +76,8 @@ pub struct SelectPlan {
     pub post: Post,
     /// The row entities' find elements, when the statement locks its rows (FOR UPDATE).
     pub lock: bool,
+    /// The tables it reads.
+    pub tables: Vec<String>,
 }
 
 /// One element of `:find`.
@@ -136,6 +138,7 @@ pub fn compile(q: &Query, catalog: &Catalog) -> Result<Option<SelectPlan>, SqlEr
         columns,
         post,
         lock,
+        tables: b.scopes.iter().map(|s| s.table.name.clone()).collect(),
     }))
 }
 

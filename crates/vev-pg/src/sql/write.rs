@@ -282,14 +282,14 @@ pub fn absent_fn(db: &vev::Db, args: &[Edn]) -> Result<Vec<TxOp>, String> {
 /// entity: the pending `retractEntity` of it gives way to retracting the old row's
 /// columns the new row does not set, the new row's map names the entity, and the guard
 /// drops the key. `db` is the committed database, `pending` the transaction's writes,
-/// `new` a statement's.
-pub fn reinsert_deleted(db: &vev::Db, pending: &mut Vec<TxOp>, new: &mut Vec<TxOp>) {
+/// `new` a statement's. Returns whether `pending` changed.
+pub fn reinsert_deleted(db: &vev::Db, pending: &mut Vec<TxOp>, new: &mut Vec<TxOp>) -> bool {
     let guard = Keyword::new(ABSENT_FN);
     if !new
         .iter()
         .any(|op| matches!(op, TxOp::Call { name, .. } if *name == guard))
     {
-        return;
+        return false;
     }
     let deleted: std::collections::HashSet<EntityId> = pending
         .iter()
@@ -301,7 +301,7 @@ pub fn reinsert_deleted(db: &vev::Db, pending: &mut Vec<TxOp>, new: &mut Vec<TxO
         })
         .collect();
     if deleted.is_empty() {
-        return;
+        return false;
     }
     let mut reused: Vec<(EntityId, Keyword, Edn)> = Vec::new();
     for op in new.iter_mut() {
@@ -333,7 +333,7 @@ pub fn reinsert_deleted(db: &vev::Db, pending: &mut Vec<TxOp>, new: &mut Vec<TxO
         });
     }
     if reused.is_empty() {
-        return;
+        return false;
     }
     let by_key: std::collections::HashMap<(Keyword, Edn), EntityId> = reused
         .into_iter()
@@ -366,6 +366,7 @@ pub fn reinsert_deleted(db: &vev::Db, pending: &mut Vec<TxOp>, new: &mut Vec<TxO
         }));
     }
     new.splice(0..0, retracts);
+    true
 }
 
 /// UPDATE: the rows and the new values, found by one query.
