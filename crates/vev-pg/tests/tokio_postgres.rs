@@ -602,6 +602,23 @@ fn errors_carry_their_sqlstate_and_the_connection_survives() {
             .await
             .unwrap_err();
         assert_eq!(sqlstate(&e), "22P02", "a literal that is no int: {e:?}");
+        let e = c
+            .batch_execute("INSERT INTO u VALUES (3000000000, 1)")
+            .await
+            .unwrap_err();
+        assert_eq!(sqlstate(&e), "22003", "an int out of range: {e:?}");
+        let e = c
+            .query(
+                "SELECT v FROM u WHERE id = $1",
+                &[&TextParam("99999999999999999999")],
+            )
+            .await
+            .unwrap_err();
+        assert_eq!(
+            sqlstate(&e),
+            "22003",
+            "a text parameter out of range: {e:?}"
+        );
         // A valid text parameter is typed by its use.
         let v: i32 = c
             .query_one("SELECT v FROM u WHERE id = $1", &[&TextParam("1")])
