@@ -215,6 +215,13 @@ pub fn plan(stmt: &Statement, catalog: &Catalog) -> Result<Plan, SqlError> {
         },
         Statement::Explain { statement, .. } => Plan::Explain(explain(statement, catalog)?),
         Statement::Vacuum(_) => Plan::Noop("VACUUM"),
+        // Prepared statements live in the protocol's statement store, which the client
+        // replaces by name; DEALLOCATE (psycopg sends DEALLOCATE ALL after a failed
+        // transaction) has nothing to drop on the SQL side.
+        Statement::Deallocate { name, .. } if name.value.eq_ignore_ascii_case("all") => {
+            Plan::Noop("DEALLOCATE ALL")
+        }
+        Statement::Deallocate { .. } => Plan::Noop("DEALLOCATE"),
         Statement::Analyze(_) => Plan::Noop("ANALYZE"),
         other => {
             let text = other.to_string();
