@@ -134,6 +134,10 @@ impl LockTable {
                 }
             }
             st.waits.remove(&session);
+            // Whoever waited for this session wakes and looks again (finding a new
+            // blocker, it records a new edge and checks for a cycle itself); until then,
+            // its edge to this session is stale and would show a deadlock that is not.
+            st.waits.retain(|_, blocker| *blocker != session);
         }
         self.released.send_modify(|v| *v = v.wrapping_add(1));
     }
@@ -198,6 +202,31 @@ mod tests {
         assert_eq!(err.code, "40P01");
         t.release(2, &b);
         assert!(first.await.unwrap().unwrap());
+    }
+
+    /// A waiter whose blocker released is not waiting for it any more: that session may
+    /// lock a row the waiter holds without a deadlock (the waiter has not run since the
+    /// release, so it has not yet taken the row it waited for).
+    #[tokio::test]
+    async fn a_released_blocker_is_no_deadlock() {
+        let t = Arc::new(LockTable::default());
+        let (mut a, mut b) = (Vec::new(), Vec::new());
+        t.lock(1, &[1], &mut a, None).await.unwrap();
+        t.lock(2, &[2], &mut b, None).await.unwrap();
+        let t2 = t.clone();
+        let first = tokio::spawn(async move {
+            let mut more = Vec::new();
+            t2.lock(1, &[2], &mut more, None).await.map(|_| more)
+        });
+        tokio::time::sleep(Duration::from_millis(20)).await;
+        t.release(2, &b);
+        // Session 1 has not run since: session 2 waits for it, which is no cycle.
+        let err = t
+            .lock(2, &[1], &mut Vec::new(), Some(Duration::from_millis(50)))
+            .await
+            .unwrap_err();
+        assert_eq!(err.code, "57014", "a wait, not a deadlock: {err:?}");
+        assert_eq!(first.await.unwrap().unwrap(), vec![2]);
     }
 
     #[tokio::test]

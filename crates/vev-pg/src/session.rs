@@ -643,6 +643,9 @@ impl Session {
         }
         match &mut self.txn {
             Some(t) => {
+                let mut ops = ops;
+                let db = self.shared.conn.db();
+                t.folded |= sql::write::reinsert_deleted(&db, &mut t.pending, &mut ops);
                 t.folded |= merge_ops(&mut t.pending, ops);
                 match touch {
                     Touch::Tables(names) => t.touched.extend(names.iter().cloned()),

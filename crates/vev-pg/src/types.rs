@@ -225,11 +225,9 @@ impl SqlType {
     pub fn parse_text(self, text: &str) -> Result<Edn, SqlError> {
         let invalid = || SqlError::invalid_text(self, text);
         Ok(match self {
-            SqlType::Int2 => int_in_range(text.trim(), i64::from(i16::MIN), i64::from(i16::MAX))
-                .ok_or_else(invalid)?,
-            SqlType::Int4 => int_in_range(text.trim(), i64::from(i32::MIN), i64::from(i32::MAX))
-                .ok_or_else(invalid)?,
-            SqlType::Int8 => int_in_range(text.trim(), i64::MIN, i64::MAX).ok_or_else(invalid)?,
+            SqlType::Int2 => int_in_range(self, text, i64::from(i16::MIN), i64::from(i16::MAX))?,
+            SqlType::Int4 => int_in_range(self, text, i64::from(i32::MIN), i64::from(i32::MAX))?,
+            SqlType::Int8 => int_in_range(self, text, i64::MIN, i64::MAX)?,
             SqlType::Float4 | SqlType::Float8 => {
                 Edn::Float(parse_float(text.trim()).ok_or_else(invalid)?)
             }
@@ -261,9 +259,27 @@ impl SqlType {
     }
 }
 
-fn int_in_range(text: &str, min: i64, max: i64) -> Option<Edn> {
-    let n: i64 = text.parse().ok()?;
-    (min..=max).contains(&n).then_some(Edn::Integer(n))
+/// An integer of type `t`: `22P02` for text that is no integer, `22003` for one out of
+/// the type's range (as PostgreSQL tells them apart).
+fn int_in_range(t: SqlType, text: &str, min: i64, max: i64) -> Result<Edn, SqlError> {
+    let digits = text.trim();
+    match digits.parse::<i64>() {
+        Ok(n) if (min..=max).contains(&n) => return Ok(Edn::Integer(n)),
+        Ok(_) => {}
+        Err(_) => {
+            let unsigned = digits.strip_prefix(['-', '+']).unwrap_or(digits);
+            if unsigned.is_empty() || !unsigned.bytes().all(|b| b.is_ascii_digit()) {
+                return Err(SqlError::invalid_text(t, text));
+            }
+        }
+    }
+    Err(SqlError::new(
+        "22003",
+        format!(
+            "value \"{digits}\" is out of range for type {}",
+            t.display()
+        ),
+    ))
 }
 
 fn parse_float(text: &str) -> Option<f64> {

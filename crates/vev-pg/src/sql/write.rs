@@ -3,7 +3,9 @@
 //! - INSERT: each row is a new entity (a tempid) with a value per non-NULL column; a
 //!   table's primary key is a `:db.unique/identity` attribute, so a guard call
 //!   (`:vev.sql/absent`) inside the transaction refuses a key that exists already (an
-//!   identity would otherwise upsert, which is not what INSERT means).
+//!   identity would otherwise upsert, which is not what INSERT means). A key deleted
+//!   earlier in the same transaction is the one exception: the row's entity is reused
+//!   (`reinsert_deleted`).
 //! - UPDATE and DELETE first find their rows with a Datalog query (the WHERE compiled as for
 //!   SELECT, the SET expressions as find elements computed by the `vev.sql/*` functions),
 //!   then assert the new values (or retract for NULL) and retract the rows' entities.
@@ -90,6 +92,12 @@ pub fn insert(ins: &sqlparser::ast::Insert, catalog: &Catalog) -> Result<InsertP
     let SetExpr::Values(values) = &*source.body else {
         return Err(SqlError::unsupported("INSERT ... SELECT"));
     };
+    let mut columns = columns;
+    if ins.columns.is_empty() {
+        // Without a column list, N values fill the first N columns (PostgreSQL's rule).
+        let given = values.rows.first().map_or(0, |r| r.content.len());
+        columns.truncate(given.max(1));
+    }
     let mut params = Vec::new();
     for row in values.rows.iter().map(|r| &r.content) {
         if row.len() != columns.len() {
@@ -265,6 +273,100 @@ pub fn absent_fn(db: &vev::Db, args: &[Edn]) -> Result<Vec<TxOp>, String> {
         }
     }
     Ok(Vec::new())
+}
+
+/// A row deleted and then inserted again, by its primary key, in one transaction
+/// (`DELETE ... WHERE id = 1; INSERT ... (1, ...)`). In one Vev transaction the new row
+/// cannot be a new entity: its key still belongs to the deleted row in db-before (the
+/// guard would refuse it, an identity would upsert to it). So the insert reuses that
+/// entity: the pending `retractEntity` of it gives way to retracting the old row's
+/// columns the new row does not set, the new row's map names the entity, and the guard
+/// drops the key. `db` is the committed database, `pending` the transaction's writes,
+/// `new` a statement's. Returns whether `pending` changed.
+pub fn reinsert_deleted(db: &vev::Db, pending: &mut Vec<TxOp>, new: &mut Vec<TxOp>) -> bool {
+    let guard = Keyword::new(ABSENT_FN);
+    if !new
+        .iter()
+        .any(|op| matches!(op, TxOp::Call { name, .. } if *name == guard))
+    {
+        return false;
+    }
+    let deleted: std::collections::HashSet<EntityId> = pending
+        .iter()
+        .filter_map(|op| match op {
+            TxOp::RetractEntity {
+                e: EntityRef::Id(e),
+            } => Some(*e),
+            _ => None,
+        })
+        .collect();
+    if deleted.is_empty() {
+        return false;
+    }
+    let mut reused: Vec<(EntityId, Keyword, Edn)> = Vec::new();
+    for op in new.iter_mut() {
+        let TxOp::Call { name, args } = op else {
+            continue;
+        };
+        let [Edn::Keyword(attr), Edn::Vector(values)] = args.as_mut_slice() else {
+            continue;
+        };
+        let Some(a) = db
+            .schema()
+            .attribute_by_ident(attr)
+            .filter(|_| *name == guard)
+        else {
+            continue;
+        };
+        values.retain(|v| {
+            let Some(value) = vev::coerce_value(db, a, v) else {
+                return true;
+            };
+            let key = [vev::Component::Entity(a.id), vev::Component::Value(value)];
+            match db.datoms(vev::IndexOrder::Avet, &key).next() {
+                Some(Ok(d)) if deleted.contains(&d.e) => {
+                    reused.push((d.e, attr.clone(), v.clone()));
+                    false
+                }
+                _ => true,
+            }
+        });
+    }
+    if reused.is_empty() {
+        return false;
+    }
+    let by_key: std::collections::HashMap<(Keyword, Edn), EntityId> = reused
+        .into_iter()
+        .map(|(e, attr, v)| ((attr, v), e))
+        .collect();
+    let entities: std::collections::HashSet<EntityId> = by_key.values().copied().collect();
+    pending.retain(
+        |op| !matches!(op, TxOp::RetractEntity { e: EntityRef::Id(x) } if entities.contains(x)),
+    );
+    let mut retracts = Vec::new();
+    for op in new.iter_mut() {
+        let TxOp::Map(m) = op else { continue };
+        let Some(e) = m.attrs.iter().find_map(|(a, v)| match v {
+            TxValue::Edn(v) => by_key.get(&(a.clone(), v.clone())).copied(),
+            _ => None,
+        }) else {
+            continue;
+        };
+        m.id = Some(EntityRef::Id(e));
+        let mut old: Vec<Keyword> = db
+            .datoms(vev::IndexOrder::Eavt, &[vev::Component::Entity(e)])
+            .filter_map(|d| db.ident(d.ok()?.a).cloned())
+            .filter(|a| !m.attrs.iter().any(|(set, _)| set == a))
+            .collect();
+        old.dedup();
+        retracts.extend(old.into_iter().map(|a| TxOp::Retract {
+            e: EntityRef::Id(e),
+            a: vev::AttrRef::Ident(a),
+            v: None,
+        }));
+    }
+    new.splice(0..0, retracts);
+    true
 }
 
 /// UPDATE: the rows and the new values, found by one query.
