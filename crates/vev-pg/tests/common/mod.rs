@@ -23,6 +23,7 @@ impl TestServer {
         let conn = vev::Connection::open(dir.path().join("app.vev")).expect("open the database");
         let opts = ServeOptions {
             listen: std::net::SocketAddr::from(([127, 0, 0, 1], 0)),
+            password: None,
         };
         let server = Server::start(conn, &opts).expect("start the server");
         let port = server.local_addr().port();
