@@ -283,8 +283,10 @@ fn result_columns(plan: &Plan) -> Vec<OutCol> {
             .items
             .iter()
             .map(|(name, e)| {
+                // NULL parameters: the types come from the expressions (casts), not values.
+                let nulls = vec![Param::Null; v.params.len()];
                 let ctx = crate::sql::consts::Ctx {
-                    params: &[],
+                    params: &nulls,
                     now_ms: 0,
                     user: "",
                     database: "",
@@ -375,7 +377,34 @@ impl SimpleQueryHandler for Handlers {
             Ok(stmts) => stmts,
             Err(e) => return Ok(vec![Response::Error(Box::new(e.into()))]),
         };
+        // Several statements in one Query are one transaction, as in PostgreSQL (unless
+        // they manage transactions themselves, copy, or change the schema, which Vev
+        // commits on its own).
+        let implicit = stmts.len() > 1
+            && !s.in_transaction()
+            && !stmts.iter().any(|st| {
+                matches!(
+                    st,
+                    Statement::StartTransaction { .. }
+                        | Statement::Commit { .. }
+                        | Statement::Rollback { .. }
+                        | Statement::Copy { .. }
+                        | Statement::CreateTable(_)
+                        | Statement::Drop { .. }
+                        | Statement::AlterTable(_)
+                )
+            });
+        if implicit {
+            s.execute(
+                &Plan::Begin {
+                    serializable: false,
+                },
+                &[],
+            )
+            .await?;
+        }
         let mut out = Vec::with_capacity(stmts.len());
+        let mut failed = false;
         for stmt in &stmts {
             let result = match s.plan(stmt) {
                 Ok(plan) => s.execute(&plan, &[]).await,
@@ -394,8 +423,15 @@ impl SimpleQueryHandler for Handlers {
                 }
                 Err(e) => {
                     out.push(Response::Error(Box::new(e.into())));
+                    failed = true;
                     break;
                 }
+            }
+        }
+        if implicit {
+            let end = if failed { Plan::Rollback } else { Plan::Commit };
+            if let Err(e) = s.execute(&end, &[]).await {
+                out.push(Response::Error(Box::new(e.into())));
             }
         }
         Ok(out)

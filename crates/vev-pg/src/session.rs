@@ -393,6 +393,15 @@ impl Session {
                 });
                 Ok(Outcome::CopyIn(p.columns.len()))
             }
+            Plan::CreateTable { .. } | Plan::DropTables { .. } | Plan::AddPrimaryKey { .. }
+                if self.txn.is_some() =>
+            {
+                Err(SqlError::unsupported(
+                    "CREATE TABLE, DROP TABLE and ALTER TABLE inside a transaction block (a \
+                     table's schema and its rows cannot commit in one Vev transaction; run \
+                     the DDL outside BEGIN ... COMMIT)",
+                ))
+            }
             Plan::CreateTable {
                 name,
                 columns,

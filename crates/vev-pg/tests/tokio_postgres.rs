@@ -1089,3 +1089,67 @@ fn a_portal_is_read_in_batches() {
         tx.commit().await.unwrap();
     });
 }
+
+/// Several statements in one simple Query are one transaction, as in PostgreSQL: a failure
+/// undoes the statements before it.
+#[test]
+fn a_multi_statement_query_is_one_transaction() {
+    with_server(|addr| async move {
+        let (c, _conn) = connect(addr).await;
+        exec(&c, "CREATE TABLE m (id int PRIMARY KEY)").await;
+        let err = c
+            .simple_query("INSERT INTO m VALUES (1); INSERT INTO m VALUES (2); SELECT * FROM nope")
+            .await
+            .expect_err("the last statement fails");
+        assert_eq!(sqlstate(&err), "42P01");
+        assert_eq!(
+            count(&c, "SELECT count(*) FROM m").await,
+            0,
+            "both inserts undone"
+        );
+        exec(&c, "INSERT INTO m VALUES (1); INSERT INTO m VALUES (2)").await;
+        assert_eq!(count(&c, "SELECT count(*) FROM m").await, 2);
+    });
+}
+
+/// DDL inside BEGIN ... COMMIT is refused with 0A000 (a table's schema and its rows cannot
+/// commit in one Vev transaction), and the transaction is then failed, not half applied.
+#[test]
+fn ddl_inside_a_transaction_block_is_refused() {
+    with_server(|addr| async move {
+        let (c, _conn) = connect(addr).await;
+        exec(&c, "CREATE TABLE d (id int PRIMARY KEY)").await;
+        exec(&c, "BEGIN").await;
+        exec(&c, "INSERT INTO d VALUES (1)").await;
+        let err = c
+            .batch_execute("CREATE TABLE e (id int)")
+            .await
+            .expect_err("DDL in a transaction block");
+        assert_eq!(sqlstate(&err), "0A000");
+        let err = c
+            .batch_execute("INSERT INTO d VALUES (2)")
+            .await
+            .expect_err("failed");
+        assert_eq!(sqlstate(&err), "25P02");
+        exec(&c, "ROLLBACK").await;
+        assert_eq!(count(&c, "SELECT count(*) FROM d").await, 0);
+        let err = c
+            .batch_execute("SELECT * FROM e")
+            .await
+            .expect_err("no table e");
+        assert_eq!(sqlstate(&err), "42P01");
+    });
+}
+
+/// A SELECT without FROM describes its parameters by their casts, so drivers can bind them.
+#[test]
+fn a_select_without_from_types_its_parameters() {
+    with_server(|addr| async move {
+        let (c, _conn) = connect(addr).await;
+        let stmt = c.prepare("SELECT $1::int4 * 2").await.expect("prepare");
+        assert_eq!(stmt.params(), &[Type::INT4]);
+        assert_eq!(stmt.columns()[0].type_(), &Type::INT4);
+        let row = c.query_one(&stmt, &[&21i32]).await.expect("run");
+        assert_eq!(row.get::<_, i32>(0), 42);
+    });
+}

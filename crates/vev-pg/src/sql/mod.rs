@@ -67,6 +67,55 @@ pub enum Plan {
 #[derive(Clone, Debug)]
 pub struct ValuesPlan {
     pub items: Vec<(String, sqlparser::ast::Expr)>,
+    /// The parameters' types: a parameter under a cast takes the cast's type.
+    pub params: Vec<Option<SqlType>>,
+}
+
+/// The types of the parameters in constant expressions (`$1::int4`), by number.
+fn const_params(exprs: &[&sqlparser::ast::Expr]) -> Vec<Option<SqlType>> {
+    use sqlparser::ast::{Expr, Visit, Visitor};
+    use std::ops::ControlFlow;
+    struct Params(Vec<Option<SqlType>>);
+    impl Params {
+        fn note(&mut self, p: &str, ty: Option<SqlType>) {
+            if let Ok(n) = expr::placeholder(p) {
+                if self.0.len() < n {
+                    self.0.resize(n, None);
+                }
+                if self.0[n - 1].is_none() {
+                    self.0[n - 1] = ty;
+                }
+            }
+        }
+    }
+    impl Visitor for Params {
+        type Break = ();
+        fn pre_visit_expr(&mut self, e: &Expr) -> ControlFlow<()> {
+            match e {
+                Expr::Cast {
+                    expr, data_type, ..
+                } => {
+                    if let Expr::Value(v) = &**expr {
+                        if let sqlparser::ast::Value::Placeholder(p) = &v.value {
+                            self.note(p, SqlType::from_ast(data_type).ok());
+                        }
+                    }
+                }
+                Expr::Value(v) => {
+                    if let sqlparser::ast::Value::Placeholder(p) = &v.value {
+                        self.note(p, None);
+                    }
+                }
+                _ => {}
+            }
+            ControlFlow::Continue(())
+        }
+    }
+    let mut v = Params(Vec::new());
+    for e in exprs {
+        let _ = e.visit(&mut v);
+    }
+    v.0
 }
 
 /// Parse SQL text into statements (PostgreSQL's dialect).
@@ -138,6 +187,7 @@ impl Plan {
             Plan::Select(s) => s.params.clone(),
             Plan::Insert(i) => i.params.clone(),
             Plan::Update(r) | Plan::Delete(r) => r.params.clone(),
+            Plan::Values(v) => v.params.clone(),
             _ => Vec::new(),
         }
     }
@@ -269,7 +319,8 @@ fn query(q: &Query, catalog: &Catalog) -> Result<Plan, SqlError> {
             }
         }
     }
-    Ok(Plan::Values(Arc::new(ValuesPlan { items })))
+    let params = const_params(&items.iter().map(|(_, e)| e).collect::<Vec<_>>());
+    Ok(Plan::Values(Arc::new(ValuesPlan { items, params })))
 }
 
 fn explain(stmt: &Statement, catalog: &Catalog) -> Result<String, SqlError> {
