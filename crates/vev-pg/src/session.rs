@@ -423,6 +423,15 @@ impl Session {
                 }
                 Ok(Outcome::End("ROLLBACK"))
             }
+            Plan::Set { .. } | Plan::Show(_) | Plan::Explain(_) => self.setting_command(plan),
+            Plan::Noop(tag) => Ok(Outcome::Command((*tag).to_owned())),
+            Plan::Empty => Ok(Outcome::Command(String::new())),
+        }
+    }
+
+    /// SET, SHOW and EXPLAIN: the session's settings, and the Datalog of a statement.
+    fn setting_command(&mut self, plan: &Plan) -> Result<Outcome, SqlError> {
+        match plan {
             Plan::Set { name, value } => {
                 let value = value
                     .clone()
@@ -462,8 +471,7 @@ impl Session {
                 }]),
                 rows: vec![vec![Edn::String(text.clone())]],
             }),
-            Plan::Noop(tag) => Ok(Outcome::Command((*tag).to_owned())),
-            Plan::Empty => Ok(Outcome::Command(String::new())),
+            _ => Err(SqlError::internal("not a setting command")),
         }
     }
 
