@@ -291,7 +291,10 @@ fn compare(args: &[Value], holds: fn(Ordering) -> bool) -> Result<Value, String>
     let ord = match (as_f64(a), as_f64(b)) {
         (Some(x), Some(y)) => match (a, b) {
             (Value::Long(p), Value::Long(q)) => p.cmp(q),
-            _ => x.total_cmp(&y),
+            // PostgreSQL's float order: -0 equals 0, NaN equals NaN and is above all.
+            _ => x
+                .partial_cmp(&y)
+                .unwrap_or_else(|| x.is_nan().cmp(&y.is_nan())),
         },
         _ if std::mem::discriminant(a) == std::mem::discriminant(b) => a.cmp(b),
         _ => {
@@ -460,6 +463,21 @@ mod tests {
         assert!(arith(&[l(i64::MAX), l(1)], "+")
             .unwrap_err()
             .starts_with("22003"));
+    }
+
+    #[test]
+    fn floats_compare_as_in_postgres() {
+        let eq = |a: f64, b: f64| {
+            compare(&[Value::Double(a), Value::Double(b)], |o| {
+                o == Ordering::Equal
+            })
+        };
+        assert_eq!(eq(0.0, -0.0).unwrap(), Value::Boolean(true));
+        assert_eq!(eq(f64::NAN, f64::NAN).unwrap(), Value::Boolean(true));
+        let gt = compare(&[Value::Double(f64::NAN), Value::Double(1e300)], |o| {
+            o == Ordering::Greater
+        });
+        assert_eq!(gt.unwrap(), Value::Boolean(true));
     }
 
     #[test]
