@@ -171,7 +171,10 @@ pub fn conform(v: Edn, col: &Column) -> Result<Option<Edn>, SqlError> {
             Ok(Some(SqlType::Numeric.parse_text(&n.to_string())?))
         }
         (Edn::Float(f), SqlType::Numeric) => Ok(Some(SqlType::Numeric.parse_text(&f.to_string())?)),
-        (Edn::Float(f), t) if t.is_integer() => Ok(Some(t.parse_text(&format!("{}", f.round()))?)),
+        // PostgreSQL rounds a double to an integer half to even (`rint`).
+        (Edn::Float(f), t) if t.is_integer() => {
+            Ok(Some(t.parse_text(&format!("{}", f.round_ties_even()))?))
+        }
         _ => Ok(Some(v)),
     }
 }
