@@ -545,7 +545,11 @@ impl Builder {
                     .is_some_and(|(a, b)| a != b),
                 None => col.ty.is_integer() && is_decimal_literal(other),
             };
-        if by_value {
+        // A column an earlier term bound with `get-else` may hold the NULL keyword, and
+        // the planner may run a built-in predicate before the pattern that would drop
+        // it: the general way, which knows NULL.
+        let loose = |(s, c): (usize, usize)| self.columns.get(&(s, c)).is_some_and(|b| !b.required);
+        if by_value || loose(col_side) || other_col.is_some_and(loose) {
             return Ok(false);
         }
         if op == BinaryOperator::Eq && col.attr.is_some() && !self.columns.contains_key(&(si, ci)) {
