@@ -233,6 +233,7 @@ fn neg(args: &[Value]) -> Result<Value, String> {
             .ok_or_else(|| coded("22003", "integer out of range")),
         [Value::Double(x)] => Ok(Value::Double(-x)),
         [Value::Float(x)] => Ok(Value::Float(-x)),
+        [Value::BigDec(d)] => Ok(Value::BigDec(std::sync::Arc::new(-&**d))),
         [other] => Err(coded(
             "42883",
             format!("operator does not exist: - {}", kind(other)),
@@ -250,6 +251,7 @@ fn abs(args: &[Value]) -> Result<Value, String> {
             .ok_or_else(|| coded("22003", "integer out of range")),
         [Value::Double(x)] => Ok(Value::Double(x.abs())),
         [Value::Float(x)] => Ok(Value::Float(x.abs())),
+        [Value::BigDec(d)] => Ok(Value::BigDec(std::sync::Arc::new(d.abs()))),
         _ => Err(coded("42883", "function abs takes one number")),
     }
 }
@@ -478,6 +480,13 @@ mod tests {
             o == Ordering::Greater
         });
         assert_eq!(gt.unwrap(), Value::Boolean(true));
+    }
+
+    #[test]
+    fn numerics_negate() {
+        let d = |t: &str| Value::BigDec(std::sync::Arc::new(t.parse().unwrap()));
+        assert_eq!(neg(&[d("2.25")]).unwrap(), d("-2.25"));
+        assert_eq!(abs(&[d("-2.25")]).unwrap(), d("2.25"));
     }
 
     #[test]
