@@ -171,6 +171,9 @@ pub fn conform(v: Edn, col: &Column) -> Result<Option<Edn>, SqlError> {
             Ok(Some(SqlType::Numeric.parse_text(&n.to_string())?))
         }
         (Edn::Float(f), SqlType::Numeric) => Ok(Some(SqlType::Numeric.parse_text(&f.to_string())?)),
+        (Edn::BigDec(d), t @ (SqlType::Float4 | SqlType::Float8)) => {
+            Ok(Some(t.parse_text(&d.to_string())?))
+        }
         // PostgreSQL rounds a double to an integer half to even (`rint`), a numeric half
         // away from zero.
         (Edn::Float(f), t) if t.is_integer() => {
