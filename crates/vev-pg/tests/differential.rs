@@ -390,6 +390,18 @@ const REGRESSIONS: &[&str] = &[
     "SELECT id FROM reg2 WHERE (b + id) = id AND b > i",
     "SELECT id FROM reg2 WHERE (b + id) > 0 AND b > i",
     "DROP TABLE reg2",
+    // Numerics of different scales are one value: one group, one DISTINCT row, equal.
+    "CREATE TABLE reg3 (id int PRIMARY KEY, n numeric, r real)",
+    "INSERT INTO reg3 VALUES (1, 2.5, 1.5), (2, 2.50, NULL), (3, -2.500, 0.25)",
+    "SELECT n, count(*) FROM reg3 GROUP BY n",
+    "SELECT DISTINCT n FROM reg3",
+    "SELECT id FROM reg3 WHERE n = 2.500",
+    // Minus and abs of a numeric.
+    "SELECT id, - n, abs(n) FROM reg3",
+    // A numeric assigned to a real column.
+    "UPDATE reg3 SET r = n",
+    "SELECT * FROM reg3",
+    "DROP TABLE reg3",
 ];
 
 async fn run_regressions(pair: &Pair, stats: &mut Stats) {

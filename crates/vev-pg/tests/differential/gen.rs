@@ -2,7 +2,7 @@
 //! SQL subset `vev serve` translates, from a seed.
 //!
 //! Everything it writes has one meaning in PostgreSQL: values stay small (no integer
-//! overflow), doubles are multiples of 1/4 (sums are exact), text is ASCII (C collation
+//! overflow), doubles, reals and numerics are multiples of 1/4 (sums are exact), text is ASCII (C collation
 //! and byte order agree), a LIMIT comes only after an ORDER BY over every output column (so
 //! the rows it keeps are determined), and primary keys are never updated (PostgreSQL checks
 //! uniqueness row by row during an UPDATE). SELECTs are kept as a small AST so that a
@@ -51,6 +51,9 @@ pub enum Ty {
     Text,
     Double,
     Bool,
+    Real,
+    Numeric,
+    Varchar,
 }
 
 impl Ty {
@@ -61,6 +64,9 @@ impl Ty {
             Ty::Text => "text",
             Ty::Double => "double precision",
             Ty::Bool => "boolean",
+            Ty::Real => "real",
+            Ty::Numeric => "numeric",
+            Ty::Varchar => "varchar(12)",
         }
     }
 
@@ -69,12 +75,20 @@ impl Ty {
     }
 
     fn numeric(self) -> bool {
-        matches!(self, Ty::Int | Ty::BigInt | Ty::Double)
+        self.integer() || self.fractional()
+    }
+
+    fn fractional(self) -> bool {
+        matches!(self, Ty::Double | Ty::Real | Ty::Numeric)
+    }
+
+    fn text(self) -> bool {
+        matches!(self, Ty::Text | Ty::Varchar)
     }
 
     /// Whether values of the two types compare with each other.
     fn comparable(self, other: Ty) -> bool {
-        self == other || (self.numeric() && other.numeric())
+        self == other || (self.numeric() && other.numeric()) || (self.text() && other.text())
     }
 }
 
@@ -126,7 +140,16 @@ impl Schema {
             for k in 1..=2 + rng.below(4) {
                 cols.push(Col {
                     name: format!("c{k}"),
-                    ty: *rng.pick(&[Ty::Int, Ty::BigInt, Ty::Text, Ty::Double, Ty::Bool]),
+                    ty: *rng.pick(&[
+                        Ty::Int,
+                        Ty::BigInt,
+                        Ty::Text,
+                        Ty::Double,
+                        Ty::Bool,
+                        Ty::Real,
+                        Ty::Numeric,
+                        Ty::Varchar,
+                    ]),
                     not_null: rng.chance(25),
                     refs: None,
                 });
@@ -189,6 +212,9 @@ pub enum Lit {
     Int(i64),
     /// A multiple of 1/4.
     Quarter(i64),
+    /// A multiple of 1/4 written with extra trailing zeros (`2.50`): numerics of
+    /// different scales are equal.
+    Decimal(i64, usize),
     Text(String),
     Bool(bool),
 }
@@ -206,6 +232,9 @@ impl Lit {
                     format!("{s}.0")
                 }
             }
+            Lit::Decimal(q, zeros) => {
+                format!("{}{}", Lit::Quarter(*q).render(), "0".repeat(*zeros))
+            }
             Lit::Text(s) => format!("'{}'", s.replace('\'', "''")),
             Lit::Bool(b) => if *b { "TRUE" } else { "FALSE" }.into(),
         }
@@ -218,8 +247,9 @@ fn value(rng: &mut Rng, ty: Ty) -> Lit {
         Ty::Int => Lit::Int(rng.range(-20, 60)),
         Ty::BigInt if rng.chance(15) => Lit::Int(rng.range(-3, 3) * 3_000_000_000 + 7),
         Ty::BigInt => Lit::Int(rng.range(-100, 400)),
-        Ty::Double => Lit::Quarter(rng.range(-40, 80)),
-        Ty::Text => Lit::Text((*rng.pick(&WORDS)).into()),
+        Ty::Double | Ty::Real => Lit::Quarter(rng.range(-40, 80)),
+        Ty::Numeric => Lit::Decimal(rng.range(-40, 80), rng.below(3)),
+        Ty::Text | Ty::Varchar => Lit::Text((*rng.pick(&WORDS)).into()),
         Ty::Bool => Lit::Bool(rng.chance(50)),
     }
 }
@@ -347,7 +377,7 @@ fn scalar(rng: &mut Rng, cols: &Columns, ty: Ty, depth: u32) -> Expr {
         };
         let a = if matches!(a, Expr::Lit(..)) { col } else { a };
         let op = *rng.pick(&["+", "-", "*"]);
-        let small = if ty == Ty::Double {
+        let small = if ty.fractional() {
             Lit::Quarter(rng.range(-8, 8))
         } else {
             Lit::Int(rng.range(-5, 5))
@@ -419,7 +449,7 @@ pub fn condition(rng: &mut Rng, cols: &Columns, depth: u32) -> Expr {
             let hi = scalar(rng, cols, ty, 0);
             Expr::Between(Box::new(s), Box::new(lo), Box::new(hi), neg)
         }
-        3 if ty == Ty::Text => Expr::Like(Box::new(s), (*rng.pick(&PATTERNS)).into(), neg),
+        3 if ty.text() => Expr::Like(Box::new(s), (*rng.pick(&PATTERNS)).into(), neg),
         4 if ty == Ty::Bool => s,
         _ => {
             let op = if ty == Ty::Bool {
@@ -819,17 +849,33 @@ pub fn update(rng: &mut Rng, schema: &Schema, table: usize) -> String {
             1..=3 => cell(rng, schema, col).render(),
             4..=5 if col.ty.numeric() => {
                 let step = match col.ty {
-                    Ty::Double => Lit::Quarter(rng.range(-6, 6)),
+                    Ty::Double | Ty::Real | Ty::Numeric => Lit::Quarter(rng.range(-6, 6)),
                     _ => Lit::Int(rng.range(-3, 3)),
                 };
                 format!("{} + {}", col.name, step.render())
             }
             6 if col.ty == Ty::Bool => format!("NOT {}", col.name),
-            7 if col.ty.integer() => match cols.of(rng, |t| t == Ty::Double) {
+            7 if col.ty.numeric() => match cols.of(rng, Ty::fractional) {
                 Some(d) => d.render(),
                 None => cell(rng, schema, col).render(),
             },
-            _ => scalar(rng, &cols, col.ty, 1).render(),
+            _ => {
+                // Only columns that fit: a statement failing on two rows for two reasons
+                // (a NULL in a NOT NULL column, an int overflowing) may report either.
+                let fit = Columns(
+                    cols.0
+                        .iter()
+                        .filter(|c| {
+                            !((col.not_null && c.2) || (col.ty == Ty::Int && c.1 == Ty::BigInt))
+                        })
+                        .cloned()
+                        .collect(),
+                );
+                match scalar(rng, &fit, col.ty, 1) {
+                    Expr::Lit(Lit::Null, _) if col.not_null => cell(rng, schema, col).render(),
+                    e => e.render(),
+                }
+            }
         };
         if v == "NULL" && col.not_null {
             continue;
