@@ -1188,6 +1188,10 @@ fn compare_sql(a: &Edn, b: &Edn, nulls_first: bool, desc: bool) -> std::cmp::Ord
     let ord = match (a, b) {
         (Edn::Integer(x), Edn::Float(y)) => (*x as f64).total_cmp(y),
         (Edn::Float(x), Edn::Integer(y)) => x.total_cmp(&(*y as f64)),
+        // -0 sorts with 0 (they are equal in SQL); NaN above every number.
+        (Edn::Float(x), Edn::Float(y)) => x
+            .partial_cmp(y)
+            .unwrap_or_else(|| x.is_nan().cmp(&y.is_nan())),
         _ => a.cmp(b),
     };
     if desc {

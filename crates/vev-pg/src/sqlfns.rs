@@ -233,6 +233,7 @@ fn neg(args: &[Value]) -> Result<Value, String> {
             .ok_or_else(|| coded("22003", "integer out of range")),
         [Value::Double(x)] => Ok(Value::Double(-x)),
         [Value::Float(x)] => Ok(Value::Float(-x)),
+        [Value::BigDec(d)] => Ok(Value::BigDec(std::sync::Arc::new(-&**d))),
         [other] => Err(coded(
             "42883",
             format!("operator does not exist: - {}", kind(other)),
@@ -250,6 +251,7 @@ fn abs(args: &[Value]) -> Result<Value, String> {
             .ok_or_else(|| coded("22003", "integer out of range")),
         [Value::Double(x)] => Ok(Value::Double(x.abs())),
         [Value::Float(x)] => Ok(Value::Float(x.abs())),
+        [Value::BigDec(d)] => Ok(Value::BigDec(std::sync::Arc::new(d.abs()))),
         _ => Err(coded("42883", "function abs takes one number")),
     }
 }
@@ -291,7 +293,10 @@ fn compare(args: &[Value], holds: fn(Ordering) -> bool) -> Result<Value, String>
     let ord = match (as_f64(a), as_f64(b)) {
         (Some(x), Some(y)) => match (a, b) {
             (Value::Long(p), Value::Long(q)) => p.cmp(q),
-            _ => x.total_cmp(&y),
+            // PostgreSQL's float order: -0 equals 0, NaN equals NaN and is above all.
+            _ => x
+                .partial_cmp(&y)
+                .unwrap_or_else(|| x.is_nan().cmp(&y.is_nan())),
         },
         _ if std::mem::discriminant(a) == std::mem::discriminant(b) => a.cmp(b),
         _ => {
@@ -460,6 +465,28 @@ mod tests {
         assert!(arith(&[l(i64::MAX), l(1)], "+")
             .unwrap_err()
             .starts_with("22003"));
+    }
+
+    #[test]
+    fn floats_compare_as_in_postgres() {
+        let eq = |a: f64, b: f64| {
+            compare(&[Value::Double(a), Value::Double(b)], |o| {
+                o == Ordering::Equal
+            })
+        };
+        assert_eq!(eq(0.0, -0.0).unwrap(), Value::Boolean(true));
+        assert_eq!(eq(f64::NAN, f64::NAN).unwrap(), Value::Boolean(true));
+        let gt = compare(&[Value::Double(f64::NAN), Value::Double(1e300)], |o| {
+            o == Ordering::Greater
+        });
+        assert_eq!(gt.unwrap(), Value::Boolean(true));
+    }
+
+    #[test]
+    fn numerics_negate() {
+        let d = |t: &str| Value::BigDec(std::sync::Arc::new(t.parse().unwrap()));
+        assert_eq!(neg(&[d("2.25")]).unwrap(), d("-2.25"));
+        assert_eq!(abs(&[d("-2.25")]).unwrap(), d("2.25"));
     }
 
     #[test]

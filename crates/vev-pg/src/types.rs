@@ -231,11 +231,11 @@ impl SqlType {
             SqlType::Float4 | SqlType::Float8 => {
                 Edn::Float(parse_float(text.trim()).ok_or_else(invalid)?)
             }
-            SqlType::Numeric => Edn::BigDec(Box::new(
+            SqlType::Numeric => Edn::BigDec(Box::new(normalize_numeric(
                 text.trim()
                     .parse::<vev::edn::BigDecimal>()
                     .map_err(|_| invalid())?,
-            )),
+            ))),
             SqlType::Text | SqlType::Varchar(None) => Edn::String(text.to_owned()),
             SqlType::Varchar(Some(n)) => Edn::String(fit_varchar(text, n)?),
             SqlType::Char(n) => Edn::String(fit_char(text, n)?),
@@ -256,6 +256,19 @@ impl SqlType {
                 Edn::Keyword(vev::Keyword::new(k))
             }
         })
+    }
+}
+
+/// A numeric without trailing fractional zeros. Vev's bigdec values, like Datomic's, differ
+/// by scale (2.5M is not 2.50M), SQL's numerics do not: one scale per value makes 2.50 and
+/// 2.5 the same datom, so that `=`, GROUP BY, DISTINCT and joins hold them equal. (The
+/// scale written is not kept for output: PostgreSQL would show 2.50.)
+fn normalize_numeric(d: vev::edn::BigDecimal) -> vev::edn::BigDecimal {
+    let n = d.normalized();
+    if n.as_bigint_and_exponent().1 < 0 {
+        n.with_scale(0)
+    } else {
+        n
     }
 }
 
@@ -439,6 +452,15 @@ mod tests {
         assert!(fit_char("abc", 2).is_err());
         assert!(fit_varchar("abc", 2).is_err());
         assert_eq!(fit_varchar("ab ", 2).unwrap(), "ab");
+    }
+
+    #[test]
+    fn numerics_have_one_scale_per_value() {
+        let n = |t: &str| SqlType::Numeric.parse_text(t).unwrap();
+        assert_eq!(n("2.50"), n("2.5"));
+        assert_eq!(n("100.00").to_string(), "100M");
+        assert_eq!(n("0.000").to_string(), "0M");
+        assert_eq!(n("-1.250").to_string(), "-1.25M");
     }
 
     #[test]

@@ -179,9 +179,40 @@ pub fn conform(v: Edn, col: &Column) -> Result<Option<Edn>, SqlError> {
             Ok(Some(SqlType::Numeric.parse_text(&n.to_string())?))
         }
         (Edn::Float(f), SqlType::Numeric) => Ok(Some(SqlType::Numeric.parse_text(&f.to_string())?)),
-        (Edn::Float(f), t) if t.is_integer() => Ok(Some(t.parse_text(&format!("{}", f.round()))?)),
+        (Edn::BigDec(d), t @ (SqlType::Float4 | SqlType::Float8)) => {
+            Ok(Some(t.parse_text(&d.to_string())?))
+        }
+        // PostgreSQL rounds a double to an integer half to even (`rint`), a numeric half
+        // away from zero.
+        (Edn::Float(f), t) if t.is_integer() => {
+            Ok(Some(t.parse_text(&format!("{}", f.round_ties_even()))?))
+        }
+        (Edn::BigDec(d), t) if t.is_integer() => {
+            let text = d.to_string();
+            let n = round_numeric(&text).ok_or_else(|| SqlError::invalid_text(t, &text))?;
+            Ok(Some(t.parse_text(&n.to_string())?))
+        }
         _ => Ok(Some(v)),
     }
+}
+
+/// A numeric's text rounded to an integer half away from zero (PostgreSQL's numeric to
+/// integer), on the digits so that no precision is lost.
+fn round_numeric(text: &str) -> Option<i128> {
+    if text.contains(['e', 'E']) {
+        // An exponent form: through a double.
+        return text.parse::<f64>().ok().map(|f| f.round() as i128);
+    }
+    let (negative, digits) = match text.strip_prefix('-') {
+        Some(d) => (true, d),
+        None => (false, text),
+    };
+    let (int, frac) = digits.split_once('.').unwrap_or((digits, ""));
+    let mut n: i128 = if int.is_empty() { 0 } else { int.parse().ok()? };
+    if frac.starts_with(['5', '6', '7', '8', '9']) {
+        n += 1;
+    }
+    Some(if negative { -n } else { n })
 }
 
 /// One new row: a map under a fresh tempid.
@@ -630,4 +661,21 @@ fn unescape(f: &str) -> String {
         }
     }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::round_numeric;
+
+    #[test]
+    fn numerics_round_half_away_from_zero() {
+        assert_eq!(round_numeric("2.5"), Some(3));
+        assert_eq!(round_numeric("-2.5"), Some(-3));
+        assert_eq!(round_numeric("2.49"), Some(2));
+        assert_eq!(round_numeric("-0.4"), Some(0));
+        assert_eq!(round_numeric(".5"), Some(1));
+        assert_eq!(round_numeric("9007199254740993.5"), Some(9007199254740994));
+        assert_eq!(round_numeric("2.5E+1"), Some(25));
+        assert_eq!(round_numeric("x"), None);
+    }
 }
