@@ -49,6 +49,22 @@ pub enum BenchError {
     },
     #[error("the open query for account {id} returned {rows} rows, not 5")]
     OpenQueryRows { id: u64, rows: usize },
+    #[error("`{command}` exited with {status}: {stderr}")]
+    Tool {
+        command: String,
+        status: ExitStatus,
+        stderr: String,
+    },
+    #[error("{path} is missing (PostgreSQL 15: `apt-get install postgresql-15`, or --pg-bin DIR)")]
+    MissingProgram { path: PathBuf },
+    #[error("pgbench's output has no line {line:?} with a number")]
+    PgbenchOutput { line: &'static str },
+    #[error("psql answered {output:?} to `{sql}`, not one integer")]
+    PsqlValue { sql: String, output: String },
+    #[error("cannot handle Ctrl-C: {0}")]
+    Interrupt(#[from] ctrlc::Error),
+    #[error("vev serve did not start: {0}")]
+    Serve(#[from] vev_pg::ServeError),
 }
 
 impl From<vev::Error> for BenchError {

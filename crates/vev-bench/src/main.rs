@@ -17,6 +17,9 @@
 //! `vev-bench fulltext` runs the full-text suite: a generated corpus inserted in transactions
 //! of 1 to 500 documents into Vev without and with `:db/fulltext`, SQLite FTS5 and tantivy,
 //! then a fixed query set against the three indexes (`fulltext.rs`).
+//!
+//! `vev-bench pgbench` runs stock pgbench 15 against `vev serve` (in this process) and a
+//! throwaway PostgreSQL 15, interleaved, and checks the tpcb invariant (`pgbench.rs`).
 
 mod bulk;
 mod datascript;
@@ -30,6 +33,10 @@ mod fulltext_search;
 mod fulltext_vev;
 mod latency;
 mod peers;
+mod pgbench;
+mod pgbench_output;
+mod pgbench_report;
+mod pgbench_servers;
 mod queries;
 mod query_fixture;
 mod query_report;
@@ -73,6 +80,8 @@ enum Command {
     Storage(StorageArgs),
     /// Full-text indexing and search: Vev against SQLite FTS5 and tantivy.
     Fulltext(FulltextArgs),
+    /// Stock pgbench against `vev serve` and a throwaway PostgreSQL 15, interleaved.
+    Pgbench(PgbenchArgs),
     /// Internal: open a database file and answer one query, print the times as JSON.
     #[command(hide = true)]
     StorageOpen(StorageOpenArgs),
@@ -131,6 +140,25 @@ struct FulltextArgs {
     #[arg(long, default_value_t = 2_000)]
     budget_ms: u64,
     /// Also write the report to this file (e.g. `bench/history/<date>-fulltext.md`).
+    #[arg(long)]
+    out: Option<std::path::PathBuf>,
+}
+
+#[derive(Args)]
+struct PgbenchArgs {
+    /// pgbench's scale factor (100,000 accounts each).
+    #[arg(long, default_value_t = 8, value_parser = clap::value_parser!(u32).range(1..))]
+    scale: u32,
+    /// Length of each run (`pgbench -T`).
+    #[arg(long, default_value_t = 20, value_parser = clap::value_parser!(u32).range(1..))]
+    seconds: u32,
+    /// Runs of each cell per system, interleaved Vev, PostgreSQL, Vev, PostgreSQL.
+    #[arg(long, default_value_t = 2, value_parser = clap::value_parser!(u32).range(1..))]
+    rounds: u32,
+    /// Where PostgreSQL 15's `initdb`, `pg_ctl`, `postgres` and `pgbench` are.
+    #[arg(long, default_value = "/usr/lib/postgresql/15/bin")]
+    pg_bin: std::path::PathBuf,
+    /// Also write the report to this file (e.g. `bench/history/<date>-pgbench.md`).
     #[arg(long)]
     out: Option<std::path::PathBuf>,
 }
@@ -384,6 +412,7 @@ fn main() -> ExitCode {
             exit(storage::run(cfg).map(|r| print!("{}", storage_report::render(&r))))
         }
         Command::Fulltext(args) => exit(fulltext_cmd(args)),
+        Command::Pgbench(args) => exit(pgbench_cmd(args)),
         Command::StorageOpen(args) => {
             exit(storage_bulk::open_and_query(&args.path, args.id).map(|line| println!("{line}")))
         }
@@ -403,6 +432,21 @@ fn fulltext_cmd(args: FulltextArgs) -> Result<(), BenchError> {
         },
     };
     let report = fulltext_report::render(&fulltext::run(cfg)?);
+    print!("{report}");
+    if let Some(path) = &args.out {
+        std::fs::write(path, &report).map_err(BenchError::io("write", path))?;
+    }
+    Ok(())
+}
+
+fn pgbench_cmd(args: PgbenchArgs) -> Result<(), BenchError> {
+    let cfg = pgbench::PgbenchConfig {
+        scale: args.scale,
+        seconds: args.seconds,
+        rounds: args.rounds as usize,
+        pg_bin: args.pg_bin,
+    };
+    let report = pgbench_report::render(&pgbench::run_suite(&cfg)?);
     print!("{report}");
     if let Some(path) = &args.out {
         std::fs::write(path, &report).map_err(BenchError::io("write", path))?;
