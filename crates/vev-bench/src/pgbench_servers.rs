@@ -207,6 +207,7 @@ impl Vev {
         let conn = vev::Connection::open(path)?;
         let opts = vev_pg::ServeOptions {
             listen: SocketAddr::from((Ipv4Addr::LOCALHOST, 0)),
+            password: None,
         };
         let server = vev_pg::Server::start(conn, &opts)?;
         Ok(Vev { server })
