@@ -707,11 +707,7 @@ impl Session {
             run_blocking(move || conn.transact_edn(catalog::META_SCHEMA)).await?;
         }
         let text = catalog::create_table_tx(name, columns)?;
-        let ops = vev::parse_tx(&text)
-            .map_err(SqlError::internal)?
-            .into_iter()
-            .map(|s| s.op)
-            .collect();
+        let ops = tx_ops(&text)?;
         self.write(ops, Touch::Schema).await?;
         Ok(Outcome::Command("CREATE TABLE".into()))
     }
@@ -818,11 +814,7 @@ impl Session {
             "[[:db/add {attr} :db/unique :db.unique/identity] [:db/add {attr} :vev.sql/not-null true] \
               [:db/add [:vev.sql/table {table:?}] :vev.sql/primary-key {attr}]]"
         );
-        let ops = vev::parse_tx(&text)
-            .map_err(SqlError::internal)?
-            .into_iter()
-            .map(|s| s.op)
-            .collect();
+        let ops = tx_ops(&text)?;
         self.write(ops, Touch::Schema).await?;
         Ok(Outcome::Command("ALTER TABLE".into()))
     }
@@ -940,11 +932,7 @@ fn drop_table_ops(db: &Db, table: &Table) -> Result<Vec<TxOp>, SqlError> {
         "[:db/retractEntity [:vev.sql/table {:?}]]]",
         table.name
     ));
-    let mut ops: Vec<TxOp> = vev::parse_tx(&text)
-        .map_err(SqlError::internal)?
-        .into_iter()
-        .map(|s| s.op)
-        .collect();
+    let mut ops = tx_ops(&text)?;
     for e in catalog::row_ids(db, table)? {
         ops.push(TxOp::RetractEntity {
             e: EntityRef::Id(e),
@@ -1078,6 +1066,15 @@ fn drop_attr(pending: &mut Vec<TxOp>, k: &Key, attr: &vev::Keyword) -> bool {
         _ => true,
     });
     changed || pending.len() != before
+}
+
+/// The operations of transaction data Vev itself writes as text (DDL).
+fn tx_ops(text: &str) -> Result<Vec<TxOp>, SqlError> {
+    Ok(vev::parse_tx(text)
+        .map_err(SqlError::internal)?
+        .into_iter()
+        .map(|s| s.op)
+        .collect())
 }
 
 async fn transact(conn: &Connection, ops: Vec<TxOp>) -> Result<(), SqlError> {

@@ -134,12 +134,9 @@ fn binary(
         BinaryOperator::Divide => "div",
         BinaryOperator::Modulo => "mod",
         BinaryOperator::StringConcat => "concat",
-        BinaryOperator::Eq => "eq",
-        BinaryOperator::NotEq => "ne",
-        BinaryOperator::Lt => "lt",
-        BinaryOperator::LtEq => "le",
-        BinaryOperator::Gt => "gt",
-        BinaryOperator::GtEq => "ge",
+        op if super::expr::comparison(op).is_some() => {
+            super::expr::comparison(op).unwrap_or_default()
+        }
         BinaryOperator::And => "and",
         BinaryOperator::Or => "or",
         other => return Err(SqlError::unsupported(format!("the operator {other}"))),

@@ -657,7 +657,8 @@ pub fn conjuncts<'e>(e: &'e Expr, out: &mut Vec<&'e Expr>) {
     }
 }
 
-fn comparison(op: &BinaryOperator) -> Option<&'static str> {
+/// The `vev.sql/*` function of a comparison operator.
+pub fn comparison(op: &BinaryOperator) -> Option<&'static str> {
     Some(match op {
         BinaryOperator::Eq => "eq",
         BinaryOperator::NotEq => "ne",
