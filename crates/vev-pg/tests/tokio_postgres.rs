@@ -1153,3 +1153,23 @@ fn a_select_without_from_types_its_parameters() {
         assert_eq!(row.get::<_, i32>(0), 42);
     });
 }
+
+/// `statement_timeout` stops a query that runs past it with 57014, and the session goes on.
+#[test]
+fn statement_timeout_cancels_a_long_query() {
+    with_server(|addr| async move {
+        let (c, _conn) = connect(addr).await;
+        exec(&c, "CREATE TABLE big (id int PRIMARY KEY, v int)").await;
+        let values: Vec<String> = (0..2000).map(|i| format!("({i}, {})", i % 7)).collect();
+        exec(&c, &format!("INSERT INTO big VALUES {}", values.join(", "))).await;
+        exec(&c, "SET statement_timeout = 5").await;
+        // A cross join of 4 million rows: far more than 5 ms.
+        let err = c
+            .query_one("SELECT count(*) FROM big a, big b WHERE a.v <= b.v", &[])
+            .await
+            .expect_err("the query times out");
+        assert_eq!(sqlstate(&err), "57014", "{err:?}");
+        exec(&c, "SET statement_timeout = 0").await;
+        assert_eq!(count(&c, "SELECT count(*) FROM big").await, 2000);
+    });
+}
