@@ -54,8 +54,9 @@ pub fn render(r: &FulltextResults) -> String {
     let m = &r.machine;
     let _ = writeln!(
         out,
-        "Machine: {} CPUs, {}; load average {} at start, {} at end. Files in {} (same disk). Vev's allocator: {}.\n",
-        m.cpus, m.cpu_model, m.load_start, m.load_end, std::env::temp_dir().display(), m.allocator
+        "{}
+",
+        m.line(true)
     );
     let _ = writeln!(
         out,

@@ -56,8 +56,9 @@ pub fn render(r: &PgbenchResults) -> String {
     let m = &r.machine;
     let _ = writeln!(
         out,
-        "Machine: {} CPUs, {}; load average {} at start, {} at end. Files in {} (same disk). Vev's allocator: {}.\n",
-        m.cpus, m.cpu_model, m.load_start, m.load_end, std::env::temp_dir().display(), m.allocator
+        "{}
+",
+        m.line(true)
     );
     let _ = writeln!(
         out,

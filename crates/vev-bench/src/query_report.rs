@@ -97,8 +97,9 @@ pub fn render(r: &QueryResults) -> (String, usize) {
     let m = &r.machine;
     let _ = writeln!(
         out,
-        "Machine: {} CPUs, {}; load average {} at start, {} at end. Vev's allocator: {}.\n",
-        m.cpus, m.cpu_model, m.load_start, m.load_end, m.allocator
+        "{}
+",
+        m.line(false)
     );
     let base = r
         .engines

@@ -62,6 +62,20 @@ impl Machine {
     pub fn finish(&mut self) {
         self.load_end = load_average();
     }
+
+    /// The report's machine line; `files`: the suite keeps its files in the temp dir,
+    /// which the line names.
+    pub fn line(&self, files: bool) -> String {
+        let files = if files {
+            format!(" Files in {} (same disk).", std::env::temp_dir().display())
+        } else {
+            String::new()
+        };
+        format!(
+            "Machine: {} CPUs, {}; load average {} at start, {} at end.{files} Vev's allocator: {}.",
+            self.cpus, self.cpu_model, self.load_start, self.load_end, self.allocator
+        )
+    }
 }
 
 /// The 1, 5 and 15 minute load averages from `/proc/loadavg`.
@@ -131,8 +145,9 @@ pub fn render(r: &CoreResults) -> String {
     let m = &r.machine;
     let _ = writeln!(
         out,
-        "Machine: {} CPUs, {}; load average {} at start, {} at end. Vev's allocator: {}.\n",
-        m.cpus, m.cpu_model, m.load_start, m.load_end, m.allocator
+        "{}
+",
+        m.line(false)
     );
     let ds_name = r.datascript.as_ref().map_or("DataScript".to_string(), |d| {
         format!("DataScript {} (node {})", d.version, d.node_version)
