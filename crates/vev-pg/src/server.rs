@@ -91,7 +91,7 @@ impl AuthSource for ServerPassword {
 impl Handlers {
     pub fn new(shared: Arc<Shared>, password: Option<&str>) -> Handlers {
         let scram = password.map(|pw| {
-            let salt: Vec<u8> = (0..16).map(|_| rand_byte()).collect();
+            let salt = salt();
             let salted = gen_salted_password(pw, &salt, SCRAM_ITERATIONS);
             let mut auth = ScramAuth::new(Arc::new(ServerPassword { salt, salted }));
             auth.set_iterations(SCRAM_ITERATIONS);
@@ -107,12 +107,15 @@ impl Handlers {
     }
 }
 
-/// A random byte for the salt (from the process's hasher seeds: no extra dependency).
-fn rand_byte() -> u8 {
-    use std::hash::{BuildHasher, Hasher};
-    let mut h = std::collections::hash_map::RandomState::new().build_hasher();
-    h.write_u64(crate::session::now_ms() as u64);
-    h.finish() as u8
+/// 16 random bytes for the password's salt, from the process's randomly seeded hasher
+/// keys (each `RandomState` draws new ones): no extra dependency.
+fn salt() -> Vec<u8> {
+    use std::hash::BuildHasher;
+    let state = std::collections::hash_map::RandomState::new();
+    [state.hash_one(1u8), state.hash_one(2u8)]
+        .iter()
+        .flat_map(|w| w.to_le_bytes())
+        .collect()
 }
 
 fn session<C: ClientInfo>(client: &C) -> PgWireResult<Arc<SessionCell>> {
@@ -278,7 +281,7 @@ impl QueryParser for Parser {
 /// The columns a plan's rows have, when it returns rows.
 fn result_columns(plan: &Plan) -> Vec<OutCol> {
     match plan {
-        Plan::Select(s) => s.columns.clone(),
+        Plan::Select(s) => s.columns.to_vec(),
         Plan::Values(v) => v
             .items
             .iter()

@@ -554,9 +554,7 @@ impl Session {
             .q_prepared(query, args, &self.options)
             .map_err(|e| SqlError::from_vev(&vev::Error::from(e)))?;
         Ok(match result {
-            vev::QueryResult::Rel(rows) | vev::QueryResult::Bag(rows) => {
-                rows.iter().map(<[Edn]>::to_vec).collect()
-            }
+            vev::QueryResult::Rel(rows) | vev::QueryResult::Bag(rows) => rows.into_vecs(),
             other => {
                 return Err(SqlError::internal(format!(
                     "unexpected query result {other:?}"
@@ -568,7 +566,7 @@ impl Session {
     async fn select(&mut self, p: &SelectPlan, params: &[Param]) -> Result<Outcome, SqlError> {
         let Some(args) = Self::inputs(&p.inputs, &p.params, &p.null_rejecting, params)? else {
             return Ok(Outcome::Rows {
-                columns: Arc::new(p.columns.clone()),
+                columns: p.columns.clone(),
                 rows: post(Vec::new(), &p.post, params)?,
             });
         };
@@ -578,7 +576,7 @@ impl Session {
             return Err(SqlError::unsupported("SELECT ... FOR UPDATE"));
         }
         Ok(Outcome::Rows {
-            columns: Arc::new(p.columns.clone()),
+            columns: p.columns.clone(),
             rows: post(rows, &p.post, params)?,
         })
     }
@@ -1150,11 +1148,18 @@ pub fn post(
     };
     let offset = count(&p.offset)?.unwrap_or(0);
     let limit = count(&p.limit)?.unwrap_or(usize::MAX);
+    let rows = rows.into_iter().skip(offset).take(limit);
+    // Rows that are the output as they are (no hidden sort or group column, in order) move
+    // through; others are projected.
+    let as_is = p.select.iter().enumerate().all(|(i, k)| i == *k);
     Ok(rows
-        .into_iter()
-        .skip(offset)
-        .take(limit)
-        .map(|r| p.select.iter().map(|k| r[*k].clone()).collect())
+        .map(|r| {
+            if as_is && r.len() == p.select.len() {
+                r
+            } else {
+                p.select.iter().map(|k| r[*k].clone()).collect()
+            }
+        })
         .collect())
 }
 

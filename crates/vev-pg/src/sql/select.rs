@@ -72,7 +72,7 @@ pub struct SelectPlan {
     /// Parameters whose NULL makes the result empty.
     pub null_rejecting: Vec<usize>,
     pub params: Vec<Option<SqlType>>,
-    pub columns: Vec<OutCol>,
+    pub columns: Arc<Vec<OutCol>>,
     pub post: Post,
     /// The row entities' find elements, when the statement locks its rows (FOR UPDATE).
     pub lock: bool,
@@ -135,7 +135,7 @@ pub fn compile(q: &Query, catalog: &Catalog) -> Result<Option<SelectPlan>, SqlEr
         inputs: inputs(&b),
         null_rejecting: b.null_rejecting.iter().copied().collect(),
         params: b.params.clone(),
-        columns,
+        columns: Arc::new(columns),
         post,
         lock,
         tables: b.scopes.iter().map(|s| s.table.name.clone()).collect(),
