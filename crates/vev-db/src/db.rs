@@ -537,7 +537,8 @@ impl Db {
     /// several threads: together they lend exactly the datoms `datom_batches` does, each
     /// range in index order. The ranges are cut at entity ids, so only where the component
     /// after `prefix` is an entity (EAVT from its start, AEVT after its attribute) on a
-    /// database without a view filter; anything else is one scan.
+    /// database without a view filter; anything else, and a range too short to be worth
+    /// cutting (under 16,384 datoms a part), is one scan.
     pub fn datom_batches_split(
         &self,
         order: IndexOrder,
@@ -564,6 +565,12 @@ impl Db {
         };
         let lo = tree.rank(|d| order.cmp_prefix(d, prefix) == Ordering::Less);
         let hi = tree.rank(|d| order.cmp_prefix(d, prefix) != Ordering::Greater);
+        // A part smaller than this is not worth a thread (nor the cuts' rank searches).
+        const MIN_PART: usize = 16_384;
+        let parts = parts.min((hi - lo) / MIN_PART);
+        if parts < 2 {
+            return vec![self.datom_batches(order, prefix)];
+        }
         // Cut points: the least entity id at or past each share of the range.
         let mut cuts: Vec<(EntityId, usize)> = Vec::new();
         for k in 1..parts {
