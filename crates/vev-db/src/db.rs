@@ -508,6 +508,31 @@ impl Db {
         }
     }
 
+    /// The datoms `datoms(order, prefix)` yields, lent a batch at a time (see
+    /// `DatomBatches`).
+    pub fn datom_batches(&self, order: IndexOrder, prefix: &[Component]) -> DatomBatches {
+        let mark = self.storage_mark();
+        let prefix_owned: Vec<Component> = prefix.to_vec();
+        let start = prefix_owned.clone();
+        let below = move |d: &Datom| order.cmp_prefix(d, &start) == Ordering::Less;
+        let inner = if self.view.is_current() {
+            let tree = self.state.current.tree(order);
+            let hi = tree.rank(|d| order.cmp_prefix(d, prefix) != Ordering::Greater);
+            let lo = tree.rank(|d| order.cmp_prefix(d, prefix) == Ordering::Less);
+            Batches::InPlace(tree.iter_from(below), hi - lo)
+        } else {
+            Batches::Owned(Box::new(self.scan(order, below)))
+        };
+        DatomBatches {
+            inner,
+            order,
+            prefix: prefix_owned,
+            failed: self.storage_check(mark).err(),
+            check: self.state.segments.clone().map(|c| (c, mark)),
+            done: false,
+        }
+    }
+
     /// The entity whose value of attribute `a` is `v` (the first in AVET order): the holder
     /// of a unique value.
     pub fn entity_with_value(
@@ -693,6 +718,90 @@ impl Iterator for Datoms {
         }
         self.done = next.is_none();
         next.map(Ok)
+    }
+}
+
+/// A scan that hands its datoms out by reference, a batch at a time (`Db::datom_batches`):
+/// for bulk readers that copy fields out of each datom (the DuckDB extension's column scans)
+/// and so need no owned datom per row. On a database without a view filter it walks the
+/// index's leaves in place; through a view (as-of, since, history) it merges as `datoms`
+/// does and lends each datom it made.
+pub struct DatomBatches {
+    inner: Batches,
+    order: IndexOrder,
+    prefix: Vec<Component>,
+    /// The cache whose failures count, and the mark taken before the scan started.
+    check: Option<(Arc<crate::segment::SegmentCache>, u64)>,
+    failed: Option<StorageError>,
+    done: bool,
+}
+
+enum Batches {
+    /// The index's own datoms, and how many of them the prefix still covers (counted up
+    /// front from the tree's ranks, so no datom is compared with the prefix).
+    InPlace(Iter, usize),
+    Owned(Box<dyn Iterator<Item = Datom> + Send>),
+}
+
+impl DatomBatches {
+    /// Visit the next datoms, at most `max`; returns how many (0 once the scan is done). A
+    /// storage failure met during the batch is returned instead, and ends the scan: the
+    /// datoms `f` saw in that batch may be incomplete.
+    pub fn next_batch(
+        &mut self,
+        max: usize,
+        mut f: impl FnMut(&Datom),
+    ) -> Result<usize, StorageError> {
+        if let Some(e) = self.failed.take() {
+            self.done = true;
+            return Err(e);
+        }
+        if self.done {
+            return Ok(0);
+        }
+        let (order, prefix) = (self.order, &self.prefix);
+        let mut taken = 0;
+        let mut past_end = false;
+        let mut take = |d: &Datom| {
+            if order.cmp_prefix(d, prefix) != Ordering::Equal {
+                past_end = true;
+                return false;
+            }
+            f(d);
+            taken += 1;
+            true
+        };
+        match &mut self.inner {
+            Batches::InPlace(it, left) => {
+                let want = max.min(*left);
+                let visited = it.visit(want, |d| {
+                    f(d);
+                    true
+                });
+                taken = visited;
+                *left -= visited;
+                past_end = *left == 0 || visited < want;
+            }
+            Batches::Owned(it) => {
+                for _ in 0..max {
+                    let Some(d) = it.next() else {
+                        past_end = true;
+                        break;
+                    };
+                    if !take(&d) {
+                        break;
+                    }
+                }
+            }
+        }
+        if let Some((cache, mark)) = &self.check {
+            if let Some(e) = cache.failure_since(*mark) {
+                self.done = true;
+                return Err(e);
+            }
+        }
+        self.done = past_end;
+        Ok(taken)
     }
 }
 

@@ -22,7 +22,7 @@ mod tree;
 mod tx;
 
 pub use codec::DecodeError;
-pub use db::{Datoms, Db, TimePoint, View};
+pub use db::{DatomBatches, Datoms, Db, TimePoint, View};
 pub use entity::Entity;
 pub use log::TxLogEntry;
 pub use time::TimePointError;

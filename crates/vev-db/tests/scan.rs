@@ -149,3 +149,51 @@ fn batch_scans_match_one_scan_per_prefix() {
         assert_eq!(got, want, "{order:?}");
     }
 }
+
+/// `Db::datom_batches` lends exactly the datoms `Db::datoms` yields, in order, at any batch
+/// size and through every view (the in-place walk without a view, the merge with one).
+#[test]
+fn datom_batches_match_datoms() {
+    let base = db();
+    let a = |k: &str| base.entid(&Keyword::new(k)).unwrap();
+    let (n, tag) = (a("s/n"), a("s/tag"));
+    let e = base
+        .datoms(IndexOrder::Aevt, &[Component::Entity(n)])
+        .nth(17)
+        .unwrap()
+        .unwrap()
+        .e;
+    let t = base.basis_t();
+    let views = [base.clone(), base.as_of(t - 1), base.since(t - 1), base.history()];
+    let prefixes: Vec<(IndexOrder, Vec<Component>)> = vec![
+        (IndexOrder::Eavt, vec![]),
+        (IndexOrder::Aevt, vec![Component::Entity(n)]),
+        (IndexOrder::Aevt, vec![Component::Entity(tag)]),
+        (IndexOrder::Aevt, vec![Component::Entity(u64::MAX)]),
+        (IndexOrder::Eavt, vec![Component::Entity(e)]),
+        (
+            IndexOrder::Avet,
+            vec![Component::Entity(n), Component::Value(Value::Long(5))],
+        ),
+    ];
+    let mut seen = 0;
+    for db in &views {
+        for (order, prefix) in &prefixes {
+            let want: Vec<Datom> = db.datoms(*order, prefix).map(Result::unwrap).collect();
+            for size in [1, 7, 2048] {
+                let mut scan = db.datom_batches(*order, prefix);
+                let mut got = Vec::new();
+                loop {
+                    let k = scan.next_batch(size, |d| got.push(d.clone())).unwrap();
+                    assert!(k <= size);
+                    if k == 0 {
+                        break;
+                    }
+                }
+                assert_eq!(got, want, "{order:?} {prefix:?} batches of {size}");
+                seen += got.len();
+            }
+        }
+    }
+    assert!(seen > 10_000, "the cases cover {seen} datoms");
+}

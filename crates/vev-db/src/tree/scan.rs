@@ -161,6 +161,56 @@ impl Iter {
         }
     }
 
+    /// Visit up to `max` datoms in order without cloning them, moving past each one visited;
+    /// stops early (past that datom too) when `f` returns false. Returns how many were
+    /// visited: fewer than `max` only at the end or when `f` stopped it. Unlike
+    /// `for_each_ref` the iterator stays usable, so a bulk reader can take its datoms a batch
+    /// at a time.
+    pub fn visit(&mut self, max: usize, mut f: impl FnMut(&Datom) -> bool) -> usize {
+        let mut n = 0;
+        if self.pending.is_some() {
+            while n < max {
+                let go_on = match self.step() {
+                    Next::Node => {
+                        let go_on = f(&self.leaf.as_ref().expect("a leaf")[self.pos]);
+                        self.pos += 1;
+                        go_on
+                    }
+                    Next::Pending(mut at) => {
+                        let (p, _, order) = self.pending.as_ref().expect("pending changes");
+                        f(&p.at(*order, &mut at).expect("a pending change").0.datom)
+                    }
+                    Next::Done => return n,
+                };
+                n += 1;
+                if !go_on {
+                    return n;
+                }
+            }
+            return n;
+        }
+        while n < max {
+            let Some(leaf) = self.leaf.clone() else {
+                return n;
+            };
+            let end = leaf.len().min(self.pos + (max - n));
+            for d in &leaf[self.pos.min(end)..end] {
+                self.pos += 1;
+                n += 1;
+                if !f(d) {
+                    return n;
+                }
+            }
+            if self.pos < leaf.len() {
+                return n;
+            }
+            if !self.advance_leaf() {
+                return n;
+            }
+        }
+        n
+    }
+
     /// Whether `leaf[pos]` is a datom, moving to the next leaf when this one is done.
     fn at_datom(&mut self) -> bool {
         loop {
