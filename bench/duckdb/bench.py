@@ -7,9 +7,10 @@ the JSON this prints on stdout (progress goes to stderr). Run alone:
     python bench.py --extension PATH/vev.duckdb_extension --work DIR [--sizes 100000]
 
 Every timed call is `con.execute(sql, params).fetchall()`, the same for the three engines. Per
-size: the three bulk loads, the check that every scenario gives the same answer in all three
-(the run stops on the first difference), the query scenarios (each engine in turn, `--rounds`
-times), single-datom transactions, the store sizes and `vev_attribute`'s scan rate.
+size: the three bulk loads (Vev's background checkpoint let finish before the peers load), the
+store sizes, the check that every scenario gives the same answer in all three (the run stops
+on the first difference), the query scenarios (each engine in turn, `--rounds` times),
+`vev_attribute`'s scan rate, the floor of a call, and single-datom transactions.
 """
 
 import argparse
@@ -80,7 +81,8 @@ def engine_calls(scenario, vev, peers):
 
 
 def check(scenario, engines):
-    """Every engine's answer to every call of `scenario` is the same. Mean rows per call."""
+    """Every engine's answer to every call of `scenario` is the same, and not empty. Mean
+    rows per call."""
     answers = {}
     for label, con, calls, answer in engines:
         answers[label] = [answer(con.execute(sql, p).fetchall()) for sql, p in calls]
@@ -92,6 +94,8 @@ def check(scenario, engines):
                     f"{scenario.name}, call {k}: {first} answered {len(want)} rows"
                     f" (first {want[:3]}), {label} {len(have)} (first {have[:3]})"
                 )
+    if not all(expected):
+        raise Mismatch(f"{scenario.name}: a call answered no rows in every engine")
     return sum(len(a) for a in expected) / len(expected)
 
 
@@ -108,14 +112,27 @@ def check_counts(vev, peers):
                 raise Mismatch(f"{ident}: Vev has {want} values, {peer.label} {have}")
 
 
+def remove_files(path):
+    """A database file and the files its engine keeps beside it."""
+    for suffix in ["", "-wal", "-shm", ".wal"]:
+        if os.path.exists(path + suffix):
+            os.remove(path + suffix)
+
+
 def load(dataset, args, size):
-    """The three engines, each loaded through its bulk path; seconds per engine and Vev's
-    transaction ids of the dataset's transactions."""
+    """The three engines, each loaded through its bulk path into new files (Vev first, its
+    background checkpoint let finish before the peers load); seconds per engine, Vev's
+    transaction ids of the dataset's transactions and its files' sizes before the checkpoint
+    with the time they took to settle."""
     base = os.path.join(args.work, str(size))
+    for suffix in [".vev", ".duckdb", ".sqlite"]:
+        remove_files(base + suffix)
     rows = dataset.peer_rows()
     log(f"{size}: Vev bulk load ({len(dataset.txs)} transactions)")
     vev = VevEngine(args.extension, base + ".vev")
     vev_s, tx_ids = vev.load(dataset)
+    checkpoint = {"before": vev.store_bytes(), "seconds": vev.settle()}
+    log(f"{size}: Vev's files settled after {checkpoint['seconds']:.1f} s")
     peers, seconds = [], {vev.label: vev_s}
     for peer, path in [(DuckDbPeer, base + ".duckdb"), (SqlitePeer, base + ".sqlite")]:
         log(f"{size}: {peer.label} bulk load ({len(rows)} rows)")
@@ -123,7 +140,7 @@ def load(dataset, args, size):
         seconds[p.label] = p.load(rows, base + ".csv")
         p.start_transactions(rows)
         peers.append(p)
-    return vev, peers, seconds, tx_ids
+    return vev, peers, seconds, tx_ids, checkpoint
 
 
 def run_queries(all_scenarios, vev, peers, args, size):
@@ -179,14 +196,15 @@ def run_scans(vev, args):
             samples = []
             for _ in range(args.rounds):
                 samples += measure(vev.con, [call], args)
-            out.append({"attribute": ident, "sql": call[0].replace("?, ?", f"path, '{ident}'"),
+            out.append({"attribute": ident, "aggregate": aggregate,
+                        "sql": call[0].replace("?, ?", f"path, '{ident}'"),
                         "values": values, "samples_ms": samples})
     return out
 
 
 def run_size(size, args):
     dataset = Dataset(size, args.seed, args.people_per_tx)
-    vev, peers, load_s, tx_ids = load(dataset, args, size)
+    vev, peers, load_s, tx_ids, checkpoint = load(dataset, args, size)
     engines = [vev] + peers
     store = {e.label: e.store_bytes() for e in engines}
     check_counts(vev, peers)
@@ -204,13 +222,12 @@ def run_size(size, args):
     for e in engines:
         e.con.close()
     for path in [vev.path, *(p.path for p in peers)]:
-        for suffix in ["", "-wal", "-shm", ".wal"]:
-            if os.path.exists(path + suffix):
-                os.remove(path + suffix)
+        remove_files(path)
     return {
         "target_datoms": size, "datoms": dataset.datoms(), "people": len(dataset.people),
         "transactions": len(dataset.txs), "load_transactions": dataset.load_txs,
         "people_per_tx": args.people_per_tx, "bulk_load_s": load_s, "store_bytes": store,
+        "vev_checkpoint": checkpoint,
         "queries": queries, "floor": floor, "transactions_ms": txs, "scans": scans,
     }
 

@@ -138,8 +138,8 @@ def build(dataset, seed, path, vev_emails, vev_t, peer_t):
             lambda s: s.since(), [{"t": peer_t["since"]}], vev_since_answer, peer_since_answer,
         ),
         Scenario(
-            "input_bindings", INPUTS + ", ?name, ?min",
-            [("SELECT * FROM vev_query(?, ?, ?, ?)", [path, INPUTS, p.name, MIN_AGE])
+            "input_bindings", INPUTS + ", in1 := name, in2 := min",
+            [("SELECT * FROM vev_query(?, ?, in1 := ?, in2 := ?)", [path, INPUTS, p.name, MIN_AGE])
              for p in probes],
             lambda s: s.input_bindings(), [{"name": p.name, "min": MIN_AGE} for p in probes],
             rows, rows,

@@ -3,6 +3,12 @@ loaded, every call a table function over the database file at `path`."""
 
 import time
 
+# `settle`: the files count as settled once their sizes hold this long; waiting longer than
+# SETTLE_LIMIT_S is an error.
+SETTLE_QUIET_S = 3.0
+SETTLE_POLL_S = 0.25
+SETTLE_LIMIT_S = 300.0
+
 import duckdb
 
 from dataset import VEV_SCHEMA
@@ -40,6 +46,23 @@ class VevEngine:
         """{e: v} of one attribute (to read entity ids back as values; untimed)."""
         sql = "SELECT e, v FROM vev_attribute(?, ?)"
         return dict(self.con.execute(sql, [self.path, ident]).fetchall())
+
+    def settle(self):
+        """Wait for the checkpoint Vev starts on its own thread once a million datoms have
+        been logged since the last one (it writes the index segments): until the file and
+        its WAL keep their sizes for SETTLE_QUIET_S. The seconds it took the files to
+        settle."""
+        start = time.perf_counter()
+        last, quiet_since = None, start
+        while True:
+            now, sizes = time.perf_counter(), self.store_bytes()
+            if sizes != last:
+                last, quiet_since = sizes, now
+            elif now - quiet_since >= SETTLE_QUIET_S:
+                return quiet_since - start
+            if now - start > SETTLE_LIMIT_S:
+                raise TimeoutError(f"{self.path} still changing after {SETTLE_LIMIT_S} s")
+            time.sleep(SETTLE_POLL_S)
 
     def store_bytes(self):
         return {"file": file_bytes(self.path), "wal": file_bytes(self.path + "-wal")}

@@ -65,6 +65,8 @@ pub struct Floor {
 #[derive(Clone, Debug, PartialEq)]
 pub struct ScanResult {
     pub attribute: String,
+    /// `sum(v)` or `count(*)`.
+    pub aggregate: String,
     pub sql: String,
     pub values: u64,
     pub samples_ms: Vec<f64>,
@@ -80,7 +82,12 @@ pub struct SizeResult {
     pub load_transactions: u64,
     pub people_per_tx: u64,
     pub bulk_load_s: PerEngine<f64>,
+    /// After the load; Vev's once its background checkpoint has finished.
     pub store: PerEngine<StoreBytes>,
+    /// Vev's files right after its last transaction, before that checkpoint.
+    pub vev_store_before_checkpoint: StoreBytes,
+    /// How long Vev's files took to settle after the load.
+    pub vev_checkpoint_s: f64,
     pub queries: Vec<QueryResult>,
     /// The cost of one trivial call on each engine's connection.
     pub floor: Floor,
@@ -165,6 +172,7 @@ fn query(doc: &Json) -> Result<QueryResult, BenchError> {
 fn scan(doc: &Json) -> Result<ScanResult, BenchError> {
     Ok(ScanResult {
         attribute: text(doc, "attribute")?,
+        aggregate: text(doc, "aggregate")?,
         sql: text(doc, "sql")?,
         values: uint(doc, "values")?,
         samples_ms: samples(field(doc, "samples_ms")?)?,
@@ -202,6 +210,8 @@ fn size(doc: &Json) -> Result<SizeResult, BenchError> {
         people_per_tx: uint(doc, "people_per_tx")?,
         bulk_load_s: PerEngine::read(field(doc, "bulk_load_s")?, seconds)?,
         store: PerEngine::read(field(doc, "store_bytes")?, store)?,
+        vev_store_before_checkpoint: store(field(field(doc, "vev_checkpoint")?, "before")?)?,
+        vev_checkpoint_s: float(field(doc, "vev_checkpoint")?, "seconds")?,
         queries: array(doc, "queries")?
             .iter()
             .map(query)
@@ -271,6 +281,7 @@ pub mod tests {
                     serde_json::json!({"file": 5_000_000, "wal": 0}),
                     serde_json::json!({"file": 74_000_000, "wal": 0}),
                 ),
+                "vev_checkpoint": {"before": {"file": 3_000_000, "wal": 4_000_000}, "seconds": 2.5},
                 "queries": queries,
                 "floor": {
                     "samples_ms": engines(
@@ -284,7 +295,7 @@ pub mod tests {
                     serde_json::json!([1.0, 1.0, 1.0, 1.0]),
                 ),
                 "scans": [{
-                    "attribute": ":person/age", "sql": "SELECT sum(v) FROM vev_attribute(path, ':person/age')",
+                    "attribute": ":person/age", "aggregate": "sum(v)", "sql": "SELECT sum(v) FROM vev_attribute(path, ':person/age')",
                     "values": 163_934, "samples_ms": [2.0, 2.0, 3.0],
                 }],
             }],
@@ -300,6 +311,8 @@ pub mod tests {
         assert_eq!(size.datoms, 1_000_152);
         assert_eq!(size.bulk_load_s.duckdb, 0.5);
         assert_eq!(size.store.vev.total(), 5_000_000);
+        assert_eq!(size.vev_store_before_checkpoint.total(), 7_000_000);
+        assert_eq!(size.vev_checkpoint_s, 2.5);
         assert_eq!(size.queries[1].name, "aggregate");
         assert_eq!(size.queries[1].samples_ms.sqlite, [140.0, 140.0, 280.0]);
         assert_eq!(size.transactions_ms.vev.len(), 4);
