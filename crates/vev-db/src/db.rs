@@ -533,6 +533,76 @@ impl Db {
         }
     }
 
+    /// `datom_batches` cut into up to `parts` scans of consecutive ranges, for readers on
+    /// several threads: together they lend exactly the datoms `datom_batches` does, each
+    /// range in index order. The ranges are cut at entity ids, so only where the component
+    /// after `prefix` is an entity (EAVT from its start, AEVT after its attribute) on a
+    /// database without a view filter; anything else is one scan.
+    pub fn datom_batches_split(
+        &self,
+        order: IndexOrder,
+        prefix: &[Component],
+        parts: usize,
+    ) -> Vec<DatomBatches> {
+        let by_entity = matches!(
+            (order, prefix.len()),
+            (IndexOrder::Eavt, 0) | (IndexOrder::Aevt, 1)
+        );
+        if parts < 2 || !by_entity || !self.view.is_current() {
+            return vec![self.datom_batches(order, prefix)];
+        }
+        let tree = self.state.current.tree(order);
+        let at = |e: Option<EntityId>| -> Vec<Component> {
+            let mut p = prefix.to_vec();
+            p.extend(e.map(Component::Entity));
+            p
+        };
+        // The number of the prefix's datoms before entity `e`, as a rank in the tree.
+        let rank_before = |e: EntityId| {
+            let p = at(Some(e));
+            tree.rank(|d| order.cmp_prefix(d, &p) == Ordering::Less)
+        };
+        let lo = tree.rank(|d| order.cmp_prefix(d, prefix) == Ordering::Less);
+        let hi = tree.rank(|d| order.cmp_prefix(d, prefix) != Ordering::Greater);
+        // Cut points: the least entity id at or past each share of the range.
+        let mut cuts: Vec<(EntityId, usize)> = Vec::new();
+        for k in 1..parts {
+            let target = lo + (hi - lo) * k / parts;
+            let (mut a, mut b) = (0u64, EntityId::MAX);
+            while a < b {
+                let mid = a + (b - a) / 2;
+                if rank_before(mid) >= target {
+                    b = mid;
+                } else {
+                    a = mid + 1;
+                }
+            }
+            let r = rank_before(a);
+            if r > lo && r < hi && cuts.last().is_none_or(|(e, _)| *e < a) {
+                cuts.push((a, r));
+            }
+        }
+        let mark = self.storage_mark();
+        let failed = self.storage_check(mark).err();
+        let mut out = Vec::with_capacity(cuts.len() + 1);
+        let mut start: Option<(EntityId, usize)> = None;
+        for end in cuts.iter().copied().map(Some).chain([None]) {
+            let from = at(start.map(|(e, _)| e));
+            let below = move |d: &Datom| order.cmp_prefix(d, &from) == Ordering::Less;
+            let count = end.map_or(hi, |(_, r)| r) - start.map_or(lo, |(_, r)| r);
+            out.push(DatomBatches {
+                inner: Batches::InPlace(tree.iter_from(below), count),
+                order,
+                prefix: prefix.to_vec(),
+                failed: failed.clone(),
+                check: self.state.segments.clone().map(|c| (c, mark)),
+                done: false,
+            });
+            start = end;
+        }
+        out
+    }
+
     /// The entity whose value of attribute `a` is `v` (the first in AVET order): the holder
     /// of a unique value.
     pub fn entity_with_value(

@@ -164,7 +164,12 @@ fn datom_batches_match_datoms() {
         .unwrap()
         .e;
     let t = base.basis_t();
-    let views = [base.clone(), base.as_of(t - 1), base.since(t - 1), base.history()];
+    let views = [
+        base.clone(),
+        base.as_of(t - 1),
+        base.since(t - 1),
+        base.history(),
+    ];
     let prefixes: Vec<(IndexOrder, Vec<Component>)> = vec![
         (IndexOrder::Eavt, vec![]),
         (IndexOrder::Aevt, vec![Component::Entity(n)]),
@@ -196,4 +201,44 @@ fn datom_batches_match_datoms() {
         }
     }
     assert!(seen > 10_000, "the cases cover {seen} datoms");
+}
+
+/// `Db::datom_batches_split`'s ranges, read one after another, lend what one scan does.
+#[test]
+fn split_batches_cover_the_range_once() {
+    let base = db();
+    let n = base.entid(&Keyword::new("s/n")).unwrap();
+    let tag = base.entid(&Keyword::new("s/tag")).unwrap();
+    for (order, prefix) in [
+        (IndexOrder::Aevt, vec![Component::Entity(n)]),
+        (IndexOrder::Aevt, vec![Component::Entity(tag)]),
+        (IndexOrder::Eavt, vec![]),
+        (IndexOrder::Aevt, vec![Component::Entity(u64::MAX)]),
+        (IndexOrder::Avet, vec![Component::Entity(n)]),
+    ] {
+        let want: Vec<Datom> = base.datoms(order, &prefix).map(Result::unwrap).collect();
+        for parts in [1, 2, 3, 8] {
+            let scans = base.datom_batches_split(order, &prefix, parts);
+            assert!(scans.len() <= parts.max(1));
+            let mut got = Vec::new();
+            for mut scan in scans {
+                while scan.next_batch(100, |d| got.push(d.clone())).unwrap() > 0 {}
+            }
+            assert_eq!(got, want, "{order:?} {prefix:?} in {parts} parts");
+        }
+    }
+    assert_eq!(
+        base.datom_batches_split(IndexOrder::Aevt, &[Component::Entity(n)], 2)
+            .len(),
+        2,
+        "an attribute of 400 entities splits in two"
+    );
+    // Through a view, one scan.
+    let history = base.history();
+    assert_eq!(
+        history
+            .datom_batches_split(IndexOrder::Aevt, &[Component::Entity(n)], 4)
+            .len(),
+        1
+    );
 }

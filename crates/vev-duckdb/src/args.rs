@@ -108,6 +108,11 @@ impl TimeView {
         db
     }
 
+    /// Whether this is the latest database, without a view.
+    pub fn is_latest(&self) -> bool {
+        self.as_of.is_none() && self.since.is_none() && !self.history
+    }
+
     /// Whether the view holds retractions too (history).
     pub fn is_history(&self) -> bool {
         self.history

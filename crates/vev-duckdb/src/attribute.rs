@@ -4,15 +4,15 @@
 //! number, boolean, instant and UUID types), and only the columns the query reads are
 //! written; `count(*)` reads the index's count without visiting its datoms.
 
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 
 use duckdb::core::LogicalTypeId;
 use vev::{Component, Datom, Db, Edn, IndexOrder, ValueType};
 
 use crate::args::{attribute, Args, TimeView};
 use crate::column::{ColType, Out};
-use crate::dbs::{self, Handle};
-use crate::error::{ExtError, Result};
+use crate::dbs::{self, lock, Handle};
+use crate::error::Result;
 use crate::table::{time_parameters, Chunk, Columns, Function, Producer, CHUNK_ROWS};
 
 /// `vev_attribute`.
@@ -23,6 +23,8 @@ pub struct Spec {
     handle: Arc<Handle>,
     view: TimeView,
     attr: Edn,
+    /// The attribute's datom count at bind (on the latest database).
+    rows: Option<usize>,
 }
 
 impl Function for VevAttribute {
@@ -62,65 +64,105 @@ impl Function for VevAttribute {
             columns.push(("tx".to_owned(), ColType::BigInt));
             columns.push(("added".to_owned(), ColType::Boolean));
         }
-        Ok((columns, Spec { handle, view, attr }))
+        // The count is logarithmic on the latest database; through a view it is a scan.
+        let rows = match view.is_latest() {
+            true => Some(db.count(IndexOrder::Aevt, &[Component::Entity(a.id)])?),
+            false => None,
+        };
+        Ok((
+            columns,
+            Spec {
+                handle,
+                view,
+                attr,
+                rows,
+            },
+        ))
+    }
+
+    fn rows(spec: &Spec) -> Option<usize> {
+        spec.rows
     }
 
     fn start(spec: &Spec) -> Result<Box<dyn Producer>> {
         let db = spec.view.apply(spec.handle.db()?);
         let a = attribute(&db, &spec.attr)?;
+        let threads = std::thread::available_parallelism().map_or(1, |n| n.get().min(8));
         Ok(Box::new(Scan {
-            db: db.clone(),
+            db,
             prefix: vec![Component::Entity(a.id)],
-            datoms: None,
-            left: None,
+            threads,
+            count_left: Mutex::new(None),
+            cursors: Mutex::new(None),
         }))
     }
 }
 
-/// One scan of one attribute.
+/// One scan of one attribute: its range cut into a part a thread, each a cursor that a
+/// `fill` takes from the pool, reads one chunk from, and puts back.
 struct Scan {
     db: Db,
     prefix: Vec<Component>,
-    /// The datoms, from the first chunk that reads a column.
-    datoms: Option<vev::DatomBatches>,
-    /// Rows still to hand out when no column is read (a count).
-    left: Option<usize>,
+    threads: usize,
+    /// Rows still to hand out when no column is read (a count), from the index's count.
+    count_left: Mutex<Option<usize>>,
+    /// The idle cursors, made by the first chunk that reads a column.
+    cursors: Mutex<Option<Vec<vev::DatomBatches>>>,
 }
 
 impl Producer for Scan {
-    fn fill(&mut self, chunk: &mut Chunk<'_>) -> Result<usize> {
-        if (0..4).all(|i| !chunk.wants(i)) && self.datoms.is_none() {
+    fn fill(&self, chunk: &mut Chunk<'_>) -> Result<usize> {
+        if (0..4).all(|i| !chunk.wants(i)) {
             // Nothing is read but the number of rows.
-            let left = match self.left {
+            let mut left = lock(&self.count_left);
+            let n = match *left {
                 Some(n) => n,
                 None => self.db.count(IndexOrder::Aevt, &self.prefix)?,
             };
-            let n = left.min(CHUNK_ROWS);
-            self.left = Some(left - n);
-            return Ok(n);
+            let take = n.min(CHUNK_ROWS);
+            *left = Some(n - take);
+            return Ok(take);
         }
-        if self.left.is_some() {
-            return Err(ExtError::new(
-                "duckdb/internal",
-                "vev_attribute: the columns read changed during a scan",
-            ));
-        }
-        let batches = self
-            .datoms
-            .get_or_insert_with(|| self.db.datom_batches(IndexOrder::Aevt, &self.prefix));
-        let mut cols = chunk.columns();
-        let mut row = 0;
-        let mut failed = None;
-        batches.next_batch(CHUNK_ROWS, |d| {
-            if failed.is_none() {
-                failed = write(&mut cols, row, d).err();
+        loop {
+            let cursor = lock(&self.cursors)
+                .get_or_insert_with(|| {
+                    self.db
+                        .datom_batches_split(IndexOrder::Aevt, &self.prefix, self.threads)
+                })
+                .pop();
+            let Some(mut cursor) = cursor else {
+                return Ok(0);
+            };
+            let rows = read_chunk(&mut cursor, chunk)?;
+            if rows > 0 {
+                if let Some(pool) = lock(&self.cursors).as_mut() {
+                    pool.push(cursor);
+                }
+                return Ok(rows);
             }
-            row += 1;
-        })?;
-        match failed {
-            Some(e) => Err(e),
-            None => Ok(row),
+            // That part is done: try another.
         }
+    }
+
+    fn threads(&self) -> u64 {
+        self.threads as u64
+    }
+}
+
+/// One chunk from `cursor`.
+fn read_chunk(cursor: &mut vev::DatomBatches, chunk: &mut Chunk<'_>) -> Result<usize> {
+    let mut cols = chunk.columns();
+    let mut row = 0;
+    let mut failed = None;
+    cursor.next_batch(CHUNK_ROWS, |d| {
+        if failed.is_none() {
+            failed = write(&mut cols, row, d).err();
+        }
+        row += 1;
+    })?;
+    match failed {
+        Some(e) => Err(e),
+        None => Ok(row),
     }
 }
 

@@ -3,14 +3,14 @@
 //! are `e`, `a` (the attribute's ident), `v` (the value's EDN text: `"Ann"`, `42`,
 //! `:color/red`), `tx` and `added`; `vev_log` puts the transaction's `t` first.
 
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 
 use duckdb::core::LogicalTypeId;
 use vev::{Component, Datom, Db, Edn, EntityId, IndexOrder};
 
 use crate::args::{attribute, coerce, entity, to_edn, Args, TimeView};
 use crate::column::ColType;
-use crate::dbs::{self, Handle};
+use crate::dbs::{self, lock, Handle};
 use crate::error::{ExtError, Result};
 use crate::table::{time_parameters, Chunk, Columns, Function, Producer, CHUNK_ROWS};
 
@@ -30,10 +30,15 @@ fn datom_columns() -> Vec<(String, ColType)> {
 
 /// Datoms, each with an optional leading `t`, streamed into chunks.
 pub struct DatomRows {
-    db: Db,
-    rows: Box<dyn Iterator<Item = Result<(u64, Datom)>> + Send>,
+    state: Mutex<RowsState>,
     /// Whether column 0 is `t` (the datom's columns follow).
     with_t: bool,
+}
+
+/// A `DatomRows`' position.
+struct RowsState {
+    db: Db,
+    rows: Box<dyn Iterator<Item = Result<(u64, Datom)>> + Send>,
     /// The last attribute's id and ident text: datoms come grouped by attribute often.
     last_attr: Option<(EntityId, String)>,
 }
@@ -45,13 +50,17 @@ impl DatomRows {
         with_t: bool,
     ) -> Box<dyn Producer> {
         Box::new(DatomRows {
-            db,
-            rows,
+            state: Mutex::new(RowsState {
+                db,
+                rows,
+                last_attr: None,
+            }),
             with_t,
-            last_attr: None,
         })
     }
+}
 
+impl RowsState {
     fn ident(&mut self, a: EntityId) -> &str {
         if self.last_attr.as_ref().is_none_or(|(id, _)| *id != a) {
             let text = match self.db.ident(a) {
@@ -65,11 +74,12 @@ impl DatomRows {
 }
 
 impl Producer for DatomRows {
-    fn fill(&mut self, chunk: &mut Chunk<'_>) -> Result<usize> {
+    fn fill(&self, chunk: &mut Chunk<'_>) -> Result<usize> {
         let base = usize::from(self.with_t);
+        let mut state = lock(&self.state);
         let mut n = 0;
         while n < CHUNK_ROWS {
-            let Some(next) = self.rows.next() else { break };
+            let Some(next) = state.rows.next() else { break };
             let (t, d) = next?;
             if let Some(c) = chunk.col(0).filter(|_| self.with_t) {
                 c.id(n, t as i64)?;
@@ -78,7 +88,7 @@ impl Producer for DatomRows {
                 c.id(n, d.e as i64)?;
             }
             if chunk.wants(base + 1) {
-                let ident = self.ident(d.a).to_owned();
+                let ident = state.ident(d.a).to_owned();
                 if let Some(c) = chunk.col(base + 1) {
                     c.text(n, &ident);
                 }

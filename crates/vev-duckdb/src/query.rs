@@ -13,7 +13,8 @@
 //! Bind runs the query, since a column's type may depend on its values; the first scan hands
 //! out that result and a statement executed again runs the query again.
 
-use std::sync::{Arc, Mutex};
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, OnceLock};
 
 use duckdb::core::LogicalTypeId;
 use vev::query_ast::{self as ast, Clause, FindElem, Term};
@@ -59,7 +60,7 @@ impl Function for VevQuery {
     fn bind(args: &Args<'_>) -> Result<(Columns, Spec)> {
         let handle = dbs::handle(&args.text(0, "database path")?)?;
         let text = args.text(1, "query")?;
-        let query = Query::parse(&text)?;
+        let query = parsed(&text)?;
         let inputs = inputs(&query, args)?;
         let spec = Spec {
             handle,
@@ -83,6 +84,26 @@ impl Function for VevQuery {
         Ok(Materialized::boxed(rows))
     }
 }
+
+/// The compiled query for `text`: parsed once per process and kept (with the plan its runs
+/// choose, which later runs reuse while the index counts hold), up to `KEPT_QUERIES` texts.
+fn parsed(text: &str) -> Result<Query> {
+    static KEPT: OnceLock<Mutex<HashMap<String, Query>>> = OnceLock::new();
+    let kept = KEPT.get_or_init(Mutex::default);
+    if let Some(q) = lock(kept).get(text) {
+        return Ok(q.clone());
+    }
+    let q = Query::parse(text)?;
+    let mut kept = lock(kept);
+    if kept.len() >= KEPT_QUERIES {
+        kept.clear();
+    }
+    kept.insert(text.to_owned(), q.clone());
+    Ok(q)
+}
+
+/// How many query texts `parsed` keeps.
+const KEPT_QUERIES: usize = 512;
 
 impl Spec {
     fn db(&self) -> Result<Db> {

@@ -40,12 +40,23 @@ pub trait Function: 'static {
     fn bind(args: &Args<'_>) -> Result<(Columns, Self::Spec)>;
     /// A new scan: called once per execution of the statement.
     fn start(spec: &Self::Spec) -> Result<Box<dyn Producer>>;
+
+    /// How many rows the scan gives, if bind knows (DuckDB plans joins and threads by it).
+    fn rows(_spec: &Self::Spec) -> Option<usize> {
+        None
+    }
 }
 
-/// What fills a scan's chunks.
-pub trait Producer: Send {
-    /// Write up to `CHUNK_ROWS` rows into `chunk`; return how many (0 ends the scan).
-    fn fill(&mut self, chunk: &mut Chunk<'_>) -> Result<usize>;
+/// What fills a scan's chunks. DuckDB may call `fill` from several threads at once (up to
+/// `threads`); a call that returns 0 ends that thread's part of the scan.
+pub trait Producer: Send + Sync {
+    /// Write up to `CHUNK_ROWS` rows into `chunk`; return how many.
+    fn fill(&self, chunk: &mut Chunk<'_>) -> Result<usize>;
+
+    /// How many threads may fill at once.
+    fn threads(&self) -> u64 {
+        1
+    }
 }
 
 /// The output columns of one chunk, reached by the function's own column numbers.
@@ -90,7 +101,7 @@ pub struct Scan {
     outputs: Vec<usize>,
     /// The inverse of `outputs`.
     slot: Vec<Option<usize>>,
-    producer: Mutex<Box<dyn Producer>>,
+    producer: Box<dyn Producer>,
 }
 
 /// Run `f`, turning a panic into an error: no unwinding reaches DuckDB.
@@ -130,6 +141,9 @@ impl<F: Function> VTab for Table<F> {
         for (name, ty) in &columns {
             bind.add_result_column(name, ty.logical());
         }
+        if let Some(n) = spec.as_ref().and_then(F::rows) {
+            bind.set_cardinality(n as u64, true);
+        }
         Ok(Bound {
             columns: columns.into_iter().map(|(_, t)| t).collect(),
             spec,
@@ -162,10 +176,11 @@ impl<F: Function> VTab for Table<F> {
             #[cfg(not(feature = "testing"))]
             None => return Err(ExtError::new("duckdb/internal", "bind made no spec").into()),
         };
+        init.set_max_threads(producer.threads());
         Ok(Scan {
             outputs,
             slot,
-            producer: Mutex::new(producer),
+            producer,
         })
     }
 
@@ -187,7 +202,7 @@ impl<F: Function> VTab for Table<F> {
                 outs,
                 slot: &scan.slot,
             };
-            lock(&scan.producer).fill(&mut chunk)
+            scan.producer.fill(&mut chunk)
         })?;
         output.set_len(rows);
         Ok(())
@@ -228,23 +243,24 @@ pub fn time_parameters() -> Vec<(String, LogicalTypeId)> {
 /// Rows computed whole (a query's result, a pull, a transaction's datoms), handed out a chunk
 /// at a time.
 pub struct Materialized {
-    rows: std::vec::IntoIter<Vec<vev::Edn>>,
+    rows: Mutex<std::vec::IntoIter<Vec<vev::Edn>>>,
 }
 
 impl Materialized {
     /// A producer over `rows`, each with one value per function column.
     pub fn boxed(rows: Vec<Vec<vev::Edn>>) -> Box<dyn Producer> {
         Box::new(Materialized {
-            rows: rows.into_iter(),
+            rows: Mutex::new(rows.into_iter()),
         })
     }
 }
 
 impl Producer for Materialized {
-    fn fill(&mut self, chunk: &mut Chunk<'_>) -> Result<usize> {
+    fn fill(&self, chunk: &mut Chunk<'_>) -> Result<usize> {
+        let mut rows = lock(&self.rows);
         let mut n = 0;
         while n < CHUNK_ROWS {
-            let Some(row) = self.rows.next() else { break };
+            let Some(row) = rows.next() else { break };
             for (i, v) in row.iter().enumerate() {
                 if let Some(out) = chunk.col(i) {
                     out.edn(n, v)?;

@@ -29,7 +29,7 @@ pub fn hook(args: &Args<'_>) -> Hook {
 pub struct PanicOnScan;
 
 impl Producer for PanicOnScan {
-    fn fill(&mut self, _chunk: &mut Chunk<'_>) -> Result<usize> {
+    fn fill(&self, _chunk: &mut Chunk<'_>) -> Result<usize> {
         panic!("test panic in a scan")
     }
 }

@@ -215,6 +215,23 @@ fn expect_json(v: &Edn) -> Json {
     }
 }
 
+/// The `:db/txInstant` of basis-t `t` as DuckDB's TIMESTAMP text (UTC, milliseconds).
+fn instant_text(db: &vev::Db, t: u64) -> String {
+    let tx = vev::ids::tx_id(t);
+    let instant = db
+        .entity(tx)
+        .get(&vev::Keyword::new("db/txInstant"))
+        .unwrap()
+        .unwrap();
+    let vev::Value::Instant(ms) = instant else {
+        panic!("{instant} is not an instant")
+    };
+    vev::edn::format_inst(ms)
+        .replace('T', " ")
+        .trim_end_matches('Z')
+        .to_owned()
+}
+
 /// The rows of a query through the Rust API.
 fn query_rows(db: &vev::Db, query: &str, inputs: &[Edn]) -> Vec<Vec<Json>> {
     let q = vev::Query::parse(query).unwrap();
@@ -394,6 +411,33 @@ fn table_cases(db: &vev::Db, path: &str, before: u64) -> Vec<Json> {
             "attribute count",
             format!("SELECT count(*) FROM vev_attribute('{path}', ':person/score')"),
             vec![vec![json!(PEOPLE)]],
+        ),
+        case(
+            "datoms whole index",
+            format!("SELECT count(*) FROM vev_datoms('{path}', 'eavt', NULL)"),
+            vec![vec![json!(db.datoms(vev::IndexOrder::Eavt, &[]).count())]],
+        ),
+        case(
+            "datoms list of components",
+            format!("SELECT * FROM vev_datoms('{path}', 'eavt', ['{ann}', ':person/age'])"),
+            datom_rows(
+                db,
+                db.datoms(vev::IndexOrder::Eavt, &[comp(ann), comp(age)])
+                    .map(Result::unwrap),
+            ),
+        ),
+        case(
+            "pull a list",
+            format!("SELECT e FROM vev_pull('{path}', '[:person/name]', [{ann}, {age}])"),
+            vec![vec![json!(ann)], vec![json!(age)]],
+        ),
+        case(
+            "attribute as_of an instant",
+            format!(
+                "SELECT * FROM vev_attribute('{path}', ':person/age', as_of := TIMESTAMP '{}')",
+                instant_text(db, before)
+            ),
+            query_rows(&past, "[:find ?e ?a :where [?e :person/age ?a]]", &[]),
         ),
         case(
             "log",
