@@ -81,8 +81,8 @@ def engine_calls(scenario, vev, peers):
 
 
 def check(scenario, engines):
-    """Every engine's answer to every call of `scenario` is the same, and not empty. Mean
-    rows per call."""
+    """Every engine's answer to every call of `scenario` is the same, and not all of them
+    are empty. Mean rows per call."""
     answers = {}
     for label, con, calls, answer in engines:
         answers[label] = [answer(con.execute(sql, p).fetchall()) for sql, p in calls]
@@ -94,8 +94,8 @@ def check(scenario, engines):
                     f"{scenario.name}, call {k}: {first} answered {len(want)} rows"
                     f" (first {want[:3]}), {label} {len(have)} (first {have[:3]})"
                 )
-    if not all(expected):
-        raise Mismatch(f"{scenario.name}: a call answered no rows in every engine")
+    if not any(expected):
+        raise Mismatch(f"{scenario.name}: no call answered any row in any engine")
     return sum(len(a) for a in expected) / len(expected)
 
 
