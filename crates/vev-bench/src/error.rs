@@ -63,6 +63,8 @@ pub enum BenchError {
     PsqlValue { sql: String, output: String },
     #[error("cannot handle Ctrl-C: {0}")]
     Interrupt(#[from] ctrlc::Error),
+    #[error("scripts/duckdb-extension.sh printed no path of vev.duckdb_extension")]
+    ExtensionPath,
     #[error("vev serve did not start: {0}")]
     Serve(#[from] vev_pg::ServeError),
 }

@@ -20,9 +20,17 @@
 //!
 //! `vev-bench pgbench` runs stock pgbench 15 against `vev serve` (in this process) and a
 //! throwaway PostgreSQL 15, interleaved, and checks the tpcb invariant (`pgbench.rs`).
+//!
+//! `vev-bench duckdb` builds Vev's DuckDB extension and runs `bench/duckdb/bench.py` in a
+//! virtual environment with the pinned `duckdb` wheel: Vev through the extension against a
+//! `datoms` table in DuckDB and in SQLite, the same scenarios on one dataset per size, every
+//! call timed from one Python client, answers checked equal (`duckdb.rs`).
 
 mod bulk;
 mod datascript;
+mod duckdb;
+mod duckdb_output;
+mod duckdb_report;
 mod error;
 mod fixture;
 mod fulltext;
@@ -82,6 +90,8 @@ enum Command {
     Fulltext(FulltextArgs),
     /// Stock pgbench against `vev serve` and a throwaway PostgreSQL 15, interleaved.
     Pgbench(PgbenchArgs),
+    /// Vev's DuckDB extension against a datoms table in DuckDB and in SQLite, from Python.
+    Duckdb(DuckdbArgs),
     /// Internal: open a database file and answer one query, print the times as JSON.
     #[command(hide = true)]
     StorageOpen(StorageOpenArgs),
@@ -159,6 +169,31 @@ struct PgbenchArgs {
     #[arg(long, default_value = "/usr/lib/postgresql/15/bin")]
     pg_bin: std::path::PathBuf,
     /// Also write the report to this file (e.g. `bench/history/<date>-pgbench.md`).
+    #[arg(long)]
+    out: Option<std::path::PathBuf>,
+}
+
+#[derive(Args)]
+struct DuckdbArgs {
+    /// Datoms of each dataset, about (comma-separated).
+    #[arg(long, value_delimiter = ',', default_value = "100000,1000000")]
+    sizes: Vec<u64>,
+    /// Turns of each engine per scenario (warm-up, then timed calls), interleaved.
+    #[arg(long, default_value_t = 2, value_parser = clap::value_parser!(u32).range(1..))]
+    rounds: u32,
+    /// Timed calls per scenario, engine and round, at most.
+    #[arg(long, default_value_t = 50, value_parser = clap::value_parser!(u32).range(5..))]
+    reps: u32,
+    /// Untimed calls before each engine's timed ones go on for at least this many ms.
+    #[arg(long, default_value_t = 100)]
+    warmup_ms: u32,
+    /// An engine's timed calls of a round stop once they add up to this many ms (at least 5 run).
+    #[arg(long, default_value_t = 1_000)]
+    budget_ms: u32,
+    /// Single-datom transactions per engine and size.
+    #[arg(long, default_value_t = 500, value_parser = clap::value_parser!(u32).range(1..))]
+    txs: u32,
+    /// Also write the report to this file (e.g. `bench/history/<date>-duckdb.md`).
     #[arg(long)]
     out: Option<std::path::PathBuf>,
 }
@@ -413,6 +448,7 @@ fn main() -> ExitCode {
         }
         Command::Fulltext(args) => exit(fulltext_cmd(args)),
         Command::Pgbench(args) => exit(pgbench_cmd(args)),
+        Command::Duckdb(args) => exit(duckdb_cmd(args)),
         Command::StorageOpen(args) => {
             exit(storage_bulk::open_and_query(&args.path, args.id).map(|line| println!("{line}")))
         }
@@ -447,6 +483,24 @@ fn pgbench_cmd(args: PgbenchArgs) -> Result<(), BenchError> {
         pg_bin: args.pg_bin,
     };
     let report = pgbench_report::render(&pgbench::run_suite(&cfg)?);
+    print!("{report}");
+    if let Some(path) = &args.out {
+        std::fs::write(path, &report).map_err(BenchError::io("write", path))?;
+    }
+    Ok(())
+}
+
+fn duckdb_cmd(args: DuckdbArgs) -> Result<(), BenchError> {
+    let cfg = duckdb::DuckdbConfig {
+        sizes: args.sizes,
+        rounds: args.rounds,
+        reps: args.reps,
+        warmup_ms: args.warmup_ms,
+        budget_ms: args.budget_ms,
+        txs: args.txs,
+    };
+    let command = std::env::args().skip(1).collect::<Vec<_>>().join(" ");
+    let report = duckdb_report::render(&duckdb::run(&cfg, command)?);
     print!("{report}");
     if let Some(path) = &args.out {
         std::fs::write(path, &report).map_err(BenchError::io("write", path))?;
