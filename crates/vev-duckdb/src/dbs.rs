@@ -129,3 +129,30 @@ impl Handle {
         Ok(conn)
     }
 }
+
+/// Close this process's connections to `path` (Datomic's `release`): the writer, if
+/// `vev_transact` opened one, checkpoints its log tail and empties its WAL into the file as it
+/// closes, and its lock is freed for other processes. A later call opens the file again.
+/// Returns whether anything was open. A call still running on the file keeps its connection
+/// until it ends.
+pub fn release(path: &str) -> Result<bool> {
+    let canonical = canonical(Path::new(path))?;
+    let handle = {
+        let mut cache = lock(cache());
+        let handle = cache.by_canonical.remove(&canonical);
+        if let Some(h) = &handle {
+            cache.by_given.retain(|_, v| !Arc::ptr_eq(v, h));
+        }
+        handle
+    };
+    let Some(handle) = handle else {
+        return Ok(false);
+    };
+    let writer = lock(&handle.writer).take();
+    let reader = lock(&handle.reader).take();
+    let open = writer.is_some() || reader.is_some();
+    // Dropped here, outside every lock: closing a writer may checkpoint.
+    drop(writer);
+    drop(reader);
+    Ok(open)
+}

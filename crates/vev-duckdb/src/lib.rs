@@ -8,7 +8,7 @@
 //! ```
 //!
 //! Table functions (each in its module): `vev_query`, `vev_pull`, `vev_datoms`,
-//! `vev_attribute`, `vev_transact`, `vev_schema`, `vev_log`. The reading ones take the named
+//! `vev_attribute`, `vev_transact`, `vev_schema`, `vev_log`, `vev_release`. The reading ones take the named
 //! parameters `as_of`, `since` and `history`. `table` is the frame they share (bind, init,
 //! scan, projection, panic containment); `column` maps Vev values to DuckDB types; `dbs`
 //! caches opened databases per path; `footer` makes the metadata DuckDB requires at the end
@@ -28,6 +28,7 @@ pub mod footer;
 mod json;
 mod pull;
 mod query;
+mod release;
 mod schema;
 mod table;
 #[cfg(feature = "testing")]
@@ -49,6 +50,7 @@ fn register(con: &Connection) -> duckdb::Result<()> {
     con.register_table_function::<Table<datoms::VevTransact>>("vev_transact")?;
     con.register_table_function::<Table<schema::VevSchema>>("vev_schema")?;
     con.register_table_function::<Table<datoms::VevLog>>("vev_log")?;
+    con.register_table_function::<Table<release::VevRelease>>("vev_release")?;
     Ok(())
 }
 

@@ -14,6 +14,7 @@ import concurrent.futures
 import datetime
 import decimal
 import json
+import os
 import sys
 import uuid
 
@@ -175,6 +176,15 @@ def check_transact(con, written):
     # A failed transaction changed nothing.
     count = con.execute(f"SELECT count(*) FROM vev_attribute('{written}', ':city/population')").fetchone()[0]
     check(count == 2, f"populations after a failed transaction: {count}")
+    # Released, the writer closes: the file holds everything, its WAL emptied into it.
+    released = con.execute("SELECT * FROM vev_release(?)", [written]).fetchall()
+    check(released == [(True,)], f"vev_release of an open file: {released}")
+    wal = written + "-wal"
+    check(not os.path.exists(wal) or os.path.getsize(wal) == 0, f"{wal} is not empty after vev_release")
+    again = con.execute("SELECT * FROM vev_release(?)", [written]).fetchall()
+    check(again == [(False,)], f"vev_release of a closed file: {again}")
+    got = con.execute(f"SELECT count(*) FROM vev_attribute('{written}', ':city/name')").fetchone()[0]
+    check(got == 2, f"a read after vev_release opens the file again: {got}")
 
 
 def main():
