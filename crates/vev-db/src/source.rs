@@ -85,6 +85,18 @@ impl Source for Db {
             });
             return;
         }
+        let view = self.view();
+        if let (None, Some(since), false) = (view.as_of, view.since, view.history) {
+            // A since view is the current datoms of later transactions: walk the current
+            // tree in place and skip the older ones, cloning none.
+            let tree = self.state.current.tree(order);
+            let below = |d: &Datom| order.cmp_prefix(d, prefix) == Ordering::Less;
+            tree.visit_from(below, &mut |d| {
+                order.cmp_prefix(d, prefix) == Ordering::Equal
+                    && (vev_core::ids::t_of(d.tx) <= since || visit(d))
+            });
+            return;
+        }
         // The engine checks for storage failures once, after the query.
         for d in self.datoms_unchecked(order, prefix) {
             if !visit(&d) {
