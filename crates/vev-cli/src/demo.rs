@@ -70,11 +70,11 @@ fn people_tx(from: usize, to: usize, rng: &mut Lcg) -> String {
     tx
 }
 
-/// A database file that did not exist: `demo.vev` in DIR (created if missing), or the first
-/// of `demo-2.vev`, `demo-3.vev`, ... not taken there; without DIR, `demo.vev` in a new
+/// A database file that did not exist: `STEM.vev` in DIR (created if missing), or the first
+/// of `STEM-2.vev`, `STEM-3.vev`, ... not taken there; without DIR, `STEM.vev` in a new
 /// directory `vev-demo-PID-SECONDS` of the system's temporary directory. An existing file is
 /// never replaced or deleted.
-fn fresh_file(dir: Option<PathBuf>) -> CliResult<PathBuf> {
+pub(crate) fn fresh_file(dir: Option<PathBuf>, stem: &str) -> CliResult<PathBuf> {
     let io_err = |path: &std::path::Path| {
         let path = path.display().to_string();
         move |err| CliError::Io { path, err }
@@ -95,11 +95,11 @@ fn fresh_file(dir: Option<PathBuf>) -> CliResult<PathBuf> {
     };
     let path = (1..)
         .map(|n| match n {
-            1 => dir.join("demo.vev"),
-            n => dir.join(format!("demo-{n}.vev")),
+            1 => dir.join(format!("{stem}.vev")),
+            n => dir.join(format!("{stem}-{n}.vev")),
         })
         .find(|p| !taken(p))
-        .unwrap_or_else(|| dir.join("demo.vev"));
+        .unwrap_or_else(|| dir.join(format!("{stem}.vev")));
     Ok(path)
 }
 
@@ -126,12 +126,12 @@ fn new_temp_dir() -> io::Result<PathBuf> {
 }
 
 /// `1 transaction`, `2 transactions`.
-fn count(n: usize, one: &str, many: &str) -> String {
+pub(crate) fn count(n: usize, one: &str, many: &str) -> String {
     format!("{n} {}", if n == 1 { one } else { many })
 }
 
 pub fn run(dir: Option<PathBuf>, people: usize) -> CliResult<()> {
-    let path = fresh_file(dir)?;
+    let path = fresh_file(dir, "demo")?;
     let conn = Connection::open(&path)?;
     let mut out = io::stdout().lock();
     writeln!(out, "created {}", path.display())?;
@@ -209,7 +209,7 @@ const SHOWN_ROWS: usize = 5;
 
 /// Run a query and print its title, its text, its timing and its first rows (each row
 /// whole, one a line), with `edit` applied to each row before it is printed.
-fn show(
+pub(crate) fn show(
     out: &mut dyn Write,
     title: &str,
     db: &vev::Db,
@@ -260,7 +260,7 @@ fn write_rows(
 }
 
 /// Rows printed as the engine gives them.
-fn as_is(row: Vec<Edn>) -> Vec<Edn> {
+pub(crate) fn as_is(row: Vec<Edn>) -> Vec<Edn> {
     row
 }
 
@@ -345,6 +345,6 @@ fn pull_example(db: &vev::Db, out: &mut impl Write, email: Edn) -> CliResult<()>
     Ok(())
 }
 
-fn ms(d: Duration) -> String {
+pub(crate) fn ms(d: Duration) -> String {
     format!("{:.2} ms", d.as_secs_f64() * 1e3)
 }

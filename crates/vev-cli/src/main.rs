@@ -17,6 +17,7 @@ mod demo;
 mod error;
 mod export;
 mod import;
+mod mbrainz;
 mod output;
 mod repl;
 mod typed;
@@ -261,6 +262,8 @@ enum Command {
     /// Create a database in DIR (default: a temporary directory), load a generated data set of
     /// people and friendships, and run example queries with their timings.
     Demo {
+        #[command(subcommand)]
+        data: Option<DemoData>,
         /// The directory to create the database in (demo.vev inside it; a name not taken is
         /// used, so an existing file is never replaced). Default: a new temporary directory.
         dir: Option<PathBuf>,
@@ -268,6 +271,42 @@ enum Command {
         #[arg(long, default_value_t = 20_000)]
         people: usize,
     },
+}
+
+/// Other demo data sets.
+#[derive(Subcommand, Debug)]
+enum DemoData {
+    /// Create mbrainz.vev in DIR (default: a new temporary directory) with a generated data
+    /// set of the MusicBrainz sample's schema and shape (artists, releases, media, tracks;
+    /// deterministic), loaded through bulk_load, and run some of its queries. The queries,
+    /// rules and what the data looks like: docs/mbrainz.md and queries/mbrainz/.
+    Mbrainz {
+        /// The directory to create mbrainz.vev in (a name not taken is used, so an existing
+        /// file is never replaced). Default: a new temporary directory.
+        dir: Option<PathBuf>,
+        /// How much data: tiny (about 0.1M datoms), small (1M), medium (10M), large (50M).
+        #[arg(long, value_enum, default_value_t = ScaleArg::Small)]
+        scale: ScaleArg,
+    },
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+enum ScaleArg {
+    Tiny,
+    Small,
+    Medium,
+    Large,
+}
+
+impl From<ScaleArg> for vev_mbrainz::Scale {
+    fn from(s: ScaleArg) -> vev_mbrainz::Scale {
+        match s {
+            ScaleArg::Tiny => vev_mbrainz::Scale::Tiny,
+            ScaleArg::Small => vev_mbrainz::Scale::Small,
+            ScaleArg::Medium => vev_mbrainz::Scale::Medium,
+            ScaleArg::Large => vev_mbrainz::Scale::Large,
+        }
+    }
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
@@ -362,7 +401,15 @@ fn run(cli: Cli) -> error::CliResult<ExitCode> {
                 lock,
             },
         ),
-        Command::Demo { dir, people } => demo::run(dir, people),
+        Command::Demo {
+            data: Some(DemoData::Mbrainz { dir, scale }),
+            ..
+        } => mbrainz::run(dir, scale.into()),
+        Command::Demo {
+            data: None,
+            dir,
+            people,
+        } => demo::run(dir, people),
     };
     done.map(|()| ExitCode::SUCCESS)
 }

@@ -706,6 +706,50 @@ fn demo_loads_and_queries() {
     run_ok(&["verify", s(&db)], "");
 }
 
+/// `vev demo mbrainz`: the data set, then the query files of the repository run on it through
+/// `vev query` with `@FILE` query and rules, as docs/mbrainz.md shows.
+#[test]
+fn demo_mbrainz_writes_a_database_the_query_files_run_on() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = run_ok(&["demo", "mbrainz", s(dir.path()), "--scale", "tiny"], "");
+    for needle in ["loaded ", " tracks: ", "q1 (", "q5 (", "q6 (", "q8 ("] {
+        assert!(out.contains(needle), "no {needle:?} in:\n{out}");
+    }
+    let db = dir.path().join("mbrainz.vev");
+    let queries = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../queries/mbrainz");
+    let file = |name: &str| format!("@{}", queries.join(name).display());
+    let janis = run_ok(
+        &["query", s(&db), &file("artist.edn"), r#""Janis Joplin""#],
+        "",
+    );
+    assert!(
+        janis.contains(":artist.type/person :artist.gender/female"),
+        "{janis}"
+    );
+    let q7 = run_ok(
+        &[
+            "query",
+            s(&db),
+            &file("q7.edn"),
+            &file("rules.edn"),
+            r#"["George Harrison"]"#,
+            "--format",
+            "csv",
+        ],
+        "",
+    );
+    // The tiny data set's 14 rows (tests/expected/tiny.edn of vev-mbrainz), each from him.
+    let rows = q7
+        .lines()
+        .filter(|l| l.starts_with("George Harrison,"))
+        .count();
+    assert_eq!(rows, 14, "{q7}");
+    // A second run never replaces the first file.
+    run_ok(&["demo", "mbrainz", s(dir.path()), "--scale", "tiny"], "");
+    assert!(dir.path().join("mbrainz-2.vev").exists());
+    run_ok(&["verify", s(&db)], "");
+}
+
 /// A database of `n` people with names of growing length (the last ones are the widest),
 /// made through the library (faster than `vev transact` for thousands of entities).
 fn many_people(dir: &Path, n: usize) -> PathBuf {
