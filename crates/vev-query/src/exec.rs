@@ -212,7 +212,7 @@ impl<'a> Ctx<'a> {
                 }
                 rel = out;
             } else {
-                rel = self.apply(env, rel, clause, &remaining)?;
+                rel = self.apply(env, rel, clause, &remaining, keep)?;
             }
             // Only the clause right after a restored prefix may use the prefix's index.
             if let Some(p) = env
@@ -340,6 +340,7 @@ impl<'a> Ctx<'a> {
         rel: Rel,
         c: &CClause,
         remaining: &[&CClause],
+        keep: &[VarId],
     ) -> Result<Rel, QueryError> {
         match c {
             CClause::Pattern { src, terms, .. } if self.collection(env, *src).is_some() => {
@@ -392,15 +393,25 @@ impl<'a> Ctx<'a> {
                 args,
                 span,
             } => {
+                // What the step's projection keeps, so the call can leave out the rest as
+                // it joins (`rules::call`).
+                let needed: HashSet<VarId> = remaining
+                    .iter()
+                    .flat_map(|c| c.vars())
+                    .chain(keep.iter().copied())
+                    .collect();
                 let out = crate::rules::call(
                     self,
                     env,
                     rel,
-                    src.or(env.default_src),
-                    name,
-                    args,
-                    *span,
-                    c,
+                    crate::rules::Site {
+                        src: src.or(env.default_src),
+                        name,
+                        args,
+                        span: *span,
+                        clause: c,
+                        needed: &needed,
+                    },
                 )?;
                 self.record(env, c, "rule".into(), None, out.len);
                 Ok(out)

@@ -28,7 +28,7 @@ pub(crate) struct Rel {
 const SORTED_PROJECTION_MIN: usize = 1024;
 
 /// The hasher of rows: fast, and seeded per process.
-fn hasher() -> foldhash::fast::RandomState {
+pub(crate) fn hasher() -> foldhash::fast::RandomState {
     foldhash::fast::RandomState::default()
 }
 
@@ -41,15 +41,32 @@ fn hasher() -> foldhash::fast::RandomState {
 fn hash_cols(index: &RowIndex, row: &[Value], cols: &[usize]) -> u64 {
     let mut h = index.seed;
     for c in cols {
-        let word = match &row[*c] {
-            Value::Ref(e) => *e,
-            Value::Long(n) => (*n as u64) ^ 0x9e37_79b9_7f4a_7c15,
-            v => index.state.hash_one(v),
-        };
-        h = (h ^ word)
-            .wrapping_mul(0x9e37_79b9_7f4a_7c15)
-            .rotate_left(31);
+        h = mix(h, value_word(&index.state, &row[*c]));
     }
+    finish(h)
+}
+
+/// A value as one word to hash: entity ids and longs as themselves, others through `Hash`.
+#[inline]
+pub(crate) fn value_word(state: &foldhash::fast::RandomState, v: &Value) -> u64 {
+    match v {
+        Value::Ref(e) => *e,
+        Value::Long(n) => (*n as u64) ^ 0x9e37_79b9_7f4a_7c15,
+        v => state.hash_one(v),
+    }
+}
+
+/// One word more into a row's running hash.
+#[inline]
+pub(crate) fn mix(h: u64, word: u64) -> u64 {
+    (h ^ word)
+        .wrapping_mul(0x9e37_79b9_7f4a_7c15)
+        .rotate_left(31)
+}
+
+/// A running hash's final avalanche (MurmurHash3's).
+#[inline]
+pub(crate) fn finish(mut h: u64) -> u64 {
     h ^= h >> 33;
     h = h.wrapping_mul(0xff51_afd7_ed55_8ccd);
     h ^= h >> 33;
@@ -59,7 +76,7 @@ fn hash_cols(index: &RowIndex, row: &[Value], cols: &[usize]) -> u64 {
 
 /// Value equality with entity ids compared first (the common case in joins and rule tables).
 #[inline]
-fn values_equal(a: &Value, b: &Value) -> bool {
+pub(crate) fn values_equal(a: &Value, b: &Value) -> bool {
     match (a, b) {
         (Value::Ref(x), Value::Ref(y)) => x == y,
         _ => a == b,

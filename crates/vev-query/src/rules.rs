@@ -29,7 +29,7 @@ use crate::rel::{ChainIndex, Rel, RowIndex, VarId};
 
 mod call;
 
-pub(crate) use call::{call, call_columns};
+pub(crate) use call::{call, call_columns, Site};
 
 pub(crate) struct CRule {
     pub head: Vec<VarId>,

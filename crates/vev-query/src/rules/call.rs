@@ -4,6 +4,10 @@
 //! hashing for a table that binds nothing.
 
 use std::cell::RefCell;
+use std::collections::HashSet;
+use std::hash::BuildHasher;
+
+use hashbrown::HashTable;
 
 use vev_core::Value;
 use vev_edn::{Span, Symbol};
@@ -12,21 +16,38 @@ use super::{fixpoint, Key, Mode, Pass, PrefixSlot, Rows, RuleCtx, Table, Tables}
 use crate::compile::{CArg, CClause};
 use crate::error::QueryError;
 use crate::exec::{Ctx, Env};
-use crate::rel::{ChainIndex, JoinShape, Rel, VarId};
+use crate::rel::{
+    finish, hasher, mix, value_word, values_equal, ChainIndex, JoinShape, Rel, RowIndex, VarId,
+};
 use crate::values::edn_to_value;
 
+/// A rule call as the executor applies it.
+pub(crate) struct Site<'a> {
+    pub src: Option<usize>,
+    pub name: &'a Symbol,
+    pub args: &'a [CArg],
+    pub span: Span,
+    pub clause: &'a CClause,
+    /// The variables a later clause or the caller needs: the step's projection keeps only
+    /// these, so a join by key leaves the others out as it goes (`join_by_key_projected`).
+    pub needed: &'a HashSet<VarId>,
+}
+
 /// Evaluate a rule call and join its answers with `rel`.
-#[allow(clippy::too_many_arguments)]
 pub(crate) fn call(
     ctx: &Ctx<'_>,
     env: &Env<'_>,
     rel: Rel,
-    src: Option<usize>,
-    name: &Symbol,
-    args: &[CArg],
-    span: Span,
-    clause: &CClause,
+    site: Site<'_>,
 ) -> Result<Rel, QueryError> {
+    let Site {
+        src,
+        name,
+        args,
+        span,
+        clause,
+        needed,
+    } = site;
     let arity = checked_arity(ctx, name, args, span)?;
     let mut bound: Vec<bool> = args
         .iter()
@@ -106,7 +127,34 @@ pub(crate) fn call(
         return Ok(rel.join(&answers));
     }
     let t = tables.borrow();
-    join_by_key(ctx, &rel, args, &t.tables[&key], mode, &seed_of)
+    let by_key = ByKey {
+        table: &t.tables[&key],
+        mode,
+        seed_of: &seed_of,
+    };
+    join_answers(ctx, &rel, args, &by_key, needed)
+}
+
+/// Join `rel` with the answers for each row's key: projected as it goes when the step's
+/// projection would drop some of the columns.
+fn join_answers(
+    ctx: &Ctx<'_>,
+    rel: &Rel,
+    args: &[CArg],
+    by_key: &ByKey<'_>,
+    needed: &HashSet<VarId>,
+) -> Result<Rel, QueryError> {
+    let keep_row: Vec<usize> = (0..rel.width())
+        .filter(|c| needed.contains(&rel.vars[*c]))
+        .collect();
+    let all_new_kept = args.iter().all(|a| match a {
+        CArg::Var(v) => rel.has(*v) || needed.contains(v),
+        _ => true,
+    });
+    if keep_row.len() == rel.width() && all_new_kept {
+        return join_by_key(ctx, rel, args, by_key.table, by_key.mode, by_key.seed_of);
+    }
+    join_by_key_projected(ctx, rel, args, by_key, &keep_row, needed)
 }
 
 /// The arity of rule `name`, checked against the call's arguments.
@@ -255,6 +303,109 @@ fn join_by_key(
             buf.extend_from_slice(row);
             buf.extend(new_pos.iter().map(|(p, _)| ans[*p].clone()));
             out.push_row(&buf);
+        }
+        ctx.check(out.len)?;
+    }
+    Ok(out)
+}
+
+/// A table's answers as a join by key reads them.
+struct ByKey<'a> {
+    table: &'a Table,
+    mode: Mode,
+    seed_of: &'a SeedOf,
+}
+
+/// `join_by_key` followed by the step's projection, in one pass: each output row holds the
+/// kept columns of `rel` (`keep_row`) and the new variables in `needed`, and repeats of an
+/// output row are dropped as they are found, so the joined rows that the projection would
+/// have merged are never built. Rows of `rel` with equal kept columns form a group; an output
+/// row is keyed by its group's number and its new values, so a probe hashes a word or two
+/// rather than whole rows (a rule body such as `(net ?a ?x) (net ?x ?b)` that drops `?x`
+/// meets each `(?a, ?b)` once per `?x` between them).
+fn join_by_key_projected(
+    ctx: &Ctx<'_>,
+    rel: &Rel,
+    args: &[CArg],
+    by_key: &ByKey<'_>,
+    keep_row: &[usize],
+    needed: &HashSet<VarId>,
+) -> Result<Rel, QueryError> {
+    // New variables: (argument position) of the kept ones; repeats must be equal.
+    let mut new_vars: Vec<VarId> = Vec::new();
+    let mut new_pos: Vec<usize> = Vec::new();
+    let mut eq_pos: Vec<(usize, usize)> = Vec::new();
+    for (p, a) in args.iter().enumerate() {
+        if let CArg::Var(v) = a {
+            if rel.has(*v) {
+                continue;
+            }
+            if let Some(first) = args[..p]
+                .iter()
+                .position(|x| matches!(x, CArg::Var(w) if w == v))
+            {
+                eq_pos.push((p, first));
+                continue;
+            }
+            if needed.contains(v) {
+                new_pos.push(p);
+                new_vars.push(*v);
+            }
+        }
+    }
+    let mut vars: Vec<VarId> = keep_row.iter().map(|c| rel.vars[*c]).collect();
+    vars.extend(new_vars.iter().copied());
+    let mut out = Rel::empty(vars);
+    out.distinct = true;
+    // The distinct kept parts of `rel`'s rows, numbered.
+    let mut groups = Rel::empty(keep_row.iter().map(|c| rel.vars[*c]).collect());
+    let group_cols: Vec<usize> = (0..keep_row.len()).collect();
+    let mut group_index = RowIndex::with_capacity(rel.len.min(1 << 16));
+    // Output rows by (group, new values): (hash, output row); each output row's group.
+    let state = hasher();
+    let seed = state.hash_one(0x6a0b_u64);
+    let mut seen: HashTable<(u64, usize)> = HashTable::new();
+    let mut group_of: Vec<usize> = Vec::new();
+    let w = out.width();
+    let tail = keep_row.len();
+    let mut probe = Vec::with_capacity(by_key.seed_of.parts.len());
+    for row in rel.rows() {
+        groups.data.extend(keep_row.iter().map(|c| row[*c].clone()));
+        groups.len += 1;
+        let (g, new_group) = group_index.insert(&groups, &group_cols, groups.len - 1);
+        if !new_group {
+            groups.len -= 1;
+            groups.data.truncate(groups.len * tail);
+        }
+        let group_hash = mix(seed, g as u64);
+        by_key.seed_of.fill(row, &mut probe);
+        for ans in by_key.table.answers(&probe, by_key.mode) {
+            if eq_pos.iter().any(|(p, f)| ans[*p] != ans[*f]) {
+                continue;
+            }
+            let h = finish(
+                new_pos
+                    .iter()
+                    .fold(group_hash, |h, p| mix(h, value_word(&state, &ans[*p]))),
+            );
+            let data = &out.data;
+            let found = seen.find(h, |&(hh, j)| {
+                hh == h
+                    && group_of[j] == g
+                    && new_pos
+                        .iter()
+                        .enumerate()
+                        .all(|(k, p)| values_equal(&data[j * w + tail + k], &ans[*p]))
+            });
+            if found.is_some() {
+                continue;
+            }
+            let j = out.len;
+            out.data.extend_from_slice(groups.row(g));
+            out.data.extend(new_pos.iter().map(|p| ans[*p].clone()));
+            out.len += 1;
+            group_of.push(g);
+            seen.insert_unique(h, (h, j), |&(hh, _)| hh);
         }
         ctx.check(out.len)?;
     }

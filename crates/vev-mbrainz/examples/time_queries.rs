@@ -1,0 +1,38 @@
+//! Times every workload query on an existing database file: the first run after open, then
+//! the median of five more. `cargo run --release -p vev-mbrainz --example time_queries -- DB
+//! [NAME ...]`. A quick look while working; the benchmark with peers is `vev-bench mbrainz`.
+
+use std::time::Instant;
+
+fn main() -> Result<(), Box<dyn std::error::Error>> {
+    let mut args = std::env::args().skip(1);
+    let path = args.next().ok_or("usage: time_queries DB [NAME ...]")?;
+    let only: Vec<String> = args.collect();
+    let conn = vev::Connection::open_with(&path, &vev::OpenOptions::read_only())?;
+    let db = conn.db();
+    for q in vev_mbrainz::all_queries() {
+        if !only.is_empty() && !only.iter().any(|n| n == q.name) {
+            continue;
+        }
+        let started = Instant::now();
+        let (rows, digest) = vev_mbrainz::digest(&vev_mbrainz::run(&db, q)?);
+        let first = started.elapsed();
+        let mut warm: Vec<f64> = (0..5)
+            .map(|_| {
+                let t = Instant::now();
+                let r = vev_mbrainz::run(&db, q);
+                let ms = t.elapsed().as_secs_f64() * 1e3;
+                drop(r);
+                ms
+            })
+            .collect();
+        warm.sort_by(f64::total_cmp);
+        println!(
+            "{:14} rows {rows:7} digest {digest}  first {:9.2} ms  warm median {:9.2} ms",
+            q.name,
+            first.as_secs_f64() * 1e3,
+            warm[2]
+        );
+    }
+    Ok(())
+}
