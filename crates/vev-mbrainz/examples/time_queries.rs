@@ -1,10 +1,14 @@
 //! Times every workload query on an existing database file: the first run after open, then
 //! the median of five more. `cargo run --release -p vev-mbrainz --example time_queries -- DB
-//! [NAME ...]`. A quick look while working; the benchmark with peers is `vev-bench mbrainz`.
+//! [NAME ...]` (`REPS=N`: N warm runs instead of 5). A quick look while working; the benchmark with peers is `vev-bench mbrainz`.
 
 use std::time::Instant;
 
+#[global_allocator]
+static ALLOCATOR: vev::alloc::MiMalloc = vev::alloc::MiMalloc;
+
 fn main() -> Result<(), Box<dyn std::error::Error>> {
+    vev::alloc::keep_freed_memory();
     let mut args = std::env::args().skip(1);
     let path = args.next().ok_or("usage: time_queries DB [NAME ...]")?;
     let only: Vec<String> = args.collect();
@@ -17,7 +21,12 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         let started = Instant::now();
         let (rows, digest) = vev_mbrainz::digest(&vev_mbrainz::run(&db, q)?);
         let first = started.elapsed();
-        let mut warm: Vec<f64> = (0..5)
+        let reps: usize = std::env::var("REPS")
+            .ok()
+            .and_then(|r| r.parse().ok())
+            .unwrap_or(5)
+            .max(1);
+        let mut warm: Vec<f64> = (0..reps)
             .map(|_| {
                 let t = Instant::now();
                 let r = vev_mbrainz::run(&db, q);
@@ -31,7 +40,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             "{:14} rows {rows:7} digest {digest}  first {:9.2} ms  warm median {:9.2} ms",
             q.name,
             first.as_secs_f64() * 1e3,
-            warm[2]
+            warm[reps / 2]
         );
     }
     Ok(())

@@ -262,25 +262,17 @@ fn join_by_key(
     mode: Mode,
     seed_of: &SeedOf,
 ) -> Result<Rel, QueryError> {
-    let mut new_vars: Vec<VarId> = Vec::new();
-    let mut new_pos: Vec<(usize, usize)> = Vec::new(); // (arg position, output column)
-    let mut eq_pos: Vec<(usize, usize)> = Vec::new(); // repeated new variable: (position, first position)
-    for (p, a) in args.iter().enumerate() {
-        if let CArg::Var(v) = a {
-            if rel.has(*v) {
-                continue;
-            }
-            if let Some(first) = args[..p]
-                .iter()
-                .position(|x| matches!(x, CArg::Var(w) if w == v))
-            {
-                eq_pos.push((p, first));
-                continue;
-            }
-            new_pos.push((p, rel.width() + new_vars.len()));
-            new_vars.push(*v);
-        }
-    }
+    let NewColumns {
+        vars: new_vars,
+        positions,
+        eq_pos,
+    } = NewColumns::of(args, rel, |_| true);
+    // (argument position, output column)
+    let new_pos: Vec<(usize, usize)> = positions
+        .iter()
+        .enumerate()
+        .map(|(k, p)| (*p, rel.width() + k))
+        .collect();
     let mut vars = rel.vars.clone();
     vars.extend(new_vars.iter().copied());
     let mut out = Rel::empty(vars);
@@ -309,6 +301,41 @@ fn join_by_key(
     Ok(out)
 }
 
+/// The variables a call adds to `rel`: those `keep` accepts of its first occurrences, with
+/// their argument positions, and the pairs of positions (repeat, first) a repeated new
+/// variable requires to be equal.
+struct NewColumns {
+    vars: Vec<VarId>,
+    positions: Vec<usize>,
+    eq_pos: Vec<(usize, usize)>,
+}
+
+impl NewColumns {
+    fn of(args: &[CArg], rel: &Rel, keep: impl Fn(VarId) -> bool) -> NewColumns {
+        let mut new = NewColumns {
+            vars: Vec::new(),
+            positions: Vec::new(),
+            eq_pos: Vec::new(),
+        };
+        for (p, a) in args.iter().enumerate() {
+            let CArg::Var(v) = a else { continue };
+            if rel.has(*v) {
+                continue;
+            }
+            if let Some(first) = args[..p]
+                .iter()
+                .position(|x| matches!(x, CArg::Var(w) if w == v))
+            {
+                new.eq_pos.push((p, first));
+            } else if keep(*v) {
+                new.positions.push(p);
+                new.vars.push(*v);
+            }
+        }
+        new
+    }
+}
+
 /// A table's answers as a join by key reads them.
 struct ByKey<'a> {
     table: &'a Table,
@@ -331,28 +358,11 @@ fn join_by_key_projected(
     keep_row: &[usize],
     needed: &HashSet<VarId>,
 ) -> Result<Rel, QueryError> {
-    // New variables: (argument position) of the kept ones; repeats must be equal.
-    let mut new_vars: Vec<VarId> = Vec::new();
-    let mut new_pos: Vec<usize> = Vec::new();
-    let mut eq_pos: Vec<(usize, usize)> = Vec::new();
-    for (p, a) in args.iter().enumerate() {
-        if let CArg::Var(v) = a {
-            if rel.has(*v) {
-                continue;
-            }
-            if let Some(first) = args[..p]
-                .iter()
-                .position(|x| matches!(x, CArg::Var(w) if w == v))
-            {
-                eq_pos.push((p, first));
-                continue;
-            }
-            if needed.contains(v) {
-                new_pos.push(p);
-                new_vars.push(*v);
-            }
-        }
-    }
+    let NewColumns {
+        vars: new_vars,
+        positions: new_pos,
+        eq_pos,
+    } = NewColumns::of(args, rel, |v| needed.contains(&v));
     let mut vars: Vec<VarId> = keep_row.iter().map(|c| rel.vars[*c]).collect();
     vars.extend(new_vars.iter().copied());
     let mut out = Rel::empty(vars);
