@@ -12,17 +12,20 @@
 //! - **Scenes**: artists are grouped into scenes (the named ones into theirs; the others in
 //!   runs of a Pareto-distributed size, most alone, some up to 60). A track is credited to
 //!   one or two more artists of its artist's scene with the scene's collaboration rate
-//!   (12%, 20-35% in the named scenes), and one in a hundred of those credits goes to an
-//!   artist anywhere. So the collaboration graph has real fan-out inside a scene and few
-//!   links between scenes, which is what the collaboration rules walk.
+//!   (12%, 20-35% in the named scenes). Each named scene is also linked to a few generated
+//!   scenes (the first ones of 30 artists or more), which 8% of its co-credits go to. So the
+//!   collaboration graph has real fan-out inside a scene, and the named artists' connected
+//!   parts have a size that the scale, not chance, decides.
 //! - **Releases** are grouped into abstract releases (an album and its reissues in other
 //!   countries and formats: 1 to 5 releases), which share their name and their track list
 //!   (names, durations, artists); each release has its own media and track entities, as in
 //!   MusicBrainz, so track names repeat across releases. Years 1968-1973.
-//! - **Track names**: 15% are "standards" (a pool of 5,000 titles, drawn by a Zipf law, so
-//!   that the same title is recorded by many artists), about 3% of first and last tracks are
-//!   "Intro"/"Outro" and their bracketed forms, the rest are made of 1 to 4 words drawn by a
-//!   Zipf law over a word list (with a few accented words); 0.2% start with "Always".
+//! - **Track names**: 15% are "standards" (a pool of 20,000 titles drawn by a Zipf law of
+//!   exponent 0.7, so that the same title is recorded by many artists; the most recorded is
+//!   about 0.24% of all tracks), about 3% of first and last tracks are "Intro"/"Outro" and
+//!   their bracketed forms, the rest are made of 1 to 4 words (mostly 2 or 3) drawn by a Zipf
+//!   law of exponent 0.6 over a word list (with a few accented words); 0.2% start with
+//!   "Always".
 
 use std::sync::Arc;
 
@@ -84,7 +87,13 @@ pub const SEED: u64 = 0x6d62_7261_696e_7a31; // "mbrainz1"
 const ARTISTS_PER_TX: usize = 1_000;
 /// A release transaction is closed once it holds this many datoms, about.
 const TX_DATOMS: usize = 5_000;
-const STANDARDS: usize = 5_000;
+/// Titles recorded by many artists, and the Zipf exponent of their popularity: the most
+/// recorded one is about 1.6% of the standards drawn (0.24% of all tracks), as a much
+/// covered song is in a real catalogue.
+const STANDARDS: usize = 20_000;
+const STANDARD_ZIPF: f64 = 0.7;
+/// The Zipf exponent of title words: the commonest word ("love") is about 4.6% of them.
+const WORD_ZIPF: f64 = 0.6;
 
 /// A named artist of the queries: name, group or not, female or not, country, releases.
 struct Named {
@@ -115,10 +124,12 @@ const fn group(name: &'static str, country: &'static str, releases: usize) -> Na
     }
 }
 
-/// The named scenes and their collaboration rates.
-const NAMED_SCENES: &[(f64, &[Named])] = &[
+/// The named scenes: collaboration rate, how many generated scenes they are linked to (their
+/// session musicians and guests), and members.
+const NAMED_SCENES: &[(f64, usize, &[Named])] = &[
     (
         0.35,
+        3,
         &[
             group("The Beatles", "United Kingdom", 30),
             person("John Lennon", false, "United Kingdom", 21),
@@ -137,6 +148,7 @@ const NAMED_SCENES: &[(f64, &[Named])] = &[
     ),
     (
         0.30,
+        2,
         &[
             person("Diana Ross", true, "United States", 25),
             group("The Supremes", "United States", 20),
@@ -151,6 +163,7 @@ const NAMED_SCENES: &[(f64, &[Named])] = &[
     ),
     (
         0.20,
+        1,
         &[
             person("Bill Withers", false, "United States", 8),
             person("Booker T. Jones", false, "United States", 5),
@@ -159,6 +172,7 @@ const NAMED_SCENES: &[(f64, &[Named])] = &[
     ),
     (
         0.30,
+        1,
         &[
             person("Janis Joplin", true, "United States", 6),
             group("Big Brother and the Holding Company", "United States", 4),
@@ -168,8 +182,10 @@ const NAMED_SCENES: &[(f64, &[Named])] = &[
 
 /// The collaboration rate of a generated scene of more than one artist.
 const SCENE_COLLAB: f64 = 0.12;
-/// The share of co-credits that go to an artist outside the scene.
-const BRIDGE: f64 = 0.01;
+/// The share of a named scene's co-credits that go to a member of one of its linked scenes.
+const LINK_RATE: f64 = 0.08;
+/// Linked scenes are the first generated scenes of at least this many artists.
+const LINKED_SCENE_MIN: usize = 30;
 
 struct Artist {
     gid: [u8; 16],
@@ -189,6 +205,8 @@ struct Artist {
 struct Scene {
     members: Vec<usize>,
     collab: f64,
+    /// Generated scenes whose members this scene's artists also credit (named scenes only).
+    links: Vec<usize>,
 }
 
 /// What the generator wrote, counted as it went.
@@ -255,7 +273,7 @@ impl Generator {
     /// even at the large scale).
     pub fn new(scale: Scale) -> Generator {
         let mut rng = Rng::new(SEED);
-        let word_zipf = Zipf::new(TITLE_WORDS.len(), 0.9);
+        let word_zipf = Zipf::new(TITLE_WORDS.len(), WORD_ZIPF);
         let country_zipf = Zipf::new(COUNTRIES.len(), 1.2);
         let (artists, scenes) = plan_artists(&mut rng, scale.releases(), &country_zipf);
         let mut g = Generator {
@@ -263,7 +281,7 @@ impl Generator {
             artists,
             scenes,
             standards: Vec::new(),
-            standard_zipf: Zipf::new(STANDARDS, 1.0),
+            standard_zipf: Zipf::new(STANDARDS, STANDARD_ZIPF),
             word_zipf,
             country_zipf,
             kw: Kw {
@@ -347,9 +365,15 @@ impl Generator {
         tempid(format!("ar{}", self.tempids))
     }
 
-    /// A title: 1 to 4 words, sometimes joined by a link ("Love in the Rain").
+    /// A title: 1 to 4 words (1: 4%, 2: 40%, 3: 36%, 4: 20%), sometimes joined by a link
+    /// ("Love in the Rain").
     fn title(&mut self) -> String {
-        let words = 1 + self.rng.below(3) + usize::from(self.rng.chance(0.15));
+        let words = match self.rng.below(100) {
+            0..=3 => 1,
+            4..=43 => 2,
+            44..=79 => 3,
+            _ => 4,
+        };
         let mut parts: Vec<String> = Vec::with_capacity(words + 1);
         if self.rng.chance(0.002) {
             parts.push("Always".to_string());
@@ -385,12 +409,13 @@ impl Generator {
         }
         let more = 1 + usize::from(self.rng.chance(0.25));
         for _ in 0..more {
-            let other = if self.rng.chance(BRIDGE) {
-                self.rng.below(self.artists.len())
+            let scene = &self.scenes[self.artists[artist].scene];
+            let from = if !scene.links.is_empty() && self.rng.chance(LINK_RATE) {
+                &self.scenes[scene.links[self.rng.below(scene.links.len())]]
             } else {
-                let members = &self.scenes[self.artists[artist].scene].members;
-                members[self.rng.below(members.len())]
+                scene
             };
+            let other = from.members[self.rng.below(from.members.len())];
             if !artists.contains(&other) {
                 artists.push(other);
             }
@@ -626,10 +651,10 @@ fn plan_artists(rng: &mut Rng, target: usize, countries: &Zipf) -> (Vec<Artist>,
     let mut scenes = Vec::new();
     let named: std::collections::HashSet<&str> = NAMED_SCENES
         .iter()
-        .flat_map(|(_, members)| members.iter().map(|m| m.name))
+        .flat_map(|(_, _, members)| members.iter().map(|m| m.name))
         .collect();
     let mut total = 0;
-    for (collab, members) in NAMED_SCENES {
+    for (collab, _, members) in NAMED_SCENES {
         let scene = scenes.len();
         let mut ids = Vec::new();
         for m in *members {
@@ -645,6 +670,7 @@ fn plan_artists(rng: &mut Rng, target: usize, countries: &Zipf) -> (Vec<Artist>,
         scenes.push(Scene {
             members: ids,
             collab: *collab,
+            links: Vec::new(),
         });
     }
     // The others: scenes of Pareto-distributed sizes, filled until the releases reach the
@@ -687,9 +713,24 @@ fn plan_artists(rng: &mut Rng, target: usize, countries: &Zipf) -> (Vec<Artist>,
         scenes.push(Scene {
             members: ids,
             collab,
+            links: Vec::new(),
         });
     }
+    link_named_scenes(&mut scenes);
     (artists, scenes)
+}
+
+/// Each named scene's links: the first generated scenes of `LINKED_SCENE_MIN` artists or
+/// more, in order, each linked to one named scene (fewer where the scale has too few).
+fn link_named_scenes(scenes: &mut [Scene]) {
+    let named = NAMED_SCENES.len();
+    let large: Vec<usize> = (named..scenes.len())
+        .filter(|&s| scenes[s].members.len() >= LINKED_SCENE_MIN)
+        .collect();
+    let mut large = large.into_iter();
+    for (i, (_, links, _)) in NAMED_SCENES.iter().enumerate() {
+        scenes[i].links = large.by_ref().take(*links).collect();
+    }
 }
 
 fn group_name(rng: &mut Rng) -> String {
