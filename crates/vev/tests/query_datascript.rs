@@ -13,15 +13,16 @@
 //! DataScript runs in node (`crates/vev/tests/js/datascript_query.js`), with the `datascript`
 //! package of `crates/vev-bench/js` (installed with `npm ci` when missing). When `node` is not
 //! on the PATH or `npm ci` fails, the test fails under `CI=true` (CI must run DataScript);
-//! elsewhere it says on stderr that it is skipped, and passes.
+//! elsewhere it says on stderr that it is skipped, and passes (`datascript_node`).
 
+mod datascript_node;
 mod query_gen;
 
 use std::collections::HashMap;
-use std::io::{Read, Write};
-use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
-use std::time::{Duration, Instant};
+use std::path::Path;
+use std::time::Duration;
+
+use datascript_node::{datascript_or_skip, in_ci, json_str, run_node};
 
 use query_gen::{build, Attr, DbSpec, Dialect, QuerySpec, Shape, Tape, Ty, DATASCRIPT_SCHEMA};
 use vev::{Db, Edn, IndexOrder, Input, Query, QueryOptions, QueryResult, Value};
@@ -58,64 +59,6 @@ struct Fixture {
     cases: Vec<Case>,
 }
 
-fn js_dir() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../vev-bench/js")
-}
-
-fn node_on_path() -> bool {
-    Command::new("node")
-        .arg("--version")
-        .output()
-        .is_ok_and(|o| o.status.success())
-}
-
-/// `npm ci` in `crates/vev-bench/js` unless DataScript is there already; why not, if it
-/// cannot be installed.
-fn ensure_datascript() -> Result<PathBuf, String> {
-    let modules = js_dir().join("node_modules");
-    if !modules.join("datascript/package.json").exists() {
-        let status = Command::new("npm")
-            .args(["ci", "--no-audit", "--no-fund"])
-            .current_dir(js_dir())
-            .status()
-            .map_err(|e| format!("`npm` cannot run: {e}"))?;
-        if !status.success() {
-            return Err(format!("`npm ci` in {} failed", js_dir().display()));
-        }
-    }
-    Ok(modules)
-}
-
-/// Whether the environment says this is CI (`CI` set to anything but empty, `0` or `false`,
-/// as CI services set it), where DataScript must run.
-fn in_ci(ci: Option<&str>) -> bool {
-    ci.is_some_and(|v| !matches!(v.trim(), "" | "0" | "false" | "FALSE" | "False"))
-}
-
-/// DataScript's `node_modules`, or `None` (with a note on stderr) when it cannot run here
-/// and this is not CI. Under CI that is a failure.
-fn datascript_or_skip() -> Option<PathBuf> {
-    let found = if node_on_path() {
-        ensure_datascript()
-    } else {
-        Err("`node` is not on the PATH".to_string())
-    };
-    match found {
-        Ok(modules) => Some(modules),
-        Err(why) if in_ci(std::env::var("CI").ok().as_deref()) => {
-            panic!("{why}, so DataScript cannot run, and CI must run it (CI is set)")
-        }
-        Err(why) => {
-            // Straight to stderr, not `eprintln!`, so the test harness does not swallow it.
-            let _ = writeln!(
-                std::io::stderr(),
-                "query_datascript: SKIPPED: {why}, so DataScript cannot run"
-            );
-            None
-        }
-    }
-}
-
 #[test]
 fn ci_is_recognised_as_ci_services_set_it() {
     assert!(in_ci(Some("true")));
@@ -124,20 +67,6 @@ fn ci_is_recognised_as_ci_services_set_it() {
     assert!(!in_ci(Some("")));
     assert!(!in_ci(Some("false")));
     assert!(!in_ci(Some("0")));
-}
-
-fn json_str(s: &str) -> String {
-    let mut out = String::from("\"");
-    for c in s.chars() {
-        match c {
-            '"' => out.push_str("\\\""),
-            '\\' => out.push_str("\\\\"),
-            '\n' => out.push_str("\\n"),
-            c => out.push(c),
-        }
-    }
-    out.push('"');
-    out
 }
 
 /// The user datoms of the current view as JSON `[e, attr, value]`, entities renumbered.
@@ -222,7 +151,7 @@ fn run_vev(db: &Db, text: &str, inputs: &[String]) -> Result<QueryResult, String
 
 #[test]
 fn vev_agrees_with_datascript() {
-    let Some(modules) = datascript_or_skip() else {
+    let Some(modules) = datascript_or_skip("query_datascript") else {
         return;
     };
     let mut fixture = Fixture::default();
@@ -327,55 +256,5 @@ fn run_datascript(modules: &Path, dbs_json: &[String], cases: &[Case]) -> String
     let path = Path::new(env!("CARGO_TARGET_TMPDIR")).join(name);
     std::fs::write(&path, fixture).expect("write the fixture");
     let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/js/datascript_query.js");
-    let mut child = Command::new("node")
-        .arg(&script)
-        .arg(&path)
-        .env("NODE_PATH", modules)
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("run node");
-    // Read stdout on a thread so that a full pipe cannot stall node, and give up on a query
-    // that makes DataScript run away instead of hanging the suite.
-    let mut stdout = child.stdout.take().expect("piped stdout");
-    let reader = std::thread::spawn(move || {
-        let mut out = String::new();
-        stdout.read_to_string(&mut out).map(|_| out)
-    });
-    let started = Instant::now();
-    let status = loop {
-        if let Some(status) = child.try_wait().expect("wait for node") {
-            break status;
-        }
-        if started.elapsed() > DATASCRIPT_TIMEOUT {
-            let _ = child.kill();
-            let _ = child.wait();
-            let done = reader
-                .join()
-                .ok()
-                .and_then(Result::ok)
-                .map_or(0, |o| o.lines().count());
-            panic!(
-                "DataScript ran past {DATASCRIPT_TIMEOUT:?}; it was at query {done} of {} in {}",
-                cases.len(),
-                path.display()
-            );
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    };
-    let mut stderr = String::new();
-    if let Some(mut e) = child.stderr.take() {
-        let _ = e.read_to_string(&mut stderr);
-    }
-    assert!(
-        status.success(),
-        "node {} failed: {stderr}",
-        script.display()
-    );
-    // Kept when something failed, for a look at what DataScript was given.
-    let _ = std::fs::remove_file(&path);
-    reader
-        .join()
-        .expect("the reader thread")
-        .expect("DataScript prints UTF-8")
+    run_node(modules, &script, &path, DATASCRIPT_TIMEOUT)
 }
