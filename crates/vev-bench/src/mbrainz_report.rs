@@ -346,7 +346,7 @@ fn legend(out: &mut String, r: &MbrainzResults) {
     );
     let _ = writeln!(
         out,
-        "Answers: each peer's rows of its last timed run are compared with Vev's, row by row (sorted; floats to ten significant digits; DataScript's JS API returns keywords as their names, so Vev's are compared that way there). ✗ marks a difference, which fails the run. q5 is a full-text search: DataScript has none (cannot run); Datalevin runs its own `fulltext` with its own tokenizer, through its form of the `track-search` rule, `[(track-search ?q ?track) {}]` (it binds `[e a v]` and returns its 10 best hits unless given `:top`), and its row count is shown beside its time when its rows differ from Vev's rather than failing the run.\n",
+        "Answers: each peer's rows of its last timed run are compared with Vev's, row by row (sorted; floats to ten significant digits; DataScript's JS API returns keywords as their names, so Vev's are compared that way there). ✗ marks a difference, which fails the run. q5 is a full-text search: DataScript has none (cannot run); Datalevin runs its own `fulltext` with its own tokenizer, through its form of the `track-search` rule, `[(track-search ?q ?track) {}]` (it binds `[e a v]` and returns its 10 best hits unless given `:top`), and its row count is shown beside its time when its rows differ from Vev's rather than failing the run. \"> N s (stopped)\": the peer printed nothing for N s while on that query (its untimed and at least 3 timed runs together took longer), so it was stopped and reached none of the queries after it.\n",
         r.datalevin_track_search
     );
     for p in &r.peers {
