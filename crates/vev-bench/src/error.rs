@@ -65,6 +65,16 @@ pub enum BenchError {
     Interrupt(#[from] ctrlc::Error),
     #[error("scripts/duckdb-extension.sh printed no path of vev.duckdb_extension")]
     ExtensionPath,
+    #[error(
+        "entity {e} is outside the user partition: the mbrainz export cannot give it a peer id"
+    )]
+    ExportEntity { e: u64 },
+    #[error("attribute :{attr} holds a value type the mbrainz export does not write")]
+    ExportValue { attr: String },
+    #[error("the mbrainz rule set has no track-search clause in the form the Datalevin variant replaces")]
+    RulesShape,
+    #[error("{queries} of the peers' mbrainz answers differ from Vev's (marked ✗ in the report)")]
+    AnswersDiffer { queries: usize },
     #[error("vev serve did not start: {0}")]
     Serve(#[from] vev_pg::ServeError),
 }

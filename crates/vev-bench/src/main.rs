@@ -40,6 +40,11 @@ mod fulltext_report;
 mod fulltext_search;
 mod fulltext_vev;
 mod latency;
+mod mbrainz;
+mod mbrainz_export;
+mod mbrainz_peers;
+mod mbrainz_report;
+mod mbrainz_rows;
 mod peers;
 mod pgbench;
 mod pgbench_output;
@@ -92,6 +97,8 @@ enum Command {
     Pgbench(PgbenchArgs),
     /// Vev's DuckDB extension against a datoms table in DuckDB and in SQLite, from Python.
     Duckdb(DuckdbArgs),
+    /// The MusicBrainz workload (issue 22) in Vev, DataScript and Datalevin (memory and disk).
+    Mbrainz(MbrainzArgs),
     /// Internal: open a database file and answer one query, print the times as JSON.
     #[command(hide = true)]
     StorageOpen(StorageOpenArgs),
@@ -196,6 +203,51 @@ struct DuckdbArgs {
     /// Also write the report to this file (e.g. `bench/history/<date>-duckdb.md`).
     #[arg(long)]
     out: Option<std::path::PathBuf>,
+}
+
+#[derive(Args)]
+struct MbrainzArgs {
+    /// The data set's scale: tiny, small (1M datoms), medium (10M), large (50M).
+    #[arg(long, default_value = "medium", value_parser = parse_scale)]
+    scale: vev_mbrainz::Scale,
+    /// Timed runs of each query (after the warm-up).
+    #[arg(long, default_value_t = 30)]
+    reps: usize,
+    /// Untimed runs of each query before the timed ones, at least.
+    #[arg(long, default_value_t = 1)]
+    warmup: usize,
+    /// Untimed runs of each query go on for at least this many ms.
+    #[arg(long, default_value_t = 2_000)]
+    warmup_ms: u64,
+    /// Stop a query's timed runs once they have taken this many ms (at least 3 run).
+    #[arg(long, default_value_t = 10_000)]
+    budget_ms: u64,
+    /// Run only these queries (repeatable), e.g. `--only q1 --only collab-net-10`.
+    #[arg(long)]
+    only: Vec<String>,
+    /// Skip DataScript (no node needed).
+    #[arg(long)]
+    no_datascript: bool,
+    /// Skip Datalevin (no Python or JVM needed).
+    #[arg(long)]
+    no_datalevin: bool,
+    /// Stop a peer that prints nothing for this many seconds (a query that does not finish).
+    #[arg(long, default_value_t = 1_200)]
+    peer_timeout_s: u64,
+    /// node's heap limit for DataScript, MB.
+    #[arg(long, default_value_t = 12_000)]
+    node_heap_mb: u64,
+    /// The JVM's heap limit for Datalevin, MB (its data is off the heap, in LMDB).
+    #[arg(long, default_value_t = 8_000)]
+    jvm_heap_mb: u64,
+    /// Also write the report to this file (e.g. `bench/history/<date>-mbrainz.md`).
+    #[arg(long)]
+    out: Option<std::path::PathBuf>,
+}
+
+fn parse_scale(name: &str) -> Result<vev_mbrainz::Scale, String> {
+    vev_mbrainz::Scale::parse(name)
+        .ok_or_else(|| format!("unknown scale {name:?}: tiny, small, medium or large"))
 }
 
 #[derive(Args)]
@@ -449,6 +501,7 @@ fn main() -> ExitCode {
         Command::Fulltext(args) => exit(fulltext_cmd(args)),
         Command::Pgbench(args) => exit(pgbench_cmd(args)),
         Command::Duckdb(args) => exit(duckdb_cmd(args)),
+        Command::Mbrainz(args) => exit(mbrainz_cmd(args)),
         Command::StorageOpen(args) => {
             exit(storage_bulk::open_and_query(&args.path, args.id).map(|line| println!("{line}")))
         }
@@ -506,6 +559,49 @@ fn duckdb_cmd(args: DuckdbArgs) -> Result<(), BenchError> {
         std::fs::write(path, &report).map_err(BenchError::io("write", path))?;
     }
     Ok(())
+}
+
+fn mbrainz_cmd(args: MbrainzArgs) -> Result<(), BenchError> {
+    assert!(args.reps > 0, "--reps must be positive");
+    let mut peers = Vec::new();
+    if !args.no_datascript {
+        peers.push(mbrainz_peers::Peer::DataScript);
+    }
+    if !args.no_datalevin {
+        peers.extend([
+            mbrainz_peers::Peer::DatalevinMemory,
+            mbrainz_peers::Peer::DatalevinDisk,
+        ]);
+    }
+    let cfg = mbrainz::MbrainzConfig {
+        scale: args.scale,
+        runner: query_fixture::RunnerConfig {
+            warmup: args.warmup,
+            warmup_ms: args.warmup_ms,
+            reps: args.reps,
+            budget_ms: args.budget_ms,
+        },
+        only: args.only,
+        peers,
+        limits: mbrainz_peers::PeerLimits {
+            timeout: std::time::Duration::from_secs(args.peer_timeout_s),
+            node_heap_mb: args.node_heap_mb,
+            jvm_heap_mb: args.jvm_heap_mb,
+        },
+        command: format!(
+            "cargo run --release -p vev-bench -- {}",
+            std::env::args().skip(1).collect::<Vec<_>>().join(" ")
+        ),
+    };
+    let (report, wrong) = mbrainz_report::render(&mbrainz::run(&cfg)?);
+    print!("{report}");
+    if let Some(path) = &args.out {
+        std::fs::write(path, &report).map_err(BenchError::io("write", path))?;
+    }
+    match wrong {
+        0 => Ok(()),
+        queries => Err(BenchError::AnswersDiffer { queries }),
+    }
 }
 
 fn exit(result: Result<(), BenchError>) -> ExitCode {

@@ -58,7 +58,7 @@ impl DatalevinStorage {
     }
 }
 
-fn crate_dir() -> PathBuf {
+pub(crate) fn crate_dir() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))
 }
 
@@ -84,12 +84,12 @@ fn run_streaming(
     Ok(out.stdout)
 }
 
-fn field<'a>(doc: &'a Json, name: &'static str) -> Result<&'a Json, BenchError> {
+pub(crate) fn field<'a>(doc: &'a Json, name: &'static str) -> Result<&'a Json, BenchError> {
     doc.get(name)
         .ok_or(BenchError::MissingField { field: name })
 }
 
-fn text(doc: &Json, name: &'static str) -> Result<String, BenchError> {
+pub(crate) fn text(doc: &Json, name: &'static str) -> Result<String, BenchError> {
     let v = field(doc, name)?;
     let s = v.as_str().ok_or(BenchError::MissingField { field: name })?;
     Ok(s.to_string())
@@ -168,10 +168,11 @@ struct Datalevin {
 }
 
 impl Datalevin {
-    /// `java <flags> -cp <classes>:<jar>`.
-    fn command(&self, classes: &Path) -> Command {
+    /// `java <flags> <jvm_opts> -cp <classes>:<jar>`.
+    fn command(&self, classes: &Path, jvm_opts: &[OsString]) -> Command {
         let mut cmd = Command::new(&self.java);
         cmd.args(JVM_FLAGS)
+            .args(jvm_opts)
             .arg(format!(
                 "-Dorg.bytedeco.javacpp.cachedir={}",
                 self.native_cache.display()
@@ -273,12 +274,22 @@ fn compile_ahead(datalevin: &Datalevin) -> Result<(), BenchError> {
     );
     run_streaming(
         datalevin
-            .command(&partial)
+            .command(&partial, &[])
             .args(["clojure.main", "-e", &form]),
         "java clojure.main -e (compile ..)",
         &crate_dir(),
     )?;
     std::fs::rename(&partial, &datalevin.classes).map_err(BenchError::io("rename", &partial))
+}
+
+/// `java <flags> <jvm_opts> -cp <classes>:<jar> clojure.main`, in this crate's directory, with
+/// Datalevin and its JVM installed first if needed: append a script of `clj/` and its
+/// arguments.
+pub fn datalevin_command(jvm_opts: &[OsString]) -> Result<Command, BenchError> {
+    let datalevin = ensure_datalevin()?;
+    let mut cmd = datalevin.command(&datalevin.classes, jvm_opts);
+    cmd.arg("clojure.main").current_dir(crate_dir());
+    Ok(cmd)
 }
 
 /// Run a Clojure script of this crate (`clj/...`) on Datalevin's JVM, installing both first
@@ -288,7 +299,7 @@ pub fn run_datalevin_script(
     args: &[OsString],
 ) -> Result<Vec<u8>, BenchError> {
     let datalevin = ensure_datalevin()?;
-    let mut cmd = datalevin.command(&datalevin.classes);
+    let mut cmd = datalevin.command(&datalevin.classes, &[]);
     cmd.arg("clojure.main").arg(script).args(args);
     run_streaming(&mut cmd, script, &crate_dir())
 }
