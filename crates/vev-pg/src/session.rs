@@ -10,7 +10,7 @@ use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
-use vev::{Connection, Db, Edn, EntityId, EntityRef, TempId, TxOp};
+use vev::{Connection, Db, Edn, EntityId, EntityRef, TxOp};
 
 use crate::catalog::{self, Catalog, Table};
 use crate::error::SqlError;
@@ -20,6 +20,10 @@ use crate::sql::select::{Agg, Count, Input, OutCol, Post, SelectPlan};
 use crate::sql::write::{CopyPlan, RowsPlan};
 use crate::sql::{self, Plan};
 use crate::types::SqlType;
+
+mod pending;
+
+use pending::{merge_ops, note_tempids, resolve_tempids};
 
 /// What a write changes, so that later reads know whether they must see it.
 enum Touch<'a> {
@@ -937,133 +941,6 @@ fn drop_table_ops(db: &Db, table: &Table) -> Result<Vec<TxOp>, SqlError> {
         });
     }
     Ok(ops)
-}
-
-/// Record a `with` report's string tempids, both ways.
-fn note_tempids(
-    report: &vev::TxReport,
-    tempids: &mut HashMap<EntityId, String>,
-    ids: &mut HashMap<String, EntityId>,
-) {
-    for (t, e) in &report.tempids {
-        if let TempId::Str(s) = t {
-            tempids.insert(*e, s.to_string());
-            ids.insert(s.to_string(), *e);
-        }
-    }
-}
-
-/// `op` with its references to entities created earlier in the view by their ids (an
-/// extension of the view applies only the new operations, where those tempids are unknown).
-fn resolve_tempids(op: &TxOp, ids: &HashMap<String, EntityId>) -> TxOp {
-    let resolve = |e: &EntityRef| match e {
-        EntityRef::TempId(TempId::Str(s)) => ids
-            .get(&**s)
-            .map_or_else(|| e.clone(), |id| EntityRef::Id(*id)),
-        other => other.clone(),
-    };
-    match op {
-        TxOp::Add { e, a, v } => TxOp::Add {
-            e: resolve(e),
-            a: a.clone(),
-            v: v.clone(),
-        },
-        TxOp::Retract { e, a, v } => TxOp::Retract {
-            e: resolve(e),
-            a: a.clone(),
-            v: v.clone(),
-        },
-        TxOp::RetractEntity { e } => TxOp::RetractEntity { e: resolve(e) },
-        other => other.clone(),
-    }
-}
-
-/// Which entity an operation's reference names, for folding a transaction's writes.
-#[derive(Clone, Debug, PartialEq, Eq, Hash)]
-enum Key {
-    Id(EntityId),
-    Temp(String),
-}
-
-fn key_of(e: &EntityRef) -> Option<Key> {
-    match e {
-        EntityRef::Id(id) => Some(Key::Id(*id)),
-        EntityRef::TempId(TempId::Str(s)) => Some(Key::Temp(s.to_string())),
-        _ => None,
-    }
-}
-
-/// Add a statement's writes to a transaction's, as the net effect: a later value of a
-/// row's column replaces an earlier one (one transaction may assert one value per
-/// cardinality-one attribute), and a row inserted then deleted in the transaction
-/// disappears from it.
-fn merge_ops(pending: &mut Vec<TxOp>, new: Vec<TxOp>) -> bool {
-    let mut folded = false;
-    for op in new {
-        let before = pending.len();
-        match &op {
-            TxOp::Add { e, a, .. } | TxOp::Retract { e, a, .. } => {
-                let (Some(k), vev::AttrRef::Ident(attr)) = (key_of(e), a) else {
-                    pending.push(op);
-                    continue;
-                };
-                folded |= drop_attr(pending, &k, attr);
-                if matches!(op, TxOp::Retract { .. }) && matches!(k, Key::Temp(_)) {
-                    // Nothing of a row inserted in this transaction is left to retract.
-                    continue;
-                }
-                pending.push(op);
-            }
-            TxOp::RetractEntity { e } => {
-                let Some(k) = key_of(e) else {
-                    pending.push(op);
-                    continue;
-                };
-                pending.retain(|p| !names_entity(p, &k));
-                folded |= pending.len() != before;
-                if matches!(k, Key::Id(_)) {
-                    pending.push(op);
-                }
-            }
-            _ => pending.push(op),
-        }
-    }
-    folded
-}
-
-/// Whether `op` writes to entity `k` (a map of it, or an add or retract on it).
-fn names_entity(op: &TxOp, k: &Key) -> bool {
-    match op {
-        TxOp::Map(m) => m.id.as_ref().and_then(key_of).as_ref() == Some(k),
-        TxOp::Add { e, .. } | TxOp::Retract { e, .. } => key_of(e).as_ref() == Some(k),
-        _ => false,
-    }
-}
-
-/// Remove the pending writes of attribute `attr` of entity `k`; whether there were any.
-fn drop_attr(pending: &mut Vec<TxOp>, k: &Key, attr: &vev::Keyword) -> bool {
-    let mut changed = false;
-    let before = pending.len();
-    pending.retain_mut(|p| match p {
-        TxOp::Map(m) if m.id.as_ref().and_then(key_of).as_ref() == Some(k) => {
-            let n = m.attrs.len();
-            m.attrs.retain(|(a, _)| a != attr);
-            changed |= m.attrs.len() != n;
-            true
-        }
-        TxOp::Add {
-            e,
-            a: vev::AttrRef::Ident(a),
-            ..
-        }
-        | TxOp::Retract {
-            e,
-            a: vev::AttrRef::Ident(a),
-            ..
-        } => !(key_of(e).as_ref() == Some(k) && a == attr),
-        _ => true,
-    });
-    changed || pending.len() != before
 }
 
 /// The operations of transaction data Vev itself writes as text (DDL).
