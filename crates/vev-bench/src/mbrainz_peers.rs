@@ -47,8 +47,12 @@ impl Peer {
     pub fn load_path(self) -> &'static str {
         match self {
             Peer::DataScript => "`d.init_db(datoms, schema)` (JS API)",
-            Peer::DatalevinMemory => "`d/init-db datoms nil schema` (a temporary directory)",
-            Peer::DatalevinDisk => "`d/init-db datoms dir schema`",
+            Peer::DatalevinMemory => {
+                "`d/init-db datoms nil schema` (a temporary directory), then `d/fill-db` of the full-text datoms in runs of 1,000"
+            }
+            Peer::DatalevinDisk => {
+                "`d/init-db datoms dir schema`, then `d/fill-db` of the full-text datoms in runs of 1,000"
+            }
         }
     }
 }

@@ -241,7 +241,7 @@ fn load_table(out: &mut String, r: &MbrainzResults) {
     );
     let _ = writeln!(
         out,
-        "| Vev | `vev_mbrainz::load`: schema, enums, `bulk_load` of the generated transactions ({} transactions) into a new file | {:.1} | {} | {} |",
+        "| Vev | `vev_mbrainz::load_transactions`: schema, enums, `bulk_load` of the generated transactions ({} transactions) into a new file, closed | {:.1} | {} | {} |",
         thousands(r.load.txs as usize),
         r.load.seconds,
         thousands(r.load.bulk_datoms as usize),
@@ -279,7 +279,7 @@ pub fn render(r: &MbrainzResults) -> (String, usize) {
     load_table(&mut out, r);
     let _ = writeln!(
         out,
-        "\nVev's time is the whole `load` call, generating the transactions included; each peer's is its bulk call alone, on datoms already read from the export ({} datoms: Vev's current datoms of every user entity that is not an attribute). Vev's store is the file after its connection closed; Datalevin's the LMDB directory after the run (for memory, the temporary directory Datalevin opens for a nil dir).\n",
+        "\nVev's time is opening a new file, the schema and enum transactions, `bulk_load` of the transactions generated beforehand, and closing (its checkpoint); each peer's is its bulk calls alone, on datoms already read from the export ({} datoms: Vev's current datoms of every user entity that is not an attribute). Vev's store is the file after its connection closed; Datalevin's the LMDB directory after the run (for memory, the temporary directory Datalevin opens for a nil dir).\n",
         thousands(r.exported_datoms)
     );
     let _ = writeln!(out, "## Queries\n");
@@ -346,7 +346,7 @@ fn legend(out: &mut String, r: &MbrainzResults) {
     );
     let _ = writeln!(
         out,
-        "Answers: each peer's rows of its last timed run are compared with Vev's, row by row (sorted; floats to ten significant digits; DataScript's JS API returns keywords as their names, so Vev's are compared that way there). ✗ marks a difference, which fails the run. q5 is a full-text search: DataScript has none (cannot run); Datalevin runs its own `fulltext` with its own tokenizer, through its form of the `track-search` rule, `[(track-search ?q ?track) {}]` (it binds `[e a v]` and returns its 10 best hits unless given `:top`), and its row count is shown beside its time when its rows differ from Vev's rather than failing the run. \"> N s (stopped)\": the peer printed nothing for N s while on that query (its untimed and at least 3 timed runs together took longer), so it was stopped and reached none of the queries after it.\n",
+        "Answers: each peer's rows of its last timed run are compared with Vev's, row by row (sorted; floats to ten significant digits; DataScript's JS API returns keywords as their names, so Vev's are compared that way there). ✗ marks a difference, which fails the run. q5 is a full-text search: DataScript has none (cannot run); Datalevin runs its own `fulltext` with its own tokenizer, through its form of the `track-search` rule, `[(track-search ?q ?track) {}]` (it binds `[e a v]` and returns its 10 best hits unless given `:top`; Datalevin 1.2.8 keeps only about the last 1,024 documents one write transaction adds to a full-text domain, so its full-text datoms are loaded by `fill-db` in runs of 1,000, as the load table says), and its row count is shown beside its time when its rows differ from Vev's rather than failing the run. \"> N s (stopped)\": the peer printed nothing for N s while on that query (its untimed and at least 3 timed runs together took longer), so it was stopped and reached none of the queries after it.\n",
         r.datalevin_track_search
     );
     for p in &r.peers {

@@ -19,7 +19,7 @@ pub mod schema;
 pub use gen::{Counts, Generator, Scale, SEED};
 pub use queries::{all as all_queries, NamedQuery, EXTRA, NINE, RULES};
 
-use vev::{BulkProgress, Connection, Edn, Error, Query, QueryOptions, QueryResult};
+use vev::{BulkProgress, Connection, Edn, Error, Query, QueryOptions, QueryResult, TxOp};
 
 /// What `load` wrote.
 #[derive(Clone, Debug)]
@@ -37,14 +37,32 @@ pub fn load(
     scale: Scale,
     progress: &mut dyn FnMut(&BulkProgress),
 ) -> Result<Loaded, Error> {
-    conn.transact_edn(schema::SCHEMA)?;
-    conn.transact_edn(&schema::enums_tx())?;
     let mut generator = Generator::new(scale);
-    let done = conn.bulk_load(generator.by_ref(), progress)?;
+    let done = load_transactions(conn, generator.by_ref(), progress)?;
     Ok(Loaded {
         progress: done,
         counts: generator.counts(),
     })
+}
+
+/// The data set of `scale` generated whole into memory: its transactions and entity counts
+/// (for a load timed without the generation, as `vev-bench mbrainz` times it).
+pub fn generate(scale: Scale) -> (Vec<Vec<TxOp>>, Counts) {
+    let mut generator = Generator::new(scale);
+    let txs: Vec<Vec<TxOp>> = generator.by_ref().collect();
+    (txs, generator.counts())
+}
+
+/// Transact the schema and the enums, then bulk-load `txs` (a `Generator`'s output);
+/// `progress` is called after each committed batch.
+pub fn load_transactions(
+    conn: &Connection,
+    txs: impl IntoIterator<Item = Vec<TxOp>>,
+    progress: &mut dyn FnMut(&BulkProgress),
+) -> Result<BulkProgress, Error> {
+    conn.transact_edn(schema::SCHEMA)?;
+    conn.transact_edn(&schema::enums_tx())?;
+    conn.bulk_load(txs, progress)
 }
 
 /// Run a named query against `db` with its reference inputs (query 8 twice: the second run
