@@ -30,6 +30,7 @@ mod error;
 mod exec;
 pub mod fulltext;
 mod funcs;
+mod inline;
 mod pattern;
 pub mod pull;
 mod query;

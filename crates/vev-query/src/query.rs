@@ -140,6 +140,9 @@ type KeptRules = (Edn, Arc<CompiledRules>);
 struct CompiledRules {
     set: RuleSet,
     checked: std::sync::atomic::AtomicBool,
+    /// The query with the calls it can inline replaced by the rules' bodies (`inline`), if
+    /// any can be: what a run with this rule set evaluates, but for the naive plan.
+    inlined: Option<Query>,
 }
 
 #[derive(Clone, Debug)]
@@ -319,9 +322,18 @@ impl Query {
             }
         }
         let parsed = vev_datalog::parse_rules_value(edn)?;
+        let set = RuleSet::compile(&parsed, &self.sources)?;
+        // A rewritten query that does not compile is not run: the calls stay calls.
+        let inlined = crate::inline::inline_rules(&self.ast, &parsed)
+            .and_then(|ast| Query::from_ast(ast).ok())
+            .map(|q| Query {
+                text: self.text.clone(),
+                ..q
+            });
         let compiled = Arc::new(CompiledRules {
-            set: RuleSet::compile(&parsed, &self.sources)?,
+            set,
             checked: Default::default(),
+            inlined,
         });
         *cache = Some((edn.clone(), compiled.clone()));
         Ok(compiled)
@@ -409,8 +421,14 @@ impl Query {
             consts,
         } = self.bind_inputs(inputs)?;
         self.check(&compiled, opts, &sources)?;
+        // What is evaluated: this query, or the one with rule calls inlined (whose inputs,
+        // and so the bound relation and constants, are this one's, compiled alike).
+        let body = match &compiled.inlined {
+            Some(inlined) if !opts.limits.naive => inlined,
+            _ => self,
+        };
         let default_src = self.sources.get(&Symbol::new("$")).copied();
-        let text = |c: &CClause| self.clause_text(c);
+        let text = |c: &CClause| body.clause_text(c);
         let ctx = Ctx {
             sources,
             collections,
@@ -425,24 +443,24 @@ impl Query {
             implied: RefCell::new(HashSet::new()),
         };
         let env = Env {
-            scope: &self.scope,
+            scope: &body.scope,
             consts: &consts,
             default_src,
             record: explain,
-            cache: Some(&self.plan),
+            cache: Some(&body.plan),
             rule: RuleCtx::None,
         };
         // The variables the result is made of: the `:find` elements' and the `:with` ones.
-        let mut keep = self.find_vars();
-        for v in &self.with {
+        let mut keep = body.find_vars();
+        for v in &body.with {
             if !keep.contains(v) {
                 keep.push(*v);
             }
         }
-        let rel = ctx.eval(&env, rel, &self.clauses, &keep)?;
+        let rel = ctx.eval(&env, rel, &body.clauses, &keep)?;
         if let Some(v) = keep.iter().find(|v| !rel.has(**v)) {
             return Err(QueryError::UnboundVariable {
-                var: self.scope.name(*v).to_owned(),
+                var: body.scope.name(*v).to_owned(),
                 context: "in :find or :with: no clause binds it",
                 span: Some(
                     self.ast
@@ -454,7 +472,7 @@ impl Query {
             });
         }
         let rel = rel.into_projection(&keep);
-        let result = finish(self, &ctx, rel);
+        let result = finish(body, &ctx, rel);
         let mut plan = ctx.plan.take();
         if ctx.replayed.get() {
             for step in &mut plan {

@@ -23,7 +23,9 @@ use super::{Attr, Tape, Ty, Val, AGES, KINDS, NAMES, TAGS};
 /// The rule set passed as `%` to queries that call a rule.
 /// `follows`: transitive closure; `odd`/`even`: paths of odd and even length (mutual
 /// recursion); `tagged`: two branches; `older`: a required first argument and a predicate,
-/// with body variables named like the callers'; `elder`: the same without the requirement.
+/// with body variables named like the callers'; `elder`: the same without the requirement;
+/// `kin`: one branch calling `elder`, with a variable of its own (the planned run inlines
+/// `elder` and `kin` into the query, the naive one calls them).
 pub const RULES: &str = "[[(follows ?x ?y) [?x :follows ?y]]
   [(follows ?x ?y) [?x :follows ?z] (follows ?z ?y)]
   [(odd ?x ?y) [?x :follows ?y]]
@@ -32,7 +34,8 @@ pub const RULES: &str = "[[(follows ?x ?y) [?x :follows ?y]]
   [(tagged ?e ?v) [?e :tag ?v]]
   [(tagged ?e ?v) [?e :age ?v]]
   [(older [?x] ?y) [?x :age ?a] [?y :age ?b] [(> ?a ?b)]]
-  [(elder ?x ?y) [?x :age ?a] [?y :age ?b] [(> ?a ?b)]]]";
+  [(elder ?x ?y) [?x :age ?a] [?y :age ?b] [(> ?a ?b)]]
+  [(kin ?x ?y) (elder ?x ?y) [?y :tag ?a]]]";
 
 /// Which features to generate.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -569,9 +572,9 @@ impl Gen<'_, '_> {
     fn rule_call(&mut self) -> Clause {
         let names: &[&'static str] = match self.dialect {
             Dialect::Full => &[
-                "follows", "follows", "tagged", "odd", "even", "older", "elder",
+                "follows", "follows", "tagged", "odd", "even", "older", "elder", "kin",
             ],
-            Dialect::DataScript => &["follows", "follows", "tagged", "elder"],
+            Dialect::DataScript => &["follows", "follows", "tagged", "elder", "kin"],
         };
         let name = self.tape.item(names);
         let ty = if name == "tagged" { Ty::Long } else { Ty::Ent };
