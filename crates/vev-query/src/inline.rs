@@ -58,25 +58,23 @@ struct Inliner<'r> {
 }
 
 impl Inliner<'_> {
-    /// Push `c` (its spans set to `site`'s when it comes from an inlined body) onto `out`,
-    /// inlining it if it is a call that can be; whether any call was.
+    /// Push `c` onto `out`, inlining it if it is a call that can be (its body's clauses
+    /// take `site`, the span of the query's call they come from); whether any call was.
     fn clause(&mut self, c: Clause, site: Option<Span>, out: &mut Vec<Clause>) -> bool {
-        let Some(body) = self.body_for(&c) else {
-            out.push(match site {
-                Some(span) => respan(c, span),
-                None => c,
-            });
+        let site = site.unwrap_or_else(|| c.span());
+        let Some(body) = self.body_for(&c, site) else {
+            out.push(c);
             return false;
         };
-        let site = Some(site.unwrap_or_else(|| c.span()));
         for inner in body {
-            self.clause(inner, site, out);
+            self.clause(inner, Some(site), out);
         }
         true
     }
 
-    /// The body that replaces `c`, renamed for this call site, if `c` is an inlinable call.
-    fn body_for(&mut self, c: &Clause) -> Option<Vec<Clause>> {
+    /// The body that replaces `c`, renamed for this call and its spans set to `site`, if `c`
+    /// is an inlinable call.
+    fn body_for(&mut self, c: &Clause, site: Span) -> Option<Vec<Clause>> {
         let Clause::Rule {
             src: None,
             name,
@@ -119,7 +117,7 @@ impl Inliner<'_> {
         Some(
             rule.clauses
                 .iter()
-                .map(|cl| rename_clause(cl, &mut rename))
+                .map(|cl| rename_clause(cl, &mut rename, site))
                 .collect(),
         )
     }
@@ -172,7 +170,9 @@ fn called_rules(c: &Clause, out: &mut HashSet<Symbol>) {
     }
 }
 
-fn rename_clause(c: &Clause, f: &mut impl FnMut(&Var) -> Var) -> Clause {
+/// `c` with its variables renamed by `f` and its spans, its parts' too, set to `span` (the
+/// call it is inlined for), so that errors and `explain` point at the query's text.
+fn rename_clause(c: &Clause, f: &mut impl FnMut(&Var) -> Var, span: Span) -> Clause {
     let args = |args: &[Arg], f: &mut dyn FnMut(&Var) -> Var| -> Vec<Arg> {
         args.iter()
             .map(|a| match a {
@@ -188,44 +188,37 @@ fn rename_clause(c: &Clause, f: &mut impl FnMut(&Var) -> Var) -> Clause {
                 Term::Var(v) => Term::Var(f(&v)),
                 other => other,
             }),
-            span: p.span,
-        }),
-        Clause::Pred {
-            name,
-            args: a,
             span,
-        } => Clause::Pred {
+        }),
+        Clause::Pred { name, args: a, .. } => Clause::Pred {
             name: name.clone(),
             args: args(a, f),
-            span: *span,
+            span,
         },
         Clause::Fn {
             name,
             args: a,
             binding,
-            span,
+            ..
         } => Clause::Fn {
             name: name.clone(),
             args: args(a, f),
             binding: rename_binding(binding, f),
-            span: *span,
+            span,
         },
         Clause::Not {
-            src,
-            vars,
-            clauses,
-            span,
+            src, vars, clauses, ..
         } => Clause::Not {
             src: src.clone(),
             vars: vars.as_ref().map(|vs| vs.iter().map(&mut *f).collect()),
-            clauses: clauses.iter().map(|c| rename_clause(c, f)).collect(),
-            span: *span,
+            clauses: clauses.iter().map(|c| rename_clause(c, f, span)).collect(),
+            span,
         },
         Clause::Or {
             src,
             vars,
             branches,
-            span,
+            ..
         } => Clause::Or {
             src: src.clone(),
             vars: vars.as_ref().map(|rv| RuleVars {
@@ -234,20 +227,17 @@ fn rename_clause(c: &Clause, f: &mut impl FnMut(&Var) -> Var) -> Clause {
             }),
             branches: branches
                 .iter()
-                .map(|b| b.iter().map(|c| rename_clause(c, f)).collect())
+                .map(|b| b.iter().map(|c| rename_clause(c, f, span)).collect())
                 .collect(),
-            span: *span,
+            span,
         },
         Clause::Rule {
-            src,
-            name,
-            args: a,
-            span,
+            src, name, args: a, ..
         } => Clause::Rule {
             src: src.clone(),
             name: name.clone(),
             args: args(a, f),
-            span: *span,
+            span,
         },
     }
 }
@@ -262,56 +252,6 @@ fn rename_binding(b: &Binding, f: &mut impl FnMut(&Var) -> Var) -> Binding {
         Binding::Tuple(es) => Binding::Tuple(es.iter().map(|e| elem(e, f)).collect()),
         Binding::Coll(e) => Binding::Coll(elem(e, f)),
         Binding::Rel(es) => Binding::Rel(es.iter().map(|e| elem(e, f)).collect()),
-    }
-}
-
-/// `c` with its span, and its parts' spans, set to `span` (the call it was inlined for), so
-/// that errors and `explain` point at the query's text.
-fn respan(c: Clause, span: Span) -> Clause {
-    match c {
-        Clause::Pattern(p) => Clause::Pattern(Pattern { span, ..p }),
-        Clause::Pred { name, args, .. } => Clause::Pred { name, args, span },
-        Clause::Fn {
-            name,
-            args,
-            binding,
-            ..
-        } => Clause::Fn {
-            name,
-            args,
-            binding,
-            span,
-        },
-        Clause::Not {
-            src, vars, clauses, ..
-        } => Clause::Not {
-            src,
-            vars,
-            clauses: clauses.into_iter().map(|c| respan(c, span)).collect(),
-            span,
-        },
-        Clause::Or {
-            src,
-            vars,
-            branches,
-            ..
-        } => Clause::Or {
-            src,
-            vars,
-            branches: branches
-                .into_iter()
-                .map(|b| b.into_iter().map(|c| respan(c, span)).collect())
-                .collect(),
-            span,
-        },
-        Clause::Rule {
-            src, name, args, ..
-        } => Clause::Rule {
-            src,
-            name,
-            args,
-            span,
-        },
     }
 }
 
