@@ -1,8 +1,8 @@
-//! Every read command on a database file with one flipped byte in a segment of each index:
-//! each exits 1 with `error[storage/corruption]`, or prints exactly what it prints for the
-//! intact file (it did not need that segment). None prints less and exits 0. The commands
-//! that must read the segment (a scan of its index, `log` and `export` for the log, `verify`)
-//! fail.
+//! Every read command on a database file with one flipped byte in a segment of each index
+//! (or in a log row): each exits 1 with `error[storage/corruption]`, or prints exactly what it
+//! prints for the intact file (it did not need that segment or row). None prints less and
+//! exits 0. The commands that must read it (a scan of its index; `log` and `export` for a log
+//! row; `verify`) fail.
 
 use std::path::{Path, PathBuf};
 
@@ -17,7 +17,7 @@ fn build(path: &Path) {
     vev::testing::write_corruption_fixture(path).unwrap();
 }
 
-/// The segments of each tree (`eavt`, ..., `retired vaet`, `log`).
+/// The segments of each tree (`eavt`, ..., `retired vaet`).
 fn trees(path: &Path) -> Vec<(&'static str, Vec<u64>)> {
     let conn = Connection::open_with(path, &OpenOptions::read_only()).unwrap();
     let trees = conn.db().tree_segment_ids();
@@ -145,27 +145,38 @@ fn every_read_command_fails_on_a_corrupt_segment_it_needs_and_never_prints_less(
             comparable(c, &stdout)
         })
         .collect();
-    for (tree, ids) in trees(&intact) {
-        let id = ids[ids.len() / 2];
-        let path = corrupt_copy(&intact, tree, &[id]);
+    let mut cases: Vec<(&str, PathBuf, String)> = trees(&intact)
+        .into_iter()
+        .map(|(tree, ids)| {
+            let id = ids[ids.len() / 2];
+            (
+                tree,
+                corrupt_copy(&intact, tree, &[id]),
+                format!("segment {id}"),
+            )
+        })
+        .collect();
+    // A transaction the root covers (the fixture's second of four): only the commands that
+    // read the whole log (`log`, `export`, `verify`) read its row.
+    let log = intact.with_file_name("log-row.vev");
+    std::fs::copy(&intact, &log).unwrap();
+    vev::testing::flip_log_byte(&log, 2).unwrap();
+    cases.push(("log", log, "log row t=2".into()));
+    for (tree, path, id) in cases {
         let required = must_fail(tree);
         for (c, w) in commands.iter().zip(&want) {
             let (code, stdout, stderr) = run(c, &path);
             if code == Some(0) {
-                assert!(
-                    !required.contains(c),
-                    "{tree} segment {id}: {c:?} succeeded"
-                );
+                assert!(!required.contains(c), "{tree} {id}: {c:?} succeeded");
                 assert!(
                     &comparable(c, &stdout) == w,
-                    "{tree} segment {id}: {c:?} printed otherwise"
+                    "{tree} {id}: {c:?} printed otherwise"
                 );
             } else {
-                assert_eq!(code, Some(1), "{tree} segment {id}: {c:?}: {stderr}");
+                assert_eq!(code, Some(1), "{tree} {id}: {c:?}: {stderr}");
                 assert!(
-                    stderr.starts_with("error[storage/corruption]")
-                        && stderr.contains(&format!("segment {id}")),
-                    "{tree} segment {id}: {c:?}: {stderr}"
+                    stderr.starts_with("error[storage/corruption]") && stderr.contains(&id),
+                    "{tree} {id}: {c:?}: {stderr}"
                 );
             }
         }

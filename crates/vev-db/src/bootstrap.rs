@@ -10,7 +10,8 @@ use vev_core::{Datom, IndexOrder, Value};
 use crate::db::{Db, Indexes, State};
 use crate::tree::{Change, Tree};
 
-pub(crate) fn empty_db() -> Db {
+/// The bootstrap transaction's datoms (its `:db/txInstant` first).
+pub(crate) fn datoms() -> Vec<Datom> {
     let tx = tx_id(0);
     let schema = Schema::system();
     let mut datoms = vec![Datom::new(tx, sys::TX_INSTANT, Value::Instant(0), tx, true)];
@@ -34,6 +35,12 @@ pub(crate) fn empty_db() -> Db {
             fact(sys::TUPLE_TYPE, t.entity_id());
         }
     }
+    datoms
+}
+
+pub(crate) fn empty_db() -> Db {
+    let schema = Schema::system();
+    let datoms = datoms();
     let changes: Vec<Change> = datoms
         .iter()
         .map(|d| Change {
@@ -48,6 +55,7 @@ pub(crate) fn empty_db() -> Db {
         current,
         retired: Indexes::new(),
         log,
+        log_stored: None,
         schema: Arc::new(schema),
         basis_t: 0,
         next_user: 1,

@@ -208,7 +208,15 @@ pub(crate) fn apply_sorted(tree: Tree, mut changes: Vec<Change>) -> Tree {
 pub(crate) struct State {
     pub current: Indexes,
     pub retired: Indexes,
+    /// The log's tail: the datoms of the transactions after `log_stored`, in log order
+    /// (all of them when nothing is stored). The rest of the log is in the store's log
+    /// records, which `tx_range` reads; the log is not kept twice (see `log.rs`).
     pub log: Tree,
+    /// `Some(t)`: the transactions 1 to t are left to the store's log (a checkpoint covered
+    /// them, or the database was opened from a root at t) and t 0 is the bootstrap's; `None`:
+    /// the tail holds the whole log from t 0 (a database in memory, or a file's before its
+    /// first checkpoint).
+    pub log_stored: Option<BasisT>,
     pub schema: Arc<Schema>,
     pub basis_t: BasisT,
     /// The next counter of the user partition.
@@ -222,22 +230,30 @@ pub(crate) struct State {
 }
 
 impl State {
-    /// The nine trees, in the order the root record stores them: current EAVT, AEVT, AVET,
-    /// VAET, the retired datoms' four, then the log.
-    pub(crate) fn trees(&self) -> [&Tree; 9] {
+    /// The eight index trees, in the order the root record stores them: current EAVT, AEVT,
+    /// AVET, VAET, then the retired datoms' four. (The log is not among them: its stored
+    /// part is the store's log records.)
+    pub(crate) fn trees(&self) -> [&Tree; 8] {
         let (c, r) = (&self.current, &self.retired);
         [
-            &c.eavt, &c.aevt, &c.avet, &c.vaet, &r.eavt, &r.aevt, &r.avet, &r.vaet, &self.log,
+            &c.eavt, &c.aevt, &c.avet, &c.vaet, &r.eavt, &r.aevt, &r.avet, &r.vaet,
         ]
     }
 
-    /// The same state with other trees (in `trees` order), reading segments through `segments`.
+    /// The same state with other index trees (in `trees` order), reading segments through
+    /// `segments`, and the log's tail after `log_stored` (the log records up to it are in
+    /// the store `segments` reads from).
     pub(crate) fn with_trees(
         &self,
-        trees: [Tree; 9],
+        trees: [Tree; 8],
         segments: Option<Arc<crate::segment::SegmentCache>>,
+        log_stored: Option<BasisT>,
     ) -> State {
-        let [ce, ca, cv, cr, re, ra, rv, rr, log] = trees;
+        let [ce, ca, cv, cr, re, ra, rv, rr] = trees;
+        let log = match log_stored {
+            Some(t) => crate::log::tail_after(&self.log, t),
+            None => self.log.clone(),
+        };
         State {
             current: Indexes {
                 eavt: ce,
@@ -252,6 +268,7 @@ impl State {
                 vaet: rr,
             },
             log,
+            log_stored: log_stored.max(self.log_stored),
             schema: self.schema.clone(),
             basis_t: self.basis_t,
             next_user: self.next_user,

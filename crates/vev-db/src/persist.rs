@@ -7,8 +7,11 @@
 //! datoms exactly as the report's `tx-data`. Replaying a record on the Db before it yields the
 //! same Db the transactor built (the transaction's checks already passed when it committed;
 //! replay only re-derives the indexes, history and schema). A checkpoint is a root record:
-//! basis-t, counters, the schema datoms and the top of each of the nine trees, whose
-//! segment-height subtrees are separate segments.
+//! basis-t, counters, the schema datoms and the top of each of the eight index trees, whose
+//! segment-height subtrees are separate segments. The log has no tree in a checkpoint: its
+//! records are the log (`log.rs`). Roots written before format 5 (`KIND_ROOT_WITH_LOG`)
+//! also hold a log tree; opening one skips it, and `root_segment_ids` still names its
+//! segments, so that the first new checkpoint turns them into garbage.
 
 use std::sync::Arc;
 
@@ -24,7 +27,10 @@ pub use crate::segment::{NewSegment, SegmentCache, SegmentStore, SEGMENT_HEIGHT}
 use crate::tree::Stored;
 
 const KIND_LOG: u8 = 2;
-const KIND_ROOT: u8 = 3;
+/// A root of format 3 or 4: the eight index trees, then a tree of the whole log.
+const KIND_ROOT_WITH_LOG: u8 = 3;
+/// A root of format 5 on: the eight index trees only.
+const KIND_ROOT: u8 = 4;
 /// Marks the full-text section after a root's trees (roots written before full text end
 /// with the trees).
 const ROOT_FULLTEXT: u8 = 1;
@@ -174,7 +180,7 @@ pub struct Checkpoint {
     /// including it, and opening replays only those after it.
     pub t: BasisT,
     /// The encoded root record: basis-t, user-partition counter, last transaction instant,
-    /// the schema, and the top of each of the nine trees. Read back by [`open_root`].
+    /// the schema, and the top of each of the eight index trees. Read back by [`open_root`].
     pub root: Vec<u8>,
     /// Segments the root names that are not stored yet: the backend must have stored them
     /// by the time it commits the root.
@@ -183,7 +189,8 @@ pub struct Checkpoint {
     /// later checkpoints'); ids below that no root names were left by checkpoints that failed.
     pub first_id: u64,
     /// The same database with its persisted subtrees as segment references, so memory can be
-    /// given back to the cache's bound.
+    /// given back to the cache's bound, and without its log tail (the store's log records
+    /// up to `t` are the log).
     pub db: Db,
     /// The database checkpointed, kept alive so the addresses in `swaps` stay unique.
     source: Db,
@@ -201,13 +208,14 @@ impl Checkpoint {
         let swaps: hashbrown::HashMap<usize, Arc<Stored>> = self.swaps.iter().cloned().collect();
         let state = &later.state;
         let trees = state.trees().map(|t| rebase_tree(t, &swaps));
-        Db::from_state(state.with_trees(trees, self.db.state.segments.clone()))
+        Db::from_state(state.with_trees(trees, self.db.state.segments.clone(), Some(self.t)))
     }
 }
 
 /// Build the checkpoint of `db` (its current state). Segments already stored through `cache`
-/// are referenced, not rewritten; new ones get ids from `next_id` on. The nine trees are
-/// encoded on two threads.
+/// are referenced, not rewritten; new ones get ids from `next_id` on. The eight trees are
+/// encoded on two threads. The store must hold the log records up to the database's
+/// basis-t (they are committed before a database is checkpointed).
 pub fn checkpoint(db: &Db, cache: &Arc<SegmentCache>, next_id: &mut u64) -> Checkpoint {
     use std::sync::atomic::AtomicU64;
     let state = &db.state;
@@ -278,11 +286,11 @@ pub fn checkpoint(db: &Db, cache: &Arc<SegmentCache>, next_id: &mut u64) -> Chec
     w.u8(ROOT_FULLTEXT);
     state.fulltext.write_root(&mut w);
     *next_id = ids.into_inner();
-    let stored_trees: [crate::tree::Tree; 9] = match stored_trees.try_into() {
+    let stored_trees: [crate::tree::Tree; 8] = match stored_trees.try_into() {
         Ok(t) => t,
-        Err(_) => unreachable!("every one of the nine trees is persisted"),
+        Err(_) => unreachable!("every one of the eight trees is persisted"),
     };
-    let stored = state.with_trees(stored_trees, Some(cache.clone()));
+    let stored = state.with_trees(stored_trees, Some(cache.clone()), Some(state.basis_t));
     Checkpoint {
         t: state.basis_t,
         root: w.buf,
@@ -440,22 +448,26 @@ fn read_schema(r: &mut Reader<'_>) -> DecodeResult<Schema> {
 /// The basis-t a root record was written at, read without decoding the rest.
 pub fn root_t(bytes: &[u8]) -> DecodeResult<BasisT> {
     let mut r = Reader::new(bytes);
-    if r.u8()? != KIND_ROOT {
+    if !matches!(r.u8()?, KIND_ROOT | KIND_ROOT_WITH_LOG) {
         return err("not a root record");
     }
     r.varint()
 }
 
-/// The segments a root record names. Every reference is in the trees' tops (a segment holds
-/// whole subtrees, never references), so no segment is read.
+/// The segments a root record names (an old root's log tree's among them). Every reference
+/// is in the trees' tops (a segment holds whole subtrees, never references), so no segment
+/// is read.
 pub fn root_segment_ids(bytes: &[u8], cache: &Arc<SegmentCache>) -> DecodeResult<Vec<u64>> {
-    Ok(open_root(bytes, cache)?.segment_ids())
+    let opened = open_root_parts(bytes, cache)?;
+    let mut ids = opened.db.segment_ids();
+    ids.extend(opened.old_log_segments);
+    Ok(ids)
 }
 
 /// Open the database a root record describes. Segments load on demand through `cache`.
 /// Its full-text index has no entries: see `open_root_with`.
 pub fn open_root(bytes: &[u8], cache: &Arc<SegmentCache>) -> DecodeResult<Db> {
-    open_root_parts(bytes, cache).map(|(db, _)| db)
+    open_root_parts(bytes, cache).map(|opened| opened.db)
 }
 
 /// A stored full-text manifest entry: its segment's id and its record.
@@ -477,7 +489,10 @@ pub fn open_root_with(
 ) -> Result<Db, StorageError> {
     let corrupt = |e: DecodeError| StorageError::corruption("root record", e.0);
     let (db, section) = match bytes {
-        Some(b) => open_root_parts(b, cache).map_err(corrupt)?,
+        Some(b) => {
+            let opened = open_root_parts(b, cache).map_err(corrupt)?;
+            (opened.db, opened.fulltext)
+        }
         None => {
             let mut db = Db::empty();
             Arc::make_mut(&mut db.state).segments = Some(cache.clone());
@@ -503,14 +518,22 @@ pub fn open_root_with(
     Ok(Db::from_state(state))
 }
 
-fn open_root_parts(
-    bytes: &[u8],
-    cache: &Arc<SegmentCache>,
-) -> DecodeResult<(Db, Option<crate::fulltext::RootSection>)> {
+/// What a root record holds.
+struct OpenedRoot {
+    db: Db,
+    /// The root's full-text section (none in a root from before full text).
+    fulltext: Option<crate::fulltext::RootSection>,
+    /// The segments of an old root's log tree, which the database does not keep.
+    old_log_segments: Vec<u64>,
+}
+
+fn open_root_parts(bytes: &[u8], cache: &Arc<SegmentCache>) -> DecodeResult<OpenedRoot> {
     let mut r = Reader::new(bytes);
     let kind = r.u8()?;
-    if kind != KIND_ROOT {
-        return err(format!("record kind {kind}, expected a root ({KIND_ROOT})"));
+    if kind != KIND_ROOT && kind != KIND_ROOT_WITH_LOG {
+        return err(format!(
+            "record kind {kind}, expected a root ({KIND_ROOT}, or {KIND_ROOT_WITH_LOG} before format 5)"
+        ));
     }
     let basis_t = r.varint()?;
     let next_user = r.varint()?;
@@ -526,7 +549,14 @@ fn open_root_parts(
     };
     let current = indexes()?;
     let retired = indexes()?;
-    let log = read_tree(&mut r, IndexOrder::Log, cache)?;
+    let old_log_segments = if kind == KIND_ROOT_WITH_LOG {
+        let log = read_tree(&mut r, IndexOrder::Log, cache)?;
+        log.root
+            .as_ref()
+            .map_or_else(Vec::new, crate::segment::stored_ids)
+    } else {
+        Vec::new()
+    };
     let section = if r.is_at_end() {
         None
     } else {
@@ -541,7 +571,8 @@ fn open_root_parts(
     let db = Db::from_state(State {
         current,
         retired,
-        log,
+        log: crate::tree::Tree::new(IndexOrder::Log),
+        log_stored: Some(basis_t),
         schema: Arc::new(schema),
         basis_t,
         next_user,
@@ -549,7 +580,11 @@ fn open_root_parts(
         segments: Some(cache.clone()),
         fulltext: Default::default(),
     });
-    Ok((db, section))
+    Ok(OpenedRoot {
+        db,
+        fulltext: section,
+        old_log_segments,
+    })
 }
 
 impl Db {
@@ -598,16 +633,9 @@ impl Db {
     }
 
     /// `segment_ids` tree by tree, in the root record's order, each with its name (`eavt`,
-    /// ..., `retired vaet`, `log`): which segments hold which index (for tests and tools).
+    /// ..., `retired vaet`): which segments hold which index (for tests and tools).
     pub fn tree_segment_ids(&self) -> Vec<(&'static str, Vec<u64>)> {
-        fn walk(node: &crate::tree::Node, out: &mut Vec<u64>) {
-            match node {
-                crate::tree::Node::Stored(s) => out.push(s.id),
-                crate::tree::Node::Branch(b) => b.children.iter().for_each(|c| walk(c, out)),
-                crate::tree::Node::Leaf(_) => {}
-            }
-        }
-        const NAMES: [&str; 9] = [
+        const NAMES: [&str; 8] = [
             "eavt",
             "aevt",
             "avet",
@@ -616,16 +644,15 @@ impl Db {
             "retired aevt",
             "retired avet",
             "retired vaet",
-            "log",
         ];
         NAMES
             .into_iter()
             .zip(self.state.trees())
             .map(|(name, tree)| {
-                let mut ids = Vec::new();
-                if let Some(root) = &tree.root {
-                    walk(root, &mut ids);
-                }
+                let ids = tree
+                    .root
+                    .as_ref()
+                    .map_or_else(Vec::new, crate::segment::stored_ids);
                 (name, ids)
             })
             .collect()

@@ -58,6 +58,19 @@ pub trait SegmentStore: Send + Sync {
             "this store holds no full-text segments",
         ))
     }
+
+    /// The log records of the transactions `first..=last` (basis-t), in order, each checked
+    /// and decoded; a missing one is corruption. A store without a log has none to give.
+    fn read_log(
+        &self,
+        first: vev_core::BasisT,
+        last: vev_core::BasisT,
+    ) -> Result<Vec<crate::persist::LogRecord>, StorageError> {
+        Err(StorageError::corruption(
+            format!("log records {first} to {last}"),
+            "this store holds no log",
+        ))
+    }
 }
 
 /// Decoded full-text segments kept, by their approximate size in memory.
@@ -173,6 +186,37 @@ impl SegmentCache {
         }
         *vev_core::sync::lock(&self.last_failure) = Some(e);
         self.failures.fetch_add(1, AtomicOrdering::AcqRel);
+    }
+
+    /// The store's log records of the transactions `first..=last` (not cached: the log is
+    /// read by `tx_range`, seldom and in order). A corruption is also kept as the cache's
+    /// (so every later read fails too, as with a corrupt segment).
+    pub(crate) fn read_log(
+        &self,
+        first: vev_core::BasisT,
+        last: vev_core::BasisT,
+    ) -> Result<Vec<crate::persist::LogRecord>, StorageError> {
+        if let Some(c) = self.corruption.get() {
+            return Err(c.clone());
+        }
+        let records = self.store.read_log(first, last).inspect_err(|e| {
+            if matches!(e, StorageError::Corruption { .. }) {
+                self.fail(e.clone());
+            }
+        })?;
+        let expected = (last - first + 1) as usize;
+        if records.len() != expected || records.iter().zip(first..).any(|(r, t)| r.t != t) {
+            let e = StorageError::corruption(
+                format!("log records {first} to {last}"),
+                format!(
+                    "the store gave {} records, not those {expected}",
+                    records.len()
+                ),
+            );
+            self.fail(e.clone());
+            return Err(e);
+        }
+        Ok(records)
     }
 
     /// How many segments have been read from the store so far.
@@ -643,4 +687,19 @@ fn order_code(order: IndexOrder) -> u8 {
         IndexOrder::Vaet => 3,
         IndexOrder::Log => 4,
     }
+}
+
+/// The segments a node references, found by walking the nodes in memory down to the first
+/// segment reference on each path (nothing loads).
+pub(crate) fn stored_ids(node: &Node) -> Vec<u64> {
+    fn walk(node: &Node, out: &mut Vec<u64>) {
+        match node {
+            Node::Stored(s) => out.push(s.id),
+            Node::Branch(b) => b.children.iter().for_each(|c| walk(c, out)),
+            Node::Leaf(_) => {}
+        }
+    }
+    let mut out = Vec::new();
+    walk(node, &mut out);
+    out
 }

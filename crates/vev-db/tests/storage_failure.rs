@@ -8,7 +8,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
 use vev_core::{parse_tx, Component, Datom, IndexOrder, Keyword, StorageError, Value};
-use vev_db::persist::{self, SegmentCache, SegmentStore};
+use vev_db::persist::{self, LogRecord, SegmentCache, SegmentStore};
 use vev_db::{transact, Db, NoFunctions, TxContext};
 
 /// What the store does with the reads it is asked for.
@@ -23,6 +23,7 @@ enum Fault {
 
 struct FlakyStore {
     segments: Mutex<HashMap<u64, Vec<u8>>>,
+    log: Mutex<Vec<LogRecord>>,
     fault: Mutex<Fault>,
     reads: AtomicU64,
 }
@@ -33,23 +34,46 @@ impl FlakyStore {
     }
 }
 
-impl SegmentStore for FlakyStore {
-    fn read_segment(&self, id: u64) -> Result<Vec<u8>, StorageError> {
+impl FlakyStore {
+    /// The fault this read meets: an injected read error, whether to give corrupt bytes.
+    fn fault(&self, what: &str) -> Result<bool, StorageError> {
         self.reads.fetch_add(1, Ordering::SeqCst);
         let mut fault = self.fault.lock().unwrap();
         match *fault {
             Fault::Io(n) => {
                 *fault = if n > 1 { Fault::Io(n - 1) } else { Fault::None };
-                return Err(StorageError::io_kind(
-                    format!("read segment {id}"),
+                Err(StorageError::io_kind(
+                    what,
                     std::io::ErrorKind::Other,
                     "injected read error",
-                ));
+                ))
             }
-            Fault::Corrupt => return Ok(vec![0xff; 8]),
-            Fault::None => {}
+            Fault::Corrupt => Ok(true),
+            Fault::None => Ok(false),
+        }
+    }
+}
+
+impl SegmentStore for FlakyStore {
+    fn read_segment(&self, id: u64) -> Result<Vec<u8>, StorageError> {
+        if self.fault(&format!("read segment {id}"))? {
+            return Ok(vec![0xff; 8]);
         }
         Ok(self.segments.lock().unwrap()[&id].clone())
+    }
+
+    fn read_log(&self, first: u64, last: u64) -> Result<Vec<LogRecord>, StorageError> {
+        let what = format!("read log {first} to {last}");
+        if self.fault(&what)? {
+            // As a backend reports a log record that does not decode.
+            return Err(StorageError::corruption(what, "injected corrupt record"));
+        }
+        let log = self.log.lock().unwrap();
+        Ok(log
+            .iter()
+            .filter(|r| (first..=last).contains(&r.t))
+            .cloned()
+            .collect())
     }
 }
 
@@ -93,16 +117,28 @@ fn memory_db() -> Db {
     db
 }
 
-/// `db` checkpointed into a fresh flaky store and opened from it (nothing loaded yet).
+/// `db` (a database in memory, whose log is all in memory) checkpointed into a fresh flaky
+/// store with its log records, and opened from it (nothing loaded yet).
 fn stored(db: &Db) -> (Db, Arc<FlakyStore>) {
+    let log = db
+        .tx_range(Some(1), None)
+        .unwrap()
+        .into_iter()
+        .map(|e| LogRecord {
+            t: e.t,
+            next_user: 0,
+            datoms: e.datoms,
+        })
+        .collect();
     let store = Arc::new(FlakyStore {
         segments: Mutex::new(HashMap::new()),
+        log: Mutex::new(log),
         fault: Mutex::new(Fault::None),
         reads: AtomicU64::new(0),
     });
     let cache = SegmentCache::new(store.clone(), 1_000_000);
     let cp = persist::checkpoint(db, &cache, &mut 1);
-    assert!(cp.segments.len() > 9, "every tree has segments");
+    assert!(cp.segments.len() > 8, "every tree has segments");
     for s in cp.segments {
         store.segments.lock().unwrap().insert(s.id, s.payload);
     }
@@ -184,5 +220,66 @@ fn a_corrupt_segment_fails_every_later_read() {
             .code(),
         "storage/corruption"
     );
+    // The log's records are read from the store too, and the corruption found stays.
+    assert_eq!(
+        db.tx_range(None, None).unwrap_err().code(),
+        "storage/corruption"
+    );
     assert!(store.reads.load(Ordering::SeqCst) >= reads);
+}
+
+#[test]
+fn a_corrupt_log_record_fails_tx_range_and_every_later_read() {
+    let memory = memory_db();
+    let (db, store) = stored(&memory);
+    store.set(Fault::Corrupt);
+    let e = db.tx_range(Some(2), Some(3)).unwrap_err();
+    assert_eq!(e.code(), "storage/corruption", "{e}");
+    store.set(Fault::None);
+    assert_eq!(
+        all(&db, IndexOrder::Eavt).unwrap_err().code(),
+        "storage/corruption"
+    );
+}
+
+#[test]
+fn a_store_that_gives_too_few_log_records_is_corrupt_not_a_short_log() {
+    let memory = memory_db();
+    let (db, store) = stored(&memory);
+    store.log.lock().unwrap().retain(|r| r.t != 2);
+    let e = db.tx_range(None, None).unwrap_err();
+    assert_eq!(e.code(), "storage/corruption", "{e}");
+}
+
+#[test]
+fn the_log_of_a_stored_database_is_the_bootstrap_the_store_records_and_the_tail() {
+    let memory = memory_db();
+    let (db, _store) = stored(&memory);
+    let ops: Vec<_> = parse_tx(r#"[{:p/key "late" :p/n 1}]"#)
+        .unwrap()
+        .into_iter()
+        .map(|s| s.op)
+        .collect();
+    let later = transact(&db, &ops, &ctx()).unwrap().db_after;
+    let later_memory = transact(&memory, &ops, &ctx()).unwrap().db_after;
+    assert_eq!(
+        later.tx_range(None, None),
+        later_memory.tx_range(None, None)
+    );
+    for (start, end) in [
+        (0, 1),
+        (0, 2),
+        (1, 3),
+        (2, 5),
+        (3, 4),
+        (4, 5),
+        (5, 9),
+        (3, 3),
+    ] {
+        assert_eq!(
+            later.tx_range(Some(start), Some(end)),
+            later_memory.tx_range(Some(start), Some(end)),
+            "{start}..{end}"
+        );
+    }
 }

@@ -132,3 +132,24 @@ pub fn flip_segment_byte(path: &std::path::Path, id: u64) -> Result<(), StorageE
     .map_err(&io)?;
     Ok(())
 }
+
+/// Flip one byte in the middle of log row `t`'s record (in a closed file): the corruption
+/// tests' way to damage exactly one transaction's record, which its checksum must catch.
+#[cfg(feature = "testing")]
+pub fn flip_log_byte(path: &std::path::Path, t: u64) -> Result<(), StorageError> {
+    let io = crate::io("flip log byte");
+    let conn = rusqlite::Connection::open(path).map_err(&io)?;
+    let mut record: Vec<u8> = conn
+        .query_row("SELECT record FROM vev_log WHERE t = ?1", [t as i64], |r| {
+            r.get(0)
+        })
+        .map_err(&io)?;
+    let mid = record.len() / 2;
+    record[mid] ^= 0x5a;
+    conn.execute(
+        "UPDATE vev_log SET record = ?1 WHERE t = ?2",
+        rusqlite::params![record, t as i64],
+    )
+    .map_err(&io)?;
+    Ok(())
+}

@@ -40,7 +40,7 @@ mod fulltext;
 #[cfg(not(feature = "testing"))]
 use faults::FaultPlan;
 #[cfg(feature = "testing")]
-pub use faults::{flip_segment_byte, FaultPlan};
+pub use faults::{flip_log_byte, flip_segment_byte, FaultPlan};
 #[cfg(unix)]
 mod lock;
 #[cfg(not(unix))]
@@ -53,11 +53,13 @@ pub use backup::{BackupProgress, BackupReport};
 use lock::{TryLock, WriterLock};
 
 /// The version of the file format this build reads and writes.
-pub const FORMAT_VERSION: i64 = 4;
-/// The older version this build also reads: version 4 adds the full-text tables and the
-/// root's full-text section, so a version-3 file is a version-4 file without full text (a
-/// writer opening it creates the tables and marks it version 4).
-pub const FORMAT_VERSION_MIGRATED: i64 = 3;
+pub const FORMAT_VERSION: i64 = 5;
+/// The older versions this build also reads, and a writer migrates by marking them version
+/// 5. Version 4 added the full-text tables and the root's full-text section (a version-3
+/// file is a version-4 file without full text: migrating creates the tables); version 5
+/// drops the log's tree from the root (the log rows are the log), and reads older roots by
+/// skipping theirs, whose segments the first new checkpoint makes garbage.
+pub const FORMAT_VERSIONS_MIGRATED: [i64; 2] = [3, 4];
 /// Segments per write batch when a checkpoint writes them.
 const SEGMENTS_PER_BATCH: usize = 1024;
 
@@ -304,6 +306,20 @@ impl SegmentStore for SegmentReader {
     fn read_fulltext_segment(&self, id: u64) -> Result<Vec<u8>, StorageError> {
         fulltext::read_segment(&vev_core::sync::lock(&self.conn), id)
     }
+
+    fn read_log(&self, first: BasisT, last: BasisT) -> Result<Vec<LogRecord>, StorageError> {
+        let conn = vev_core::sync::lock(&self.conn);
+        let mut records = read_log_after(&conn, first - 1, Some(last))?;
+        if records.last().map(|r| r.t) != Some(last) {
+            let found = records.len();
+            records.clear();
+            return Err(StorageError::corruption(
+                format!("log row t={}", first + found as u64),
+                "it is missing from the file",
+            ));
+        }
+        Ok(records)
+    }
 }
 
 /// The checked payload of the row `sql` selects by `id`; a missing row is corruption (a
@@ -523,7 +539,7 @@ impl Store {
             let mut next = vev_core::sync::lock(&self.next_segment);
             *next = (*next).max(max_id.map_or(1, |m| m as u64 + 1));
         }
-        let records = read_log_after(&tx, root_t)?;
+        let records = read_log_after(&tx, root_t, None)?;
         drop(tx);
         drop(conn);
         let mut tail = 0;
@@ -824,7 +840,7 @@ impl Store {
         }
         let records = {
             let conn = self.conn();
-            read_log_after(&conn, db.basis_t())?
+            read_log_after(&conn, db.basis_t(), None)?
         };
         if !records.is_empty() && !self.read_only {
             return self.load().map(|(db, _, _)| db);
@@ -934,15 +950,17 @@ fn decode_log_row(t: i64, bytes: Vec<u8>) -> Result<LogRecord, StorageError> {
     Ok(rec)
 }
 
-/// The log records after basis-t `after`, in order and without gaps.
+/// The log records after basis-t `after` (up to `last`, if given), in order and without gaps.
 fn read_log_after(
     conn: &rusqlite::Connection,
     after: BasisT,
+    last: Option<BasisT>,
 ) -> Result<Vec<LogRecord>, StorageError> {
     let mut st = conn
-        .prepare_cached("SELECT t, record FROM vev_log WHERE t > ?1 ORDER BY t")
+        .prepare_cached("SELECT t, record FROM vev_log WHERE t > ?1 AND t <= ?2 ORDER BY t")
         .map_err(io("log read"))?;
-    let mut rows = st.query([after as i64]).map_err(io("log read"))?;
+    let last = last.map_or(i64::MAX, |t| t.min(i64::MAX as u64) as i64);
+    let mut rows = st.query([after as i64, last]).map_err(io("log read"))?;
     let mut out = Vec::new();
     let mut expect = after + 1;
     while let Some(row) = rows.next().map_err(io("log read"))? {
@@ -1045,7 +1063,9 @@ fn check_or_init_format(
     let version: i64 = conn
         .query_row("PRAGMA user_version", [], |r| r.get(0))
         .map_err(io("read format version"))?;
-    if version == FORMAT_VERSION_MIGRATED && !read_only {
+    let migrated = FORMAT_VERSIONS_MIGRATED.contains(&version);
+    if migrated && !read_only {
+        // Creating the full-text tables is a no-op on a version-4 file.
         conn.execute_batch(&format!(
             "BEGIN IMMEDIATE; {} PRAGMA user_version = {FORMAT_VERSION}; COMMIT;",
             fulltext::TABLES
@@ -1053,7 +1073,7 @@ fn check_or_init_format(
         .map_err(io("migrate"))?;
         return Ok(());
     }
-    if version != FORMAT_VERSION && version != FORMAT_VERSION_MIGRATED {
+    if version != FORMAT_VERSION && !migrated {
         return Err(StorageError::FormatVersion {
             path: display.to_owned(),
             found: version,

@@ -5,7 +5,7 @@ use std::path::Path;
 
 use crate::{Connection, Error};
 
-pub use vev_sqlite::{flip_segment_byte, FaultPlan};
+pub use vev_sqlite::{flip_log_byte, flip_segment_byte, FaultPlan};
 
 const CORRUPTION_SCHEMA: &str = r#"[
  {:db/ident :p/email :db/valueType :db.type/string :db/cardinality :db.cardinality/one

@@ -2,7 +2,8 @@
 //! and `format-v4.vev`, written by `examples/format_fixture.rs` when each was current) must
 //! keep opening with the same answers: a format change has to migrate them or refuse them
 //! with `storage/format-version`, as files of other versions are refused now. A writer
-//! migrates a version-3 file to version 4 (it adds the full-text tables).
+//! migrates a version-3 or version-4 file to version 5 (version 4 added the full-text tables;
+//! version 5 roots have no log tree, so the old root's log segments become garbage).
 
 use std::path::{Path, PathBuf};
 
@@ -173,7 +174,7 @@ fn a_file_of_another_format_version_is_refused_with_format_version() {
             assert_eq!(e.code(), "storage/format-version", "{e}");
             let msg = e.to_string();
             assert!(
-                msg.contains(&format!("version {version}")) && msg.contains("version 4"),
+                msg.contains(&format!("version {version}")) && msg.contains("version 5"),
                 "{msg}"
             );
         }
@@ -226,7 +227,7 @@ fn the_v4_fixture_has_full_text_entries_and_answers_as_its_transactions_in_memor
 }
 
 #[test]
-fn a_writer_migrates_a_v3_file_to_v4_and_full_text_works_on_it() {
+fn a_writer_migrates_a_v3_file_to_v5_and_full_text_works_on_it() {
     let dir = tempfile::tempdir().unwrap();
     let path = copy(&dir);
     let conn = Connection::open(&path).unwrap();
@@ -234,7 +235,7 @@ fn a_writer_migrates_a_v3_file_to_v4_and_full_text_works_on_it() {
         .unwrap()
         .query_row("PRAGMA user_version", [], |r| r.get(0))
         .unwrap();
-    assert_eq!(version, 4);
+    assert_eq!(version, 5);
     conn.transact_edn("[{:db/id :person/name :db/fulltext true}]")
         .unwrap();
     assert_eq!(search(&conn.db(), "person").len(), 79);
@@ -248,4 +249,70 @@ fn a_writer_migrates_a_v3_file_to_v4_and_full_text_works_on_it() {
         .transact_edn("[{:db/id :person/name :db/fulltext true}]")
         .unwrap();
     assert_eq!(search(&db, "person 1*"), search(&memory.db(), "person 1*"));
+}
+
+#[test]
+fn a_writer_migrates_a_v4_file_to_v5_and_its_old_log_segments_become_garbage() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("format-v4.vev");
+    std::fs::copy(FIXTURE_V4, &path).unwrap();
+    let segments = |path: &Path| -> Vec<i64> {
+        let sqlite = rusqlite::Connection::open(path).unwrap();
+        let mut st = sqlite.prepare("SELECT id FROM vev_segment").unwrap();
+        let ids = st.query_map([], |r| r.get(0)).unwrap();
+        ids.collect::<Result<_, _>>().unwrap()
+    };
+    let before = segments(&path);
+    let conn = Connection::open(&path).unwrap();
+    let version: i64 = rusqlite::Connection::open(&path)
+        .unwrap()
+        .query_row("PRAGMA user_version", [], |r| r.get(0))
+        .unwrap();
+    assert_eq!(version, 5);
+    let memory = Connection::open_in_memory();
+    generator::fill_with(&memory, &generator::transactions_v4(), false).unwrap();
+    for c in [&conn, &memory] {
+        c.transact_edn(
+            r#"[{:person/email "late@example.com" :person/name "Late"}
+                {:db/id "datomic.tx" :db/txInstant #inst "2025-01-01T12:00:00.000-00:00"}]"#,
+        )
+        .unwrap();
+    }
+    conn.checkpoint().unwrap();
+    assert!(everything(&conn.db()) == everything(&memory.db()));
+    let named: std::collections::HashSet<i64> = conn
+        .db()
+        .tree_segment_ids()
+        .into_iter()
+        .flat_map(|(_, ids)| ids)
+        .map(|id| id as i64)
+        .collect();
+    conn.verify().unwrap();
+    drop(conn);
+    let sqlite = rusqlite::Connection::open(&path).unwrap();
+    let garbage: std::collections::HashSet<i64> = sqlite
+        .prepare("SELECT id FROM vev_garbage")
+        .unwrap()
+        .query_map([], |r| r.get(0))
+        .unwrap()
+        .collect::<Result<_, _>>()
+        .unwrap();
+    // Every segment of the old file is named by the new root or is garbage: the old log
+    // tree's segments (which no v5 root names) do not stay in the file for good.
+    let leaked: Vec<i64> = before
+        .iter()
+        .filter(|id| !named.contains(id) && !garbage.contains(id))
+        .copied()
+        .collect();
+    assert!(
+        leaked.is_empty(),
+        "segments neither named nor garbage: {leaked:?}"
+    );
+    assert!(
+        before.iter().any(|id| garbage.contains(id)),
+        "the old log tree's segments are garbage"
+    );
+    drop(sqlite);
+    let db = open(&path).db();
+    assert!(everything(&db) == everything(&memory.db()));
 }

@@ -1,8 +1,9 @@
 //! The corruption matrix: one flipped byte in a segment of each index (the four current
-//! orders, the four orders of retired datoms, the log) of a real database file, against every
-//! public read API. Each read either reports `storage/corruption` or gives exactly the answer
-//! of the intact file (it did not need that segment); none answers with less. The reads that
-//! must touch the segment (a full scan of its index, `verify`) report the error.
+//! orders, the four orders of retired datoms) or in a log row of a real database file, against
+//! every public read API. Each read either reports `storage/corruption` or gives exactly the
+//! answer of the intact file (it did not need that segment or row); none answers with less.
+//! The reads that must touch it (a full scan of its index, `tx_range` for a log row,
+//! `verify`) report the error.
 
 use std::path::{Path, PathBuf};
 
@@ -267,7 +268,6 @@ fn must_fail(tree: &str) -> Vec<String> {
     let mut out = vec!["verify".to_string()];
     match tree.split_once(' ') {
         Some(("retired", name)) => out.push(format!("history datoms {}", order(name))),
-        _ if tree == "log" => out.push("tx_range".into()),
         _ => {
             out.push(format!("datoms {}", order(tree)));
             out.push(format!("seek_datoms {}", order(tree)));
@@ -308,7 +308,7 @@ fn a_corrupt_segment_of_any_index_fails_every_read_that_needs_it_and_no_read_com
     }
     let trees = conn.db().tree_segment_ids();
     drop(conn);
-    assert_eq!(trees.len(), 9);
+    assert_eq!(trees.len(), 8);
     for (tree, ids) in trees {
         let id = ids[ids.len() / 2];
         let path = corrupt_copy(&intact, dir.path(), tree, id);
@@ -339,5 +339,40 @@ fn a_corrupt_segment_of_any_index_fails_every_read_that_needs_it_and_no_read_com
             }
         }
         assert!(failed >= required.len(), "{tree}: {failed} reads failed");
+    }
+}
+
+#[test]
+fn a_corrupt_log_row_fails_tx_range_and_verify_and_no_read_comes_up_short() {
+    let dir = tempfile::tempdir().unwrap();
+    let intact = dir.path().join("intact.vev");
+    build(&intact);
+    rusqlite::Connection::open(&intact)
+        .unwrap()
+        .execute_batch("PRAGMA wal_checkpoint(TRUNCATE)")
+        .unwrap();
+    let conn = open(&intact);
+    let k = known(&conn.db());
+    let probes = probes();
+    let want: Vec<Answer> = probes.iter().map(|(_, p)| p(&conn, &k)).collect();
+    drop(conn);
+    // A transaction the root covers: opening does not read its row, `tx_range` must.
+    let path = dir.path().join("log.vev");
+    std::fs::copy(&intact, &path).unwrap();
+    vev::testing::flip_log_byte(&path, k.mid_t).unwrap();
+    let required = ["tx_range", "verify"];
+    for ((name, probe), w) in probes.iter().zip(&want) {
+        let got = probe(&open(&path), &k);
+        match &got {
+            Err(code) => assert!(
+                code.starts_with("storage/corruption")
+                    && code.contains(&format!("log row t={}", k.mid_t)),
+                "{name}: {code}"
+            ),
+            Ok(_) => {
+                assert!(!required.contains(&name.as_str()), "{name} did not fail");
+                assert!(&got == w, "{name} answered differently");
+            }
+        }
     }
 }

@@ -186,6 +186,9 @@ pub struct Bulk {
     merge_min: usize,
     /// Hand set-aside changes to a sorting thread in chunks of this many.
     sort_chunk: usize,
+    /// The caller stores every transaction's log record before the import's value is handed
+    /// out (`log_in_store`), so the value keeps no log tail.
+    log_in_store: bool,
 }
 
 /// What `Bulk::transact` returns: the report without any database value.
@@ -208,7 +211,17 @@ impl Bulk {
             avet: SetAside::default(),
             merge_min: BULK_MERGE_MIN,
             sort_chunk: SORT_CHUNK,
+            log_in_store: false,
         }
+    }
+
+    /// The caller stores each transaction's log record in the database's store (the one
+    /// its segment cache reads) before the finished database is used: the import then keeps
+    /// no log tail in memory, and the finished database reads its log from the store.
+    /// Without a segment cache there is no store, and this does nothing.
+    pub fn log_in_store(mut self) -> Bulk {
+        self.log_in_store = self.db.segment_cache().is_some();
+        self
     }
 
     /// Sort set-aside AVET changes on threads of their own in chunks of `changes` (the
@@ -254,6 +267,11 @@ impl Bulk {
         let before = std::mem::replace(&mut self.db, Db::empty());
         let (_, after) = run(before, ops, ctx, DbBefore::Consume, Some(&mut self.avet))?;
         self.db = after.db;
+        if self.log_in_store {
+            let state = Arc::make_mut(&mut self.db.state);
+            state.log = Tree::new(IndexOrder::Log);
+            state.log_stored = Some(state.basis_t);
+        }
         self.avet.sort_behind(self.sort_chunk);
         let merge_at = (self.db.state.current.avet.len() / 4).max(self.merge_min);
         if self.avet.len() >= merge_at {

@@ -250,7 +250,7 @@ impl Connection {
             .as_ref()
             .map_or(usize::MAX, |d| d.bulk_batch_datoms);
         let mut state = if writer.listeners.is_empty() {
-            Importing::Bulk(vev_db::Bulk::new(self.latest()))
+            Importing::Bulk(vev_db::Bulk::new(self.latest()).log_in_store())
         } else {
             Importing::Reports(self.latest())
         };
