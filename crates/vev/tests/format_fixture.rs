@@ -185,6 +185,14 @@ fn a_file_of_another_format_version_is_refused_with_format_version() {
 
 const FIXTURE_V4: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures/format-v4.vev");
 
+/// The file's format version.
+fn user_version(path: &Path) -> i64 {
+    rusqlite::Connection::open(path)
+        .unwrap()
+        .query_row("PRAGMA user_version", [], |r| r.get(0))
+        .unwrap()
+}
+
 fn search(db: &Db, q: &str) -> Vec<(u64, String, u64)> {
     let a = db.entid(&Keyword::new("person/name")).unwrap();
     let mut rows: Vec<(u64, String, u64)> =
@@ -231,11 +239,7 @@ fn a_writer_migrates_a_v3_file_to_v5_and_full_text_works_on_it() {
     let dir = tempfile::tempdir().unwrap();
     let path = copy(&dir);
     let conn = Connection::open(&path).unwrap();
-    let version: i64 = rusqlite::Connection::open(&path)
-        .unwrap()
-        .query_row("PRAGMA user_version", [], |r| r.get(0))
-        .unwrap();
-    assert_eq!(version, 5);
+    assert_eq!(user_version(&path), 5);
     conn.transact_edn("[{:db/id :person/name :db/fulltext true}]")
         .unwrap();
     assert_eq!(search(&conn.db(), "person").len(), 79);
@@ -264,11 +268,7 @@ fn a_writer_migrates_a_v4_file_to_v5_and_its_old_log_segments_become_garbage() {
     };
     let before = segments(&path);
     let conn = Connection::open(&path).unwrap();
-    let version: i64 = rusqlite::Connection::open(&path)
-        .unwrap()
-        .query_row("PRAGMA user_version", [], |r| r.get(0))
-        .unwrap();
-    assert_eq!(version, 5);
+    assert_eq!(user_version(&path), 5);
     let memory = Connection::open_in_memory();
     generator::fill_with(&memory, &generator::transactions_v4(), false).unwrap();
     for c in [&conn, &memory] {

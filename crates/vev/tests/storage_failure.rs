@@ -289,12 +289,11 @@ fn corrupt_copy(intact: &Path, dir: &Path, name: &str, id: u64) -> PathBuf {
     path
 }
 
-#[test]
-fn a_corrupt_segment_of_any_index_fails_every_read_that_needs_it_and_no_read_comes_up_short() {
-    let dir = tempfile::tempdir().unwrap();
-    let intact = dir.path().join("intact.vev");
+/// The intact fixture in `dir` as one file (nothing committed may wait in a -wal for the
+/// copies to miss), what the probes need to know of it, and every probe's answer on it.
+fn intact(dir: &Path) -> (PathBuf, Known, Vec<Answer>, Vec<(String, Probe)>) {
+    let intact = dir.join("intact.vev");
     build(&intact);
-    // One file: nothing committed may wait in a -wal for the copies to miss.
     rusqlite::Connection::open(&intact)
         .unwrap()
         .execute_batch("PRAGMA wal_checkpoint(TRUNCATE)")
@@ -306,8 +305,14 @@ fn a_corrupt_segment_of_any_index_fails_every_read_that_needs_it_and_no_read_com
     for ((name, _), w) in probes.iter().zip(&want) {
         assert!(w.is_ok(), "{name} fails on the intact file: {w:?}");
     }
-    let trees = conn.db().tree_segment_ids();
-    drop(conn);
+    (intact, k, want, probes)
+}
+
+#[test]
+fn a_corrupt_segment_of_any_index_fails_every_read_that_needs_it_and_no_read_comes_up_short() {
+    let dir = tempfile::tempdir().unwrap();
+    let (intact, k, want, probes) = intact(dir.path());
+    let trees = open(&intact).db().tree_segment_ids();
     assert_eq!(trees.len(), 8);
     for (tree, ids) in trees {
         let id = ids[ids.len() / 2];
@@ -345,17 +350,7 @@ fn a_corrupt_segment_of_any_index_fails_every_read_that_needs_it_and_no_read_com
 #[test]
 fn a_corrupt_log_row_fails_tx_range_and_verify_and_no_read_comes_up_short() {
     let dir = tempfile::tempdir().unwrap();
-    let intact = dir.path().join("intact.vev");
-    build(&intact);
-    rusqlite::Connection::open(&intact)
-        .unwrap()
-        .execute_batch("PRAGMA wal_checkpoint(TRUNCATE)")
-        .unwrap();
-    let conn = open(&intact);
-    let k = known(&conn.db());
-    let probes = probes();
-    let want: Vec<Answer> = probes.iter().map(|(_, p)| p(&conn, &k)).collect();
-    drop(conn);
+    let (intact, k, want, probes) = intact(dir.path());
     // A transaction the root covers: opening does not read its row, `tx_range` must.
     let path = dir.path().join("log.vev");
     std::fs::copy(&intact, &path).unwrap();
