@@ -167,6 +167,7 @@ pub fn replay_owned(before: Db, record: &LogRecord) -> DecodeResult<Db> {
         &record.datoms,
         &retracted_tx,
         None,
+        crate::tx::LogTail::Keep,
     );
     state.basis_t = t;
     state.next_user = record.next_user;

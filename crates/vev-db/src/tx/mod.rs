@@ -140,7 +140,7 @@ pub(crate) enum Term {
 
 /// Apply `ops` to `db` (its current state, whatever its view) and return the report.
 pub fn transact(db: &Db, ops: &[TxOp], ctx: &TxContext<'_>) -> Result<TxReport, TxError> {
-    let (before, after) = run(db.current(), ops, ctx, DbBefore::Keep, None)?;
+    let (before, after) = run(db.current(), ops, ctx, DbBefore::Keep, None, LogTail::Keep)?;
     Ok(TxReport {
         db_before: before.expect("kept"),
         db_after: after.db,
@@ -163,7 +163,15 @@ pub struct TxOutcome {
 /// import that keeps only the latest value), the transaction updates them in place instead of
 /// copying the paths it touches; the result is the same.
 pub fn transact_owned(db: Db, ops: &[TxOp], ctx: &TxContext<'_>) -> Result<TxOutcome, TxError> {
-    run(db.into_current(), ops, ctx, DbBefore::Consume, None).map(|(_, after)| after)
+    run(
+        db.into_current(),
+        ops,
+        ctx,
+        DbBefore::Consume,
+        None,
+        LogTail::Keep,
+    )
+    .map(|(_, after)| after)
 }
 
 /// A bulk import: transactions applied one after another to a database value that nothing
@@ -186,9 +194,9 @@ pub struct Bulk {
     merge_min: usize,
     /// Hand set-aside changes to a sorting thread in chunks of this many.
     sort_chunk: usize,
-    /// The caller stores every transaction's log record before the import's value is handed
-    /// out (`log_in_store`), so the value keeps no log tail.
-    log_in_store: bool,
+    /// `LogTail::Stored` when the caller stores every transaction's log record before the
+    /// import's value is handed out (`log_in_store`): the value then keeps no log tail.
+    log: LogTail,
 }
 
 /// What `Bulk::transact` returns: the report without any database value.
@@ -211,7 +219,7 @@ impl Bulk {
             avet: SetAside::default(),
             merge_min: BULK_MERGE_MIN,
             sort_chunk: SORT_CHUNK,
-            log_in_store: false,
+            log: LogTail::Keep,
         }
     }
 
@@ -220,7 +228,9 @@ impl Bulk {
     /// no log tail in memory, and the finished database reads its log from the store.
     /// Without a segment cache there is no store, and this does nothing.
     pub fn log_in_store(mut self) -> Bulk {
-        self.log_in_store = self.db.segment_cache().is_some();
+        if self.db.segment_cache().is_some() {
+            self.log = LogTail::Stored;
+        }
         self
     }
 
@@ -265,13 +275,15 @@ impl Bulk {
             self.merge();
         }
         let before = std::mem::replace(&mut self.db, Db::empty());
-        let (_, after) = run(before, ops, ctx, DbBefore::Consume, Some(&mut self.avet))?;
+        let (_, after) = run(
+            before,
+            ops,
+            ctx,
+            DbBefore::Consume,
+            Some(&mut self.avet),
+            self.log,
+        )?;
         self.db = after.db;
-        if self.log_in_store {
-            let state = Arc::make_mut(&mut self.db.state);
-            state.log = Tree::new(IndexOrder::Log);
-            state.log_stored = Some(state.basis_t);
-        }
         self.avet.sort_behind(self.sort_chunk);
         let merge_at = (self.db.state.current.avet.len() / 4).max(self.merge_min);
         if self.avet.len() >= merge_at {
@@ -453,12 +465,23 @@ enum DbBefore {
     Consume,
 }
 
+/// Where a transaction's datoms go besides the indexes: into the database's log tail (`Keep`),
+/// or nowhere, because the caller stores its log record before the database is used
+/// (`Stored`: a durable bulk import; the tail is dropped and `log_stored` moves to the
+/// transaction).
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub(crate) enum LogTail {
+    Keep,
+    Stored,
+}
+
 fn run(
     before: Db,
     ops: &[TxOp],
     ctx: &TxContext<'_>,
     db_before: DbBefore,
     mut defer_avet: Option<&mut SetAside>,
+    log: LogTail,
 ) -> Result<(Option<Db>, TxOutcome), TxError> {
     let t = before.basis_t() + 1;
     let tx = tx_id(t);
@@ -498,6 +521,7 @@ fn run(
         &tx_data,
         &generated.retracted_tx,
         defer_avet.map(|s| &mut s.latest),
+        log,
     );
     state.basis_t = t;
     state.last_instant = instant;
@@ -527,14 +551,15 @@ fn tx_instant(before: &Db, datoms: &[Datom], tx: EntityId, now_ms: i64) -> Resul
     }
 }
 
-/// Put the transaction's datoms into the indexes, the history and the log.
-/// `retracted_tx` gives, for each retraction, the tx of the assertion it retracts.
+/// Put the transaction's datoms into the indexes, the history and (`LogTail::Keep`) the log
+/// tail. `retracted_tx` gives, for each retraction, the tx of the assertion it retracts.
 pub(crate) fn apply(
     state: &mut State,
     schema_before: &Schema,
     tx_data: &[Datom],
     retracted_tx: &[EntityId],
     defer_avet: Option<&mut Vec<Change>>,
+    log_tail: LogTail,
 ) {
     // The full-text index first: an alteration reads the attribute's values in db-before.
     if let Some(first) = tx_data.first() {
@@ -574,13 +599,6 @@ pub(crate) fn apply(
         }
     }
     let is_ref = |a: EntityId| schema.attribute(a).is_some_and(|x| x.is_ref());
-    let log: Vec<Change> = tx_data
-        .iter()
-        .map(|d| Change {
-            datom: d.clone(),
-            insert: true,
-        })
-        .collect();
     let take = |ix: &mut Indexes| std::mem::replace(ix, Indexes::new());
     let deferrable = |a: EntityId| schema.attribute(a).is_none_or(|x| x.unique.is_none());
     state.current = take(&mut state.current).apply(
@@ -592,7 +610,20 @@ pub(crate) fn apply(
         state.retired = take(&mut state.retired).apply(retired, is_ref, None);
     }
     let log_tree = std::mem::replace(&mut state.log, Tree::new(IndexOrder::Log));
-    state.log = apply_sorted(log_tree, log);
+    match (log_tail, tx_data.first()) {
+        (LogTail::Keep, _) => {
+            let log = tx_data
+                .iter()
+                .map(|d| Change {
+                    datom: d.clone(),
+                    insert: true,
+                })
+                .collect();
+            state.log = apply_sorted(log_tree, log);
+        }
+        (LogTail::Stored, Some(first)) => state.log_stored = Some(ids::t_of(first.tx)),
+        (LogTail::Stored, None) => state.log = log_tree,
+    }
 }
 
 /// True when `e` is an id this database has allocated (or the transaction being built).
