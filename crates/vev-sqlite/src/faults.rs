@@ -114,41 +114,39 @@ impl FaultPlan {
 /// which its checksum must then catch.
 #[cfg(feature = "testing")]
 pub fn flip_segment_byte(path: &std::path::Path, id: u64) -> Result<(), StorageError> {
-    let io = crate::io("flip segment byte");
-    let conn = rusqlite::Connection::open(path).map_err(&io)?;
-    let mut payload: Vec<u8> = conn
-        .query_row(
-            "SELECT payload FROM vev_segment WHERE id = ?1",
-            [id as i64],
-            |r| r.get(0),
-        )
-        .map_err(&io)?;
-    let mid = payload.len() / 2;
-    payload[mid] ^= 0x5a;
-    conn.execute(
-        "UPDATE vev_segment SET payload = ?1 WHERE id = ?2",
-        rusqlite::params![payload, id as i64],
-    )
-    .map_err(&io)?;
-    Ok(())
+    flip_byte(path, "vev_segment", "payload", "id", id)
 }
 
 /// Flip one byte in the middle of log row `t`'s record (in a closed file): the corruption
 /// tests' way to damage exactly one transaction's record, which its checksum must catch.
 #[cfg(feature = "testing")]
 pub fn flip_log_byte(path: &std::path::Path, t: u64) -> Result<(), StorageError> {
-    let io = crate::io("flip log byte");
+    flip_byte(path, "vev_log", "record", "t", t)
+}
+
+/// Flip the middle byte of the blob in `column` of the `table` row whose `key` is `at`.
+#[cfg(feature = "testing")]
+fn flip_byte(
+    path: &std::path::Path,
+    table: &str,
+    column: &str,
+    key: &str,
+    at: u64,
+) -> Result<(), StorageError> {
+    let io = crate::io("flip byte");
     let conn = rusqlite::Connection::open(path).map_err(&io)?;
-    let mut record: Vec<u8> = conn
-        .query_row("SELECT record FROM vev_log WHERE t = ?1", [t as i64], |r| {
-            r.get(0)
-        })
+    let mut blob: Vec<u8> = conn
+        .query_row(
+            &format!("SELECT {column} FROM {table} WHERE {key} = ?1"),
+            [at as i64],
+            |r| r.get(0),
+        )
         .map_err(&io)?;
-    let mid = record.len() / 2;
-    record[mid] ^= 0x5a;
+    let mid = blob.len() / 2;
+    blob[mid] ^= 0x5a;
     conn.execute(
-        "UPDATE vev_log SET record = ?1 WHERE t = ?2",
-        rusqlite::params![record, t as i64],
+        &format!("UPDATE {table} SET {column} = ?1 WHERE {key} = ?2"),
+        rusqlite::params![blob, at as i64],
     )
     .map_err(&io)?;
     Ok(())
