@@ -26,7 +26,7 @@ use crate::source::Source;
 use crate::values::edn_to_value;
 
 mod call;
-pub(crate) use call::fulltext_args;
+pub(crate) use call::{fn_attribute, fulltext_args};
 mod plan;
 
 pub(crate) use plan::PlanCache;

@@ -239,16 +239,7 @@ impl Ctx<'_> {
                 _ => Value::Nil,
             });
         };
-        let attr_of = |v: &Value| -> Result<std::sync::Arc<vev_core::Attribute>, QueryError> {
-            let found = match v {
-                Value::Keyword(k) => src.schema().attribute_by_ident(k),
-                other => resolve_entity(src, other)?.and_then(|id| src.schema().attribute(id)),
-            };
-            found.cloned().ok_or_else(|| QueryError::UnknownAttribute {
-                attr: v.to_string(),
-                span: Some(span),
-            })
-        };
+        let attr_of = |v: &Value| fn_attribute(src, v, Some(span));
         let first_value = |a: u64| {
             let mut found = None;
             src.scan(
@@ -360,6 +351,23 @@ impl Ctx<'_> {
     }
 }
 
+/// The attribute a database function's argument names (a keyword, an entity id or a lookup
+/// ref), or `query/unknown-attribute` naming the argument.
+pub(crate) fn fn_attribute(
+    src: &dyn crate::source::Source,
+    v: &Value,
+    span: Option<vev_edn::Span>,
+) -> Result<std::sync::Arc<vev_core::Attribute>, QueryError> {
+    let found = match v {
+        Value::Keyword(k) => src.schema().attribute_by_ident(k),
+        other => resolve_entity(src, other)?.and_then(|id| src.schema().attribute(id)),
+    };
+    found.cloned().ok_or_else(|| QueryError::UnknownAttribute {
+        attr: v.to_string(),
+        span,
+    })
+}
+
 /// The attribute and the parsed query of a `fulltext` call's arguments (`$`, attribute,
 /// query text): the attribute must exist and have `:db/fulltext`, the text must parse.
 pub(crate) fn fulltext_args(
@@ -376,14 +384,7 @@ pub(crate) fn fulltext_args(
             ),
         ));
     }
-    let attr = match &vals[1] {
-        Value::Keyword(k) => src.schema().attribute_by_ident(k),
-        other => resolve_entity(src, other)?.and_then(|id| src.schema().attribute(id)),
-    }
-    .ok_or_else(|| QueryError::UnknownAttribute {
-        attr: vals[1].to_string(),
-        span,
-    })?;
+    let attr = fn_attribute(src, &vals[1], span)?;
     if !attr.fulltext {
         return Err(crate::fulltext::FulltextError::NotIndexed {
             attr: attr.ident.to_string(),

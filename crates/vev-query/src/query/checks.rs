@@ -97,6 +97,14 @@ impl Query {
                 | CClause::Pred {
                     name, args, span, ..
                 } if name.as_str() == "fulltext" => check_fulltext(args, sources, *span)?,
+                CClause::Fn {
+                    name, args, span, ..
+                }
+                | CClause::Pred {
+                    name, args, span, ..
+                } if matches!(name.as_str(), "get-else" | "get-some" | "missing?") => {
+                    check_attribute_args(name.as_str(), args, sources, *span)?
+                }
                 CClause::Rule { name, span, .. } if !rules.contains(name) => {
                     return Err(QueryError::UnknownRule {
                         rule: name.to_string(),
@@ -161,6 +169,36 @@ fn check_default_source(c: &CClause, default: Option<usize>) -> Result<(), Query
             .try_for_each(|x| check_default_source(x, src.or(default))),
         _ => Ok(()),
     }
+}
+
+/// The constant attribute arguments of `get-else`, `get-some` and `missing?` (the third, or
+/// for `get-some` every one from the third on) name attributes of the source, whatever rows
+/// reach the call: otherwise a plan that finds the relation empty before the call would
+/// answer no rows where another reports the unknown attribute.
+fn check_attribute_args(
+    name: &str,
+    args: &[crate::compile::CArg],
+    sources: &[Option<&dyn Source>],
+    span: vev_edn::Span,
+) -> Result<(), QueryError> {
+    use crate::compile::CArg;
+    let Some(CArg::Src(i)) = args.first() else {
+        return Ok(()); // the call reports a missing source
+    };
+    let Some(source) = sources.get(*i).copied().flatten() else {
+        return Ok(());
+    };
+    let attrs = if name == "get-some" {
+        args.get(2..).unwrap_or(&[])
+    } else {
+        args.get(2..3).unwrap_or(&[])
+    };
+    for a in attrs {
+        if let CArg::Const(attr) = a {
+            crate::exec::fn_attribute(source, &crate::values::edn_to_value(attr), Some(span))?;
+        }
+    }
+    Ok(())
 }
 
 /// A `fulltext` call's constant arguments: an attribute that exists and has `:db/fulltext`,
