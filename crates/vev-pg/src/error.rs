@@ -109,6 +109,7 @@ impl SqlError {
             }
             c if c.starts_with("storage/") => "58030",
             c if c.starts_with("query/timeout") => "57014",
+            "query/canceled" => return crate::cancel::Canceler::error(),
             _ => "XX000",
         };
         SqlError::new(code, text)

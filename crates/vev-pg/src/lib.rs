@@ -6,6 +6,7 @@
 //! transactions (`session`, with row locks from `locks`). The protocol is pgwire's
 //! (`server`). `docs/sql.md` is the user's reference.
 
+pub mod cancel;
 pub mod catalog;
 pub mod error;
 pub mod locks;

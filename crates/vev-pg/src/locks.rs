@@ -57,6 +57,7 @@ impl LockTable {
         ids: &[EntityId],
         held: &mut Vec<EntityId>,
         timeout: Option<Duration>,
+        canceler: Option<&crate::cancel::Canceler>,
     ) -> Result<bool, SqlError> {
         let mut sorted = ids.to_vec();
         sorted.sort_unstable();
@@ -105,11 +106,26 @@ impl LockTable {
             let _ = blocker;
             waited = true;
             let changed = rx.changed();
-            let ok = match deadline {
-                Some(d) => tokio::time::timeout_at(d, changed).await.is_ok(),
-                None => {
-                    let _ = changed.await;
-                    true
+            let wait = async {
+                match deadline {
+                    Some(d) => tokio::time::timeout_at(d, changed).await.is_ok(),
+                    None => {
+                        let _ = changed.await;
+                        true
+                    }
+                }
+            };
+            let canceled = async {
+                match canceler {
+                    Some(c) => c.canceled().await,
+                    None => std::future::pending().await,
+                }
+            };
+            let ok = tokio::select! {
+                ok = wait => ok,
+                () = canceled => {
+                    self.state().waits.remove(&session);
+                    return Err(crate::cancel::Canceler::error());
                 }
             };
             if !ok {
@@ -171,11 +187,11 @@ mod tests {
     async fn a_second_locker_waits_for_the_release() {
         let t = Arc::new(LockTable::default());
         let mut a = Vec::new();
-        assert!(!t.lock(1, &[10, 11], &mut a, None).await.unwrap());
+        assert!(!t.lock(1, &[10, 11], &mut a, None, None).await.unwrap());
         let t2 = t.clone();
         let waiter = tokio::spawn(async move {
             let mut b = Vec::new();
-            let waited = t2.lock(2, &[11], &mut b, None).await.unwrap();
+            let waited = t2.lock(2, &[11], &mut b, None, None).await.unwrap();
             (waited, b)
         });
         tokio::time::sleep(Duration::from_millis(20)).await;
@@ -190,15 +206,15 @@ mod tests {
     async fn a_cycle_is_a_deadlock() {
         let t = Arc::new(LockTable::default());
         let (mut a, mut b) = (Vec::new(), Vec::new());
-        t.lock(1, &[1], &mut a, None).await.unwrap();
-        t.lock(2, &[2], &mut b, None).await.unwrap();
+        t.lock(1, &[1], &mut a, None, None).await.unwrap();
+        t.lock(2, &[2], &mut b, None, None).await.unwrap();
         let t2 = t.clone();
         let first = tokio::spawn(async move {
             let mut more = Vec::new();
-            t2.lock(1, &[2], &mut more, None).await
+            t2.lock(1, &[2], &mut more, None, None).await
         });
         tokio::time::sleep(Duration::from_millis(20)).await;
-        let err = t.lock(2, &[1], &mut b, None).await.unwrap_err();
+        let err = t.lock(2, &[1], &mut b, None, None).await.unwrap_err();
         assert_eq!(err.code, "40P01");
         t.release(2, &b);
         assert!(first.await.unwrap().unwrap());
@@ -211,18 +227,24 @@ mod tests {
     async fn a_released_blocker_is_no_deadlock() {
         let t = Arc::new(LockTable::default());
         let (mut a, mut b) = (Vec::new(), Vec::new());
-        t.lock(1, &[1], &mut a, None).await.unwrap();
-        t.lock(2, &[2], &mut b, None).await.unwrap();
+        t.lock(1, &[1], &mut a, None, None).await.unwrap();
+        t.lock(2, &[2], &mut b, None, None).await.unwrap();
         let t2 = t.clone();
         let first = tokio::spawn(async move {
             let mut more = Vec::new();
-            t2.lock(1, &[2], &mut more, None).await.map(|_| more)
+            t2.lock(1, &[2], &mut more, None, None).await.map(|_| more)
         });
         tokio::time::sleep(Duration::from_millis(20)).await;
         t.release(2, &b);
         // Session 1 has not run since: session 2 waits for it, which is no cycle.
         let err = t
-            .lock(2, &[1], &mut Vec::new(), Some(Duration::from_millis(50)))
+            .lock(
+                2,
+                &[1],
+                &mut Vec::new(),
+                Some(Duration::from_millis(50)),
+                None,
+            )
             .await
             .unwrap_err();
         assert_eq!(err.code, "57014", "a wait, not a deadlock: {err:?}");
@@ -233,13 +255,38 @@ mod tests {
     async fn a_wait_past_the_timeout_fails() {
         let t = LockTable::default();
         let mut a = Vec::new();
-        t.lock(1, &[5], &mut a, None).await.unwrap();
+        t.lock(1, &[5], &mut a, None, None).await.unwrap();
         let mut b = Vec::new();
         let err = t
-            .lock(2, &[5], &mut b, Some(Duration::from_millis(20)))
+            .lock(2, &[5], &mut b, Some(Duration::from_millis(20)), None)
             .await
             .unwrap_err();
         assert_eq!(err.code, "57014");
+        assert_eq!(t.held(), 1);
+    }
+
+    #[tokio::test]
+    async fn a_canceled_wait_fails_and_leaves_no_edge() {
+        let t = std::sync::Arc::new(LockTable::default());
+        let mut a = Vec::new();
+        t.lock(1, &[5], &mut a, None, None).await.unwrap();
+        let c = std::sync::Arc::new(crate::cancel::Canceler::default());
+        c.start();
+        let waiter = tokio::spawn({
+            let (t, c) = (t.clone(), c.clone());
+            async move { t.lock(2, &[5], &mut Vec::new(), None, Some(&c)).await }
+        });
+        while t.state().waits.is_empty() {
+            tokio::task::yield_now().await;
+        }
+        let registry = crate::cancel::Registry::default();
+        let key = pgwire::messages::startup::SecretKey::I32(3);
+        registry.register(42, &key, &c);
+        registry.cancel(42, &key);
+        let err = waiter.await.unwrap().unwrap_err();
+        assert_eq!(err.code, "57014");
+        assert!(err.message.contains("user request"), "{}", err.message);
+        assert!(t.state().waits.is_empty());
         assert_eq!(t.held(), 1);
     }
 }

@@ -371,6 +371,8 @@ impl SimpleQueryHandler for Handlers {
     {
         let cell = session(client)?;
         let mut s = cell.lock().await;
+        let (pid, key) = client.pid_and_secret_key();
+        s.register_cancel(pid, &key);
         match s.psql_describe(query) {
             Some(Ok(outcome)) => return Ok(vec![response(outcome, None)?]),
             Some(Err(e)) => return Ok(vec![Response::Error(Box::new(e.into()))]),
@@ -650,6 +652,8 @@ impl ExtendedQueryHandler for Handlers {
         let prepared = &portal.statement.statement;
         let cell = session(client)?;
         let mut s = cell.lock().await;
+        let (pid, key) = client.pid_and_secret_key();
+        s.register_cancel(pid, &key);
         let params = bind_params(portal)?;
         let current = s.catalog().inspect_err(|_| s.fail_transaction())?;
         let plan = match (&prepared.stmt, &prepared.plan) {
@@ -987,5 +991,9 @@ impl PgWireServerHandlers for Factory {
 
     fn copy_handler(&self) -> Arc<impl CopyHandler> {
         self.0.clone()
+    }
+
+    fn cancel_handler(&self) -> Arc<impl pgwire::api::cancel::CancelHandler> {
+        Arc::new(crate::cancel::Handler(self.0.shared.cancels.clone()))
     }
 }

@@ -35,6 +35,8 @@ enum Touch<'a> {
 pub struct Shared {
     pub conn: Connection,
     pub locks: LockTable,
+    /// The sessions a cancel request can reach.
+    pub cancels: Arc<crate::cancel::Registry>,
     pub options: vev::QueryOptions,
     /// The latest catalog, with the basis-t of the committed database it was read from.
     catalog: std::sync::Mutex<Option<(Option<vev::BasisT>, Arc<Catalog>)>>,
@@ -47,6 +49,7 @@ impl Shared {
         Shared {
             conn,
             locks: LockTable::default(),
+            cancels: Arc::default(),
             options: vev::QueryOptions {
                 registry: crate::sqlfns::registry(),
                 ..vev::QueryOptions::default()
@@ -147,6 +150,10 @@ pub struct Session {
     settings: BTreeMap<String, String>,
     next_row: u64,
     copying: Option<Copying>,
+    /// Cancel requests for this session's statements.
+    canceler: Arc<crate::cancel::Canceler>,
+    /// The process id a cancel request names, once registered.
+    cancel_pid: Option<i32>,
     pub user: String,
     pub database: String,
 }
@@ -156,6 +163,9 @@ impl Drop for Session {
     fn drop(&mut self) {
         if let Some(t) = self.txn.take() {
             self.shared.locks.release(self.id, &t.locks);
+        }
+        if let Some(pid) = self.cancel_pid {
+            self.shared.cancels.unregister(pid);
         }
     }
 }
@@ -191,9 +201,14 @@ impl Session {
         let id = shared
             .next_session
             .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let canceler = Arc::new(crate::cancel::Canceler::default());
+        let mut options = shared.options.clone();
+        options.limits.cancel = Some(canceler.flag());
         Session {
             id,
-            options: shared.options.clone(),
+            options,
+            canceler,
+            cancel_pid: None,
             shared,
             txn: None,
             settings: default_settings(),
@@ -201,6 +216,15 @@ impl Session {
             copying: None,
             user,
             database,
+        }
+    }
+
+    /// Let cancel requests naming `pid` and `key` (the values the client got at startup)
+    /// reach this session's statements; the first call registers, later ones do nothing.
+    pub fn register_cancel(&mut self, pid: i32, key: &pgwire::messages::startup::SecretKey) {
+        if self.cancel_pid.is_none() {
+            self.shared.cancels.register(pid, key, &self.canceler);
+            self.cancel_pid = Some(pid);
         }
     }
 
@@ -352,7 +376,9 @@ impl Session {
                 "cannot write while vev.as_of reads the past (SET vev.as_of TO DEFAULT first)",
             ));
         }
+        self.canceler.start();
         let result = self.execute_inner(plan, params).await;
+        self.canceler.finish();
         if result.is_err() {
             if let Some(t) = &mut self.txn {
                 t.failed = true;
@@ -554,9 +580,18 @@ impl Session {
         query: &vev::Query,
         args: &[Edn],
     ) -> Result<Vec<Vec<Edn>>, SqlError> {
-        let result = db
-            .q_prepared(query, args, &self.options)
-            .map_err(|e| SqlError::from_vev(&vev::Error::from(e)))?;
+        let run = || db.q_prepared(query, args, &self.options);
+        // A query is CPU work on this async worker: `block_in_place` hands the worker's
+        // other tasks (the listener, other sessions, a cancel request's connection) to
+        // another thread while it runs, so a long query cannot starve them.
+        let multi_thread = tokio::runtime::Handle::try_current()
+            .is_ok_and(|h| h.runtime_flavor() == tokio::runtime::RuntimeFlavor::MultiThread);
+        let result = if multi_thread {
+            tokio::task::block_in_place(run)
+        } else {
+            run()
+        }
+        .map_err(|e| SqlError::from_vev(&vev::Error::from(e)))?;
         Ok(match result {
             vev::QueryResult::Rel(rows) | vev::QueryResult::Bag(rows) => rows.into_vecs(),
             other => {
@@ -626,7 +661,7 @@ impl Session {
             let waited = self
                 .shared
                 .locks
-                .lock(self.id, &ids, held, lock_timeout)
+                .lock(self.id, &ids, held, lock_timeout, Some(&self.canceler))
                 .await?;
             if !waited && self.shared.conn.db().basis_t() == basis {
                 break;

@@ -142,6 +142,9 @@ pub enum QueryError {
         /// The limit, in milliseconds.
         limit_ms: u64,
     },
+    /// `Limits::cancel` was set while the query ran.
+    #[error("the query was canceled")]
+    Canceled,
     /// An intermediate relation passed `Limits::max_rows`.
     #[error("the query produced more than {limit} rows")]
     TooManyRows {
@@ -181,6 +184,7 @@ impl QueryError {
             QueryError::InvalidLookupRef { .. } => "query/invalid-lookup-ref",
             QueryError::Invalid { .. } => "query/invalid",
             QueryError::Timeout { .. } => "query/timeout",
+            QueryError::Canceled => "query/canceled",
             QueryError::TooManyRows { .. } => "query/too-many-rows",
             QueryError::Pull(e) => e.code(),
             QueryError::Storage(e) => e.code(),

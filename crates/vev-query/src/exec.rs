@@ -33,10 +33,13 @@ pub(crate) use plan::PlanCache;
 use plan::{float_range, range_preds, value_range};
 
 /// Limits a query runs under.
-#[derive(Clone, Copy, Debug, Default)]
+#[derive(Clone, Debug, Default)]
 pub struct Limits {
     /// Stop with `query/timeout` after this long.
     pub timeout: Option<std::time::Duration>,
+    /// Stop with `query/canceled` once this flag is set (by another thread: a server's
+    /// cancel request). The run looks at it where it looks at the clock.
+    pub cancel: Option<std::sync::Arc<std::sync::atomic::AtomicBool>>,
     /// Stop with `query/too-many-rows` when any intermediate relation passes this many rows.
     pub max_rows: Option<usize>,
     /// Run the naive plan: clauses in written order (each as soon as its inputs are bound),
@@ -120,6 +123,11 @@ impl<'a> Ctx<'a> {
                 return Err(QueryError::Timeout {
                     limit_ms: t.as_millis() as u64,
                 });
+            }
+        }
+        if let Some(flag) = &self.limits.cancel {
+            if flag.load(std::sync::atomic::Ordering::Relaxed) {
+                return Err(QueryError::Canceled);
             }
         }
         Ok(())

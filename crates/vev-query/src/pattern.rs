@@ -457,7 +457,10 @@ impl<'s> Prepared<'s> {
             check(out.len)?;
             return Ok(out);
         }
-        out.data.reserve(rel.len * n * (rel.width() + w));
+        // The product can be far larger than memory (a query the limits will stop): reserve
+        // at most what a scan would, and let the rows grow the relation past that.
+        let rows = rel.len.saturating_mul(n).min(SCAN_RESERVE_MAX);
+        out.data.reserve(rows * (rel.width() + w));
         let last = rel.len - 1;
         for row in rel.rows().take(last) {
             for i in 0..n {

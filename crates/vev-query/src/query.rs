@@ -434,7 +434,7 @@ impl Query {
             collections,
             rules: &compiled.set,
             registry: &opts.registry,
-            limits: opts.limits,
+            limits: opts.limits.clone(),
             started,
             plan: RefCell::new(Vec::new()),
             source_text: &text,

@@ -182,6 +182,58 @@ fn row_limit_stops_a_whole_relation_rule() {
 }
 
 #[test]
+fn a_cross_join_larger_than_memory_stops_at_the_row_limit() {
+    // 30,000 x 30,000 rows of four values: the join once reserved all of it up front
+    // (about 100 GB) and the process aborted before the limit could stop it.
+    let conn = people(30_000);
+    let db = conn.db();
+    let q = Query::parse("[:find (count ?e) . :where [?e :age ?a] [?f :age ?b]]").unwrap();
+    let opts = QueryOptions {
+        limits: Limits {
+            max_rows: Some(100_000),
+            ..Limits::default()
+        },
+        ..QueryOptions::default()
+    };
+    let err = db.q_prepared(&q, &[], &opts).unwrap_err();
+    assert_eq!(err.code(), "query/too-many-rows");
+}
+
+#[test]
+fn a_cancel_flag_stops_a_running_query_with_a_typed_error() {
+    use std::sync::atomic::{AtomicBool, Ordering};
+    use std::sync::Arc;
+    let conn = people(2000);
+    let db = conn.db();
+    let flag = Arc::new(AtomicBool::new(false));
+    let opts = QueryOptions {
+        limits: Limits {
+            cancel: Some(flag.clone()),
+            ..Limits::default()
+        },
+        ..QueryOptions::default()
+    };
+    let small = Query::parse("[:find (count ?e) . :where [?e :age 3]]").unwrap();
+    assert_eq!(
+        db.q_prepared(&small, &[], &opts).unwrap(),
+        QueryResult::Scalar(Some(Edn::Integer(40)))
+    );
+    // Eight billion rows: only the flag, set from another thread, ends it.
+    let q =
+        Query::parse("[:find (count ?e) . :where [?e :age ?a] [?f :age ?b] [?g :age ?c]]").unwrap();
+    let setter = std::thread::spawn({
+        let flag = flag.clone();
+        move || {
+            std::thread::sleep(Duration::from_millis(100));
+            flag.store(true, Ordering::Relaxed);
+        }
+    });
+    let err = db.q_prepared(&q, &[], &opts).unwrap_err();
+    setter.join().unwrap();
+    assert_eq!(err.code(), "query/canceled", "{err}");
+}
+
+#[test]
 fn time_limit_stops_with_a_typed_error() {
     let conn = people(2000);
     let db = conn.db();
