@@ -7,15 +7,15 @@
 //! bound, that makes every node the first one reaches a seed, and each seed's table rows hold
 //! that node's whole reachable set: work quadratic in the reachable part. Here a rule whose
 //! branches are non-recursive *bases* plus one recursive branch with exactly one call of the
-//! rule itself is evaluated in one of two ways, by what the recursive call does with the
+//! rule itself is evaluated by what the recursive call does with the
 //! bound positions `B` of the top-level call (head `h`, the call's arguments `t`, the
 //! branch's other clauses `C`):
 //!
 //! - **Same seed**: `t` repeats `h` at every bound position (`(reach ?a ?x) [?x :f ?b]` with
-//!   `?a` bound, or the right-linear form with `?b` bound). Every answer of a seed is then
-//!   derived from an answer of the same seed: the bases give the first answers, and each
-//!   round evaluates `C` on the answers found in the round before (bound as `t`), keeping
-//!   the head tuples not seen yet (semi-naive; one set of tuples for all seeds together).
+//!   `?a` bound, or the right-linear form with `?b` bound). The recursive call then seeds
+//!   nothing new, so the general evaluation already costs what the call reaches (its one
+//!   table, semi-naive, with `delta_step`); it is left to it (measured: this module's own
+//!   semi-naive loop over sets of tuples was slower than it on the demo graph).
 //! - **New seed**: `t` repeats `h` at every free position, and `C` does not mention the free
 //!   head variables (the right-linear form with `?a` bound, the left-linear one with `?b`
 //!   bound). Then `r(s, y)` holds exactly when a chain of steps `s -> s'` (`C` from `h_B` to
@@ -39,7 +39,7 @@ use vev_core::Value;
 use vev_edn::Symbol;
 
 use super::{call_columns, CRule, FastMap, FastSet, RuleCtx};
-use crate::compile::{CArg, CClause};
+use crate::compile::{CArg, CClause, CTerm};
 use crate::error::QueryError;
 use crate::exec::{Ctx, Env};
 use crate::rel::{Rel, VarId};
@@ -79,13 +79,14 @@ pub(crate) fn bound_call(
         if shape.required > 0 && !(0..shape.required).all(|p| b.contains(&p)) {
             continue;
         }
-        let Some(how) = shape.how(&b) else { continue };
+        match shape.how(&b) {
+            // The general evaluation's one table already serves it from the call's seeds.
+            Some(How::SameSeed) => return Ok(None),
+            Some(How::NewSeed) => {}
+            None => continue,
+        }
         let seeds = distinct_seeds(args, rel, &b);
-        let tuples = match how {
-            How::SameSeed => same_seed(ctx, src, &shape, &b, &seeds)?,
-            How::NewSeed => new_seed(ctx, src, &shape, &b, &seeds)?,
-        };
-        let Some(tuples) = tuples else {
+        let Some(tuples) = new_seed(ctx, src, &shape, &b, &seeds)? else {
             return Ok(None);
         };
         let answers = answers_rel(args, tuples);
@@ -98,7 +99,8 @@ pub(crate) fn bound_call(
     Ok(None)
 }
 
-/// How the recursion treats the bound positions (see the module doc).
+/// How the recursion treats the bound positions (see the module doc): only `NewSeed` is
+/// evaluated here.
 enum How {
     SameSeed,
     NewSeed,
@@ -216,6 +218,63 @@ impl<'r> Shape<'r> {
             !free_vars.contains(&v) && (bound.iter().any(|q| h[*q] == v) || rest_vars.contains(&v))
         });
         (passes_free && free_untouched && seeds_bound).then_some(How::NewSeed)
+    }
+}
+
+impl Shape<'_> {
+    /// Whether the rule's one base relates a seed to its free values exactly as the
+    /// recursive branch's step relates a seed to the next (`[?a :f ?b]` and `[?a :f ?x]`
+    /// with `?a` bound): one pattern each, equal once the base's bound head variables are
+    /// renamed to the step's and its free ones to the step's next seed. The new-seed
+    /// evaluation then takes the base answers from the steps it already found.
+    fn base_is_step(&self, bound: &[usize]) -> bool {
+        let ([base], [step]) = (self.bases.as_slice(), self.rest.as_slice()) else {
+            return false;
+        };
+        let (
+            [CClause::Pattern {
+                src: base_src,
+                terms: base_terms,
+                ..
+            }],
+            CClause::Pattern {
+                src: step_src,
+                terms: step_terms,
+                ..
+            },
+        ) = (base.clauses.as_slice(), step)
+        else {
+            return false;
+        };
+        let free: Vec<usize> = (0..base.head.len())
+            .filter(|p| !bound.contains(p))
+            .collect();
+        if base_src != step_src || free.len() != bound.len() {
+            return false;
+        }
+        // Base variable -> step variable.
+        let mut rename: Vec<(VarId, VarId)> = bound
+            .iter()
+            .map(|p| (base.head[*p], self.rec.head[*p]))
+            .collect();
+        rename.extend(
+            free.iter()
+                .zip(bound)
+                .map(|(f, b)| (base.head[*f], self.call_vars[*b])),
+        );
+        let images: Vec<VarId> = rename.iter().map(|(_, to)| *to).collect();
+        if !distinct(&images) {
+            return false;
+        }
+        base_terms
+            .iter()
+            .zip(step_terms)
+            .all(|(a, b)| match (a, b) {
+                (CTerm::Var(a), CTerm::Var(b)) => rename.iter().any(|(x, y)| x == a && y == b),
+                (CTerm::Blank, CTerm::Blank) => true,
+                (CTerm::Const(a), CTerm::Const(b)) => a == b,
+                _ => false,
+            })
     }
 }
 
@@ -357,44 +416,6 @@ fn push_tuples(rel: &Rel, head: &[VarId], out: &mut Vec<Vec<Value>>) {
     );
 }
 
-/// Same-seed evaluation (see the module doc): the answers, as full tuples.
-fn same_seed(
-    ctx: &Ctx<'_>,
-    src: Option<usize>,
-    shape: &Shape<'_>,
-    bound: &[usize],
-    seeds: &[Vec<Value>],
-) -> Result<Option<Vec<Vec<Value>>>, QueryError> {
-    let Some(first) = bases(ctx, src, shape, bound, seeds)? else {
-        return Ok(None);
-    };
-    let mut seen: FastSet<Vec<Value>> = FastSet::default();
-    let mut all: Vec<Vec<Value>> = Vec::new();
-    let mut delta: Vec<Vec<Value>> = Vec::new();
-    for t in first {
-        if seen.insert(t.clone()) {
-            delta.push(t);
-        }
-    }
-    let rec = shape.rec;
-    while !delta.is_empty() {
-        ctx.check(seen.len())?;
-        let input = rel_of(shape.call_vars.clone(), delta.iter().map(Vec::as_slice));
-        all.append(&mut delta);
-        let Some(rows) = eval(ctx, src, rec, input, &shape.rest, &rec.head)? else {
-            return Ok(None);
-        };
-        let mut found = Vec::new();
-        push_tuples(&rows, &rec.head, &mut found);
-        for t in found {
-            if seen.insert(t.clone()) {
-                delta.push(t);
-            }
-        }
-    }
-    Ok(Some(all))
-}
-
 /// New-seed evaluation (see the module doc): the answers, as full tuples.
 fn new_seed(
     ctx: &Ctx<'_>,
@@ -462,23 +483,29 @@ fn new_seed(
             break;
         }
     }
-    // The bases, once for every seed any search reached.
-    let mut every: FastSet<&Vec<Value>> = FastSet::default();
-    for seen in &reached {
-        every.extend(seen.iter());
-    }
-    let every: Vec<Vec<Value>> = every.into_iter().cloned().collect();
-    let Some(base_tuples) = bases(ctx, src, shape, bound, &every)? else {
-        return Ok(None);
-    };
     let arity = rec.head.len();
     let free: Vec<usize> = (0..arity).filter(|p| !bound.contains(p)).collect();
-    let mut by_seed: FastMap<Vec<Value>, Vec<Vec<Value>>> = FastMap::default();
-    for t in base_tuples {
-        let s: Vec<Value> = bound.iter().map(|p| t[*p].clone()).collect();
-        let rest: Vec<Value> = free.iter().map(|p| t[*p].clone()).collect();
-        by_seed.entry(s).or_default().push(rest);
-    }
+    let by_seed = if shape.base_is_step(bound) {
+        // Every seed reached was stepped from, and its steps are its base answers.
+        steps
+    } else {
+        // The bases, once for every seed any search reached.
+        let mut every: FastSet<&Vec<Value>> = FastSet::default();
+        for seen in &reached {
+            every.extend(seen.iter());
+        }
+        let every: Vec<Vec<Value>> = every.into_iter().cloned().collect();
+        let Some(base_tuples) = bases(ctx, src, shape, bound, &every)? else {
+            return Ok(None);
+        };
+        let mut by_seed: FastMap<Vec<Value>, Vec<Vec<Value>>> = FastMap::default();
+        for t in base_tuples {
+            let s: Vec<Value> = bound.iter().map(|p| t[*p].clone()).collect();
+            let rest: Vec<Value> = free.iter().map(|p| t[*p].clone()).collect();
+            by_seed.entry(s).or_default().push(rest);
+        }
+        by_seed
+    };
     let mut out = Vec::new();
     for (origin, seen) in seeds.iter().zip(&reached) {
         let mut mine: FastSet<&Vec<Value>> = FastSet::default();
