@@ -28,6 +28,7 @@ use crate::exec::{Ctx, Env};
 use crate::rel::{ChainIndex, Rel, RowIndex, VarId};
 
 mod call;
+mod linear;
 
 pub(crate) use call::{call, call_columns, Site};
 

@@ -76,6 +76,12 @@ pub(crate) fn call(
             return Ok(rel.join(&answers));
         }
     }
+    if env.rule.tables().is_none() && !unseeded {
+        // Linear recursion from the bound values (see `linear`).
+        if let Some(out) = super::linear::bound_call(ctx, src, name, args, &rel)? {
+            return Ok(out);
+        }
+    }
     let join_by_hash = unseeded && bound.iter().any(|b| *b);
     if unseeded {
         bound.iter_mut().for_each(|b| *b = false);
