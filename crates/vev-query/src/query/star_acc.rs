@@ -68,13 +68,28 @@ impl Cell {
     }
 }
 
-/// Up to this many values, a dictionary is searched by comparing rather than hashing.
-const DICT_SCAN_MAX: usize = 8;
+/// A string of at most 16 bytes as its length and bytes (zero-padded): equal keys, equal
+/// strings. Other values have none.
+#[inline]
+fn short_key(v: &Value) -> Option<(u8, u128)> {
+    let Value::String(s) = v else {
+        return None;
+    };
+    let b = s.as_bytes();
+    if b.len() > 16 {
+        return None;
+    }
+    let mut buf = [0u8; 16];
+    buf[..b.len()].copy_from_slice(b);
+    Some((b.len() as u8, u128::from_le_bytes(buf)))
+}
 
 /// The distinct values of one variable that are not kept inline, numbered as first seen.
 #[derive(Default)]
 pub(super) struct Dict {
     index: FastMap<Value, u32>,
+    /// Short strings, by `short_key` (never also in `index`).
+    short: FastMap<(u8, u128), u32>,
     pub(super) values: Vec<Value>,
 }
 
@@ -82,13 +97,18 @@ impl Dict {
     /// The id of `v`, numbering it if new.
     #[inline]
     pub(super) fn intern(&mut self, v: &Value) -> u32 {
-        // A few values (the usual grouping variable: cities, statuses): comparing them costs
-        // less than hashing.
-        if self.values.len() <= DICT_SCAN_MAX {
-            if let Some(i) = self.values.iter().position(|x| x == v) {
-                return i as u32;
+        // Short strings (the usual grouping values: cities, statuses) are keyed by their
+        // bytes as one integer: no string hashing or comparison call per row.
+        if let Some(k) = short_key(v) {
+            if let Some(id) = self.short.get(&k) {
+                return *id;
             }
-        } else if let Some(id) = self.index.get(v) {
+            let id = self.values.len() as u32;
+            self.values.push(v.clone());
+            self.short.insert(k, id);
+            return id;
+        }
+        if let Some(id) = self.index.get(v) {
             return *id;
         }
         let id = self.values.len() as u32;

@@ -27,7 +27,7 @@ use std::ops::Range;
 use std::time::Instant;
 
 use smallvec::SmallVec;
-use vev_core::{EntityId, IndexOrder};
+use vev_core::{Datom, EntityId, IndexOrder};
 use vev_edn::Edn;
 
 use super::star_acc::{key_word, Abort, Acc, AccKind, Cell, Dict, GroupIndex, Groups, Key};
@@ -275,6 +275,9 @@ fn scan_part(
     let mut since_check = 0u32;
     let mut target: EntityId = 0;
     'merge: loop {
+        target = in_runs(
+            star, &kinds, &mut part, &curs, &mut pos, target, &mut cells, &mut row, &mut key,
+        )?;
         // Move every cursor to its first datom at or after `target`; a larger entity found
         // becomes the target, until all cursors stand on the same one.
         loop {
@@ -332,6 +335,69 @@ fn scan_part(
         }
     }
     Ok(part)
+}
+
+/// The merge inside the cursors' current runs: every entity below the least of the runs'
+/// last entities has all its datoms there, so it is joined with no call on a cursor (the
+/// common case, in steps of a leaf). Returns the entity to go on from; the caller's general
+/// step takes the entity at the runs' edge, which may continue into a cursor's next run.
+#[allow(clippy::too_many_arguments)]
+fn in_runs(
+    star: &Star,
+    kinds: &[AccKind],
+    part: &mut Part,
+    curs: &[Box<dyn AttrRuns + '_>],
+    pos: &mut [usize],
+    mut target: EntityId,
+    cells: &mut [SmallVec<[Cell; 4]>],
+    row: &mut SmallVec<[Cell; 8]>,
+    key: &mut Key,
+) -> Result<EntityId, Abort> {
+    let runs: SmallVec<[&[Datom]; 4]> = curs.iter().map(|c| c.run()).collect();
+    let mut bound = EntityId::MAX;
+    for (run, p) in runs.iter().zip(pos.iter()) {
+        match run.last() {
+            Some(d) if *p < run.len() => bound = bound.min(d.e),
+            _ => return Ok(target),
+        }
+    }
+    loop {
+        // Agree on an entity, as the general step does, within the runs.
+        let mut agree = false;
+        while !agree {
+            agree = true;
+            for (run, p) in runs.iter().zip(pos.iter_mut()) {
+                while run[*p].e < target {
+                    *p += 1;
+                    if *p == run.len() {
+                        return Ok(target);
+                    }
+                }
+                if run[*p].e > target {
+                    target = run[*p].e;
+                    agree = false;
+                }
+            }
+            if target >= bound {
+                return Ok(target);
+            }
+        }
+        // `target < bound`: each run holds all of the entity's datoms, and more after.
+        for (i, (run, p)) in runs.iter().zip(pos.iter_mut()).enumerate() {
+            cells[i].clear();
+            let slot = star.attrs[i].1;
+            while run[*p].e == target {
+                if let Some(s) = slot {
+                    let c = part.dicts[s].cell(&run[*p].v, star.grouped[s]);
+                    cells[i].push(c);
+                }
+                *p += 1;
+            }
+        }
+        row[0] = Cell::Ref(target);
+        emit_rows(star, kinds, part, cells, row, key)?;
+        target += 1;
+    }
 }
 
 /// Move a cursor to its first datom with entity at or after `target`: that entity, or
