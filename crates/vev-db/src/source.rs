@@ -180,6 +180,45 @@ impl Source for Db {
         }
     }
 
+    fn attr_runs(
+        &self,
+        a: EntityId,
+        entities: std::ops::Range<EntityId>,
+    ) -> Option<Box<dyn vev_query::source::AttrRuns + '_>> {
+        if !self.is_current_view() {
+            return None;
+        }
+        let start = entities.start;
+        let runs = self
+            .state
+            .current
+            .tree(IndexOrder::Aevt)
+            .runs_from(|d| (d.a, d.e) < (a, start));
+        Some(Box::new(AttrCursor {
+            runs,
+            a,
+            end: entities.end,
+            len: 0,
+            last: false,
+        }))
+    }
+
+    fn entity_cuts(&self, a: EntityId, parts: usize) -> Vec<EntityId> {
+        if !self.is_current_view() || parts < 2 {
+            return Vec::new();
+        }
+        let tree = self.state.current.tree(IndexOrder::Aevt);
+        let lo = tree.rank(|d| d.a < a);
+        let hi = tree.rank(|d| d.a <= a);
+        let mut cuts: Vec<EntityId> = (1..parts)
+            .filter_map(|i| tree.nth_in_nodes(lo + (hi - lo) * i / parts))
+            .filter(|d| d.a == a)
+            .map(|d| d.e)
+            .collect();
+        cuts.dedup();
+        cuts
+    }
+
     fn count_estimate(&self, order: IndexOrder, prefix: &[Component]) -> usize {
         let count = |tree: &Tree| {
             let hi = tree.rank(|d| order.cmp_prefix(d, prefix) != Ordering::Greater);
@@ -212,6 +251,37 @@ impl Source for Db {
             return current;
         }
         current + count(self.state.retired.tree(IndexOrder::Avet))
+    }
+}
+
+/// One attribute's AEVT datoms with entities below `end`, a run at a time: the tree's runs
+/// cut where the attribute or the entity range ends.
+struct AttrCursor {
+    runs: crate::tree::Runs,
+    a: EntityId,
+    end: EntityId,
+    /// How much of the tree's current run is inside.
+    len: usize,
+    /// Whether the current run reached past the end (so there is no next one).
+    last: bool,
+}
+
+impl vev_query::source::AttrRuns for AttrCursor {
+    fn run(&self) -> &[Datom] {
+        &self.runs.run()[..self.len]
+    }
+
+    fn advance(&mut self) -> bool {
+        self.len = 0;
+        if self.last || !self.runs.advance() {
+            self.last = true;
+            return false;
+        }
+        let (a, end) = (self.a, self.end);
+        let run = self.runs.run();
+        self.len = run.partition_point(|d| d.a == a && d.e < end);
+        self.last = self.len < run.len();
+        self.len > 0
     }
 }
 

@@ -80,6 +80,9 @@ pub(crate) struct Ctx<'a> {
     pub step_started: std::cell::Cell<Instant>,
     /// Comparison predicates a range scan already enforced (they are dropped unevaluated).
     pub implied: RefCell<HashSet<*const CClause>>,
+    /// The result rows of a star aggregate (`query::star_agg`), one per group, when it
+    /// answered the query: `emit` hands these on instead of aggregating a relation.
+    pub grouped: RefCell<Option<Vec<Vec<vev_edn::Edn>>>>,
 }
 
 /// The state of one evaluation: its scope (for names), scalar constants, default source, and

@@ -20,6 +20,8 @@ use crate::source::Source;
 mod checks;
 mod emit;
 mod inputs;
+mod star_acc;
+mod star_agg;
 
 use emit::FnSink;
 use inputs::{storage_failure, storage_marks, BoundInputs};
@@ -441,6 +443,7 @@ impl Query {
             replayed: std::cell::Cell::new(false),
             step_started: std::cell::Cell::new(Instant::now()),
             implied: RefCell::new(HashSet::new()),
+            grouped: RefCell::new(None),
         };
         let env = Env {
             scope: &body.scope,
@@ -455,6 +458,15 @@ impl Query {
         for v in &body.with {
             if !keep.contains(v) {
                 keep.push(*v);
+            }
+        }
+        // A star aggregate is answered from the sorted index runs, with no relation: its
+        // rows wait in the context for `emit` (the relation handed on is empty).
+        if compiled.inlined.is_none() {
+            if let Some(rows) = body.star_aggregate(&ctx, explain) {
+                *ctx.grouped.borrow_mut() = Some(rows);
+                let result = finish(body, &ctx, Rel::empty(keep));
+                return Ok((result, ctx.plan.take()));
             }
         }
         let rel = ctx.eval(&env, rel, &body.clauses, &keep)?;

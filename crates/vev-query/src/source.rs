@@ -84,6 +84,28 @@ pub trait Source: Send + Sync {
         Ok(crate::fulltext::scan_search(self, a, query))
     }
 
+    /// A cursor over the current datoms of attribute `a` in AEVT order whose entity lies in
+    /// `entities`, lent a run at a time (see [`AttrRuns`]); `None` when the source cannot
+    /// give one (the default, and any view other than a plain current database: as-of,
+    /// since, history), and the engine then reads through `scan`. What the star aggregate
+    /// (`query::star_agg`) merges, one cursor per pattern.
+    fn attr_runs(
+        &self,
+        a: EntityId,
+        entities: std::ops::Range<EntityId>,
+    ) -> Option<Box<dyn AttrRuns + '_>> {
+        let _ = (a, entities);
+        None
+    }
+
+    /// Up to `parts - 1` entity ids, ascending, that cut attribute `a`'s AEVT datoms into
+    /// `parts` ranges of about equal size, for reading them on several threads; empty when
+    /// the source has none to offer (the default).
+    fn entity_cuts(&self, a: EntityId, parts: usize) -> Vec<EntityId> {
+        let _ = (a, parts);
+        Vec::new()
+    }
+
     /// A mark to give `storage_failure_since` when the reads it covers are done.
     fn storage_mark(&self) -> u64 {
         0
@@ -97,6 +119,16 @@ pub trait Source: Send + Sync {
         let _ = mark;
         None
     }
+}
+
+/// A cursor over sorted datoms that lends them a run (a borrowed slice) at a time, so a
+/// reader merging several streams holds a position in each and reads the datoms in place.
+pub trait AttrRuns {
+    /// The current run: never empty after an `advance` that returned true; empty before the
+    /// first `advance` and after the last.
+    fn run(&self) -> &[Datom];
+    /// Move to the next run; false at the end.
+    fn advance(&mut self) -> bool;
 }
 
 /// Id keys of `scan_id_batch` as the components of `scan_batch` prefixes.

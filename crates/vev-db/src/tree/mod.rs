@@ -45,8 +45,8 @@ mod tests;
 
 pub(crate) use pending::Pending;
 use pending::{PendingMerge, PendingPos, PENDING_MAX};
-pub use scan::Iter;
 use scan::{batch_node, visit_node};
+pub use scan::{Iter, Runs};
 
 // Small nodes keep path copies cheap: copying a branch bumps the reference count of each of
 // its children (a cache miss apiece), so a transaction's cost is dominated by fanout × depth.
@@ -334,6 +334,37 @@ impl Tree {
                 }
                 Node::Stored(s) => node = s.load(),
             }
+        }
+    }
+
+    /// A cursor lending the datoms a run (leaf slice) at a time, from the first for which
+    /// `below` is false (see `rank`), pending changes merged in.
+    pub fn runs_from(&self, below: impl Fn(&Datom) -> bool) -> Runs {
+        Runs::new(self.iter_from(below))
+    }
+
+    /// The datom at position `k` of the nodes, leaving pending changes out (so it may be off
+    /// by as many places as there are pending changes before it); `None` past the end. Cheap
+    /// (one descent by subtree sizes): for cutting a range into parts of about equal size.
+    pub fn nth_in_nodes(&self, mut k: usize) -> Option<Datom> {
+        let mut node = self.root.clone()?;
+        loop {
+            let next = match &node {
+                Node::Leaf(items) => return items.get(k).cloned(),
+                Node::Branch(b) => {
+                    let mut child = None;
+                    for (c, size) in b.sizes.iter().enumerate() {
+                        if k < *size {
+                            child = Some(b.children[c].clone());
+                            break;
+                        }
+                        k -= size;
+                    }
+                    child?
+                }
+                Node::Stored(s) => s.load(),
+            };
+            node = next;
         }
     }
 

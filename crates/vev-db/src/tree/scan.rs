@@ -289,6 +289,91 @@ impl Iter {
     }
 }
 
+/// Where a `Runs` cursor stands: a slice of the current leaf, or one pending insert.
+#[derive(Clone, Copy)]
+enum RunAt {
+    Leaf { start: usize, end: usize },
+    Pending(PendingPos),
+}
+
+/// A cursor that lends a tree's datoms a run at a time: each run is a borrowed slice of one
+/// leaf (cut short before the next pending change) or a single pending insert, in order.
+///
+/// Why: a reader that merges several sorted streams (the query engine's star aggregate
+/// merges one attribute's AEVT datoms per pattern) cannot be driven by a callback per
+/// datom, and an owning iterator clones each datom. Runs let it hold a position in each
+/// stream and read the datoms in place, with one call per leaf rather than per datom.
+pub struct Runs {
+    iter: Iter,
+    at: Option<RunAt>,
+}
+
+impl Runs {
+    pub(super) fn new(iter: Iter) -> Runs {
+        Runs { iter, at: None }
+    }
+
+    /// The current run: empty before the first `advance` and after the last.
+    pub fn run(&self) -> &[Datom] {
+        match self.at {
+            None => &[],
+            Some(RunAt::Leaf { start, end }) => match &self.iter.leaf {
+                Some(leaf) => &leaf[start..end],
+                None => &[],
+            },
+            Some(RunAt::Pending(mut pos)) => {
+                let (p, _, order) = self.iter.pending.as_ref().expect("pending changes");
+                let (c, _) = p.at(*order, &mut pos).expect("a pending change");
+                std::slice::from_ref(&c.datom)
+            }
+        }
+    }
+
+    /// Move to the next run; false (and an empty run) at the end. A run is never empty.
+    pub fn advance(&mut self) -> bool {
+        self.at = self.next_at();
+        self.at.is_some()
+    }
+
+    fn next_at(&mut self) -> Option<RunAt> {
+        let it = &mut self.iter;
+        if it.pending.is_none() {
+            // Nothing pending: the rest of the leaf, or the next leaf.
+            while it.pos >= it.leaf.as_ref()?.len() {
+                if !it.advance_leaf() {
+                    return None;
+                }
+            }
+            let (start, end) = (it.pos, it.leaf.as_ref()?.len());
+            it.pos = end;
+            return Some(RunAt::Leaf { start, end });
+        }
+        match it.step() {
+            Next::Done => None,
+            Next::Pending(pos) => Some(RunAt::Pending(pos)),
+            Next::Node => {
+                // `step` left the pending cursor on the first change after `leaf[pos]`: the
+                // run goes up to it.
+                let leaf = it.leaf.as_ref().expect("a leaf");
+                let start = it.pos;
+                let (p, at, order) = it.pending.as_ref().expect("pending changes");
+                let mut next = *at;
+                let end = match p.at(*order, &mut next) {
+                    None => leaf.len(),
+                    Some((c, _)) => {
+                        start
+                            + 1
+                            + leaf[start + 1..]
+                                .partition_point(|d| order.cmp(d, &c.datom) == Ordering::Less)
+                    }
+                };
+                it.pos = end;
+                Some(RunAt::Leaf { start, end })
+            }
+        }
+    }
+}
+
 impl Iterator for Iter {
     type Item = Datom;
 

@@ -118,6 +118,34 @@ fn assert_matches(t: &Tree, model: &Model, round: usize) {
         assert_eq!(seen, want, "round {round}: for_each_ref {probe}");
         let got: Vec<u64> = t.iter_from(|x| x.e < probe).take(10).map(|x| x.e).collect();
         assert_eq!(got, want, "round {round}: iter_from {probe}");
+        // Every datom from the probe on, a run at a time: the same datoms, no empty run.
+        let mut runs = t.runs_from(|x| x.e < probe);
+        assert!(runs.run().is_empty(), "no run before the first advance");
+        let mut seen = Vec::new();
+        while runs.advance() {
+            assert!(!runs.run().is_empty(), "round {round}: an empty run");
+            seen.extend(runs.run().iter().map(|x| x.e));
+        }
+        assert!(runs.run().is_empty(), "no run after the last");
+        let all: Vec<u64> = model.range(probe..).copied().collect();
+        assert_eq!(seen, all, "round {round}: runs_from {probe}");
+    }
+    // The nodes' k-th datom (no pending changes: exact).
+    if t.pending.is_none() {
+        for k in [
+            0,
+            1,
+            model.len() / 2,
+            model.len().saturating_sub(1),
+            model.len(),
+        ] {
+            let want = model.iter().nth(k).copied();
+            assert_eq!(
+                t.nth_in_nodes(k).map(|x| x.e),
+                want,
+                "round {round}: nth {k}"
+            );
+        }
     }
     // Ranges of 0-4, 7-29, 100-100, ... in one batch walk.
     let ranges: Vec<(u64, u64)> = (0..40u64)

@@ -132,7 +132,10 @@ impl Query {
         );
         if self.find.iter().any(|f| matches!(f, Find::Agg { .. })) {
             // One row per group: as many as the distinct grouping values, no more.
-            let mut rows = self.aggregate(ctx, &rel)?;
+            let mut rows = match ctx.grouped.take() {
+                Some(rows) => rows,
+                None => self.aggregate(ctx, &rel)?,
+            };
             if sorted && kind != ResultKind::Bag {
                 rows.sort();
             }
