@@ -65,7 +65,10 @@ pub(crate) fn read_segment(
         )
         .map_err(|e| pg_error(location, "full-text segment read", &e))?;
     if rows.is_empty() {
-        return Err(StorageError::corruption(what(), "it is missing from storage"));
+        return Err(StorageError::corruption(
+            what(),
+            "it is missing from storage",
+        ));
     }
     let mut out = Vec::new();
     for (expect, row) in rows.into_iter().enumerate() {
@@ -207,7 +210,12 @@ impl Store {
                     "INSERT INTO {s}.ft_manifest (doc_first, doc_end, segment, record) \
                      VALUES ($1, $2, $3, $4)"
                 ),
-                &[&(first as i64), &(end as i64), &(id as i64), &seal(entry.record.clone())],
+                &[
+                    &(first as i64),
+                    &(end as i64),
+                    &(id as i64),
+                    &seal(entry.record.clone()),
+                ],
             )
             .map_err(err)?;
             let now = crate::now_ms();

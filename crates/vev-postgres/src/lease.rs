@@ -96,7 +96,9 @@ pub(crate) fn acquire(
     let owner = owner_name();
     let location = session.location().to_owned();
     loop {
-        let taken = session.with("lease", |client| try_acquire(client, schema, &owner, duration, &location))?;
+        let taken = session.with("lease", |client| {
+            try_acquire(client, schema, &owner, duration, &location)
+        })?;
         if let Some(generation) = taken {
             return Ok(generation);
         }

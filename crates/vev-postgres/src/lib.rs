@@ -93,7 +93,10 @@ pub(crate) fn seal(mut payload: Vec<u8>) -> Vec<u8> {
 }
 
 /// Check and strip a frame's CRC-32.
-pub(crate) fn unseal(what: &dyn Fn() -> String, mut bytes: Vec<u8>) -> Result<Vec<u8>, StorageError> {
+pub(crate) fn unseal(
+    what: &dyn Fn() -> String,
+    mut bytes: Vec<u8>,
+) -> Result<Vec<u8>, StorageError> {
     if bytes.len() < 4 {
         return Err(StorageError::corruption(
             what(),
@@ -125,12 +128,18 @@ impl SegmentStore for SegmentReader {
         let location = self.session.location();
         let what = || format!("segment {id}");
         let row = self.session.with("segment read", |c| {
-            c.query_opt(&format!("SELECT payload FROM {s}.segment WHERE id = $1"), &[&(id as i64)])
-                .map_err(|e| pg_error(location, "segment read", &e))
+            c.query_opt(
+                &format!("SELECT payload FROM {s}.segment WHERE id = $1"),
+                &[&(id as i64)],
+            )
+            .map_err(|e| pg_error(location, "segment read", &e))
         })?;
         match row {
             Some(r) => unseal(&what, r.get(0)),
-            None => Err(StorageError::corruption(what(), "it is missing from storage")),
+            None => Err(StorageError::corruption(
+                what(),
+                "it is missing from storage",
+            )),
         }
     }
 
@@ -214,7 +223,9 @@ impl Store {
         };
         let conn = Session::new(target.clone(), setup);
         let create = opts.create && !opts.read_only;
-        conn.with("open", |c| check_or_init(c, &schema, target.location(), create))?;
+        conn.with("open", |c| {
+            check_or_init(c, &schema, target.location(), create)
+        })?;
         let lease = if opts.read_only {
             None
         } else {
@@ -322,7 +333,9 @@ impl Store {
                 .query_opt(&fence_sql(&self.schema), &[&lease.generation, &lease.ms()])
                 .map_err(err)?;
             if held.is_none() {
-                lease.fenced.store(true, std::sync::atomic::Ordering::SeqCst);
+                lease
+                    .fenced
+                    .store(true, std::sync::atomic::Ordering::SeqCst);
                 let current = lease::current_generation(&mut tx, &self.schema, location)?;
                 return Err(self.fenced_error(lease.generation, current));
             }
@@ -414,7 +427,10 @@ impl Store {
             .iter()
             .map(|(db, datoms)| {
                 let t = db.basis_t();
-                (t as i64, seal(LogRecord::encode_of(t, db.next_user(), datoms)))
+                (
+                    t as i64,
+                    seal(LogRecord::encode_of(t, db.next_user(), datoms)),
+                )
             })
             .unzip();
         let entries = last.fulltext_unstored();
@@ -442,10 +458,13 @@ impl Store {
                 .map_err(|e| pg_error(location, "log write", &e))
         })?;
         if n == 0 {
-            lease.fenced.store(true, std::sync::atomic::Ordering::SeqCst);
-            return Err(self.writable_lease().err().unwrap_or_else(|| {
-                self.fenced_error(lease.generation, -1)
-            }));
+            lease
+                .fenced
+                .store(true, std::sync::atomic::Ordering::SeqCst);
+            return Err(self
+                .writable_lease()
+                .err()
+                .unwrap_or_else(|| self.fenced_error(lease.generation, -1)));
         }
         Ok(())
     }
@@ -458,7 +477,9 @@ impl Store {
     ) -> Result<(), StorageError> {
         let s = &self.schema;
         tx.execute(
-            &format!("INSERT INTO {s}.log (t, record) SELECT * FROM unnest($1::bigint[], $2::bytea[])"),
+            &format!(
+                "INSERT INTO {s}.log (t, record) SELECT * FROM unnest($1::bigint[], $2::bytea[])"
+            ),
             &[&ts, &records],
         )
         .map_err(|e| pg_error(self.location(), "log write", &e))?;
@@ -472,8 +493,10 @@ impl Store {
         records: &[LogRecord],
         fulltext: &[vev_db::fulltext::NewEntry],
     ) -> Result<(), StorageError> {
-        let (ts, bytes): (Vec<i64>, Vec<Vec<u8>>) =
-            records.iter().map(|r| (r.t as i64, seal(r.encode()))).unzip();
+        let (ts, bytes): (Vec<i64>, Vec<Vec<u8>>) = records
+            .iter()
+            .map(|r| (r.t as i64, seal(r.encode())))
+            .unzip();
         self.write_fenced("log write", |tx| {
             self.insert_log(tx, &ts, &bytes)?;
             self.write_entries(tx, fulltext)
@@ -547,12 +570,19 @@ impl Store {
     /// As on SQLite: the segments the old root names and `cp` does not, and those of
     /// checkpoints that failed before their root, become garbage; a segment the new root
     /// names is never garbage; garbage older than the grace period is deleted.
-    fn collect_garbage(&self, tx: &mut Transaction<'_>, cp: &Checkpoint) -> Result<(), StorageError> {
+    fn collect_garbage(
+        &self,
+        tx: &mut Transaction<'_>,
+        cp: &Checkpoint,
+    ) -> Result<(), StorageError> {
         let s = &self.schema;
         let err = |e: postgres::Error| pg_error(self.location(), "garbage", &e);
         let named: std::collections::HashSet<u64> = cp.db.segment_ids().into_iter().collect();
         let old = tx
-            .query_opt(&format!("SELECT next_segment, record FROM {s}.root WHERE slot = 0"), &[])
+            .query_opt(
+                &format!("SELECT next_segment, record FROM {s}.root WHERE slot = 0"),
+                &[],
+            )
             .map_err(err)?;
         let mut dead: Vec<u64> = Vec::new();
         let mut orphans_from = 0i64;
@@ -602,8 +632,11 @@ impl Store {
                 &[&cutoff],
             )
             .map_err(err)?;
-            tx.execute(&format!("DELETE FROM {s}.garbage WHERE since_ms <= $1"), &[&cutoff])
-                .map_err(err)?;
+            tx.execute(
+                &format!("DELETE FROM {s}.garbage WHERE since_ms <= $1"),
+                &[&cutoff],
+            )
+            .map_err(err)?;
         }
         Ok(())
     }
@@ -644,17 +677,20 @@ impl Store {
         let s = &self.schema;
         let location = self.location();
         let root: Option<(i64, i64)> = self.conn.with("root read", |c| {
-            c.query_opt(&format!("SELECT t, next_segment FROM {s}.root WHERE slot = 0"), &[])
-                .map(|r| r.map(|r| (r.get(0), r.get(1))))
-                .map_err(|e| pg_error(location, "root read", &e))
+            c.query_opt(
+                &format!("SELECT t, next_segment FROM {s}.root WHERE slot = 0"),
+                &[],
+            )
+            .map(|r| r.map(|r| (r.get(0), r.get(1))))
+            .map_err(|e| pg_error(location, "root read", &e))
         })?;
         let seen = *vev_core::sync::lock(&self.root_seen);
         if root.is_some() && root != seen {
             return self.load().map(|(db, _, _)| db);
         }
-        let records = self
-            .conn
-            .with("log read", |c| read_log_after(c, s, location, db.basis_t(), None))?;
+        let records = self.conn.with("log read", |c| {
+            read_log_after(c, s, location, db.basis_t(), None)
+        })?;
         if !records.is_empty() && !self.is_read_only() {
             return self.load().map(|(db, _, _)| db);
         }
@@ -733,7 +769,10 @@ fn check_or_init(
     };
     if !meta_exists(c)? {
         let tables: i64 = c
-            .query_one("SELECT count(*) FROM pg_tables WHERE schemaname = $1", &[&s])
+            .query_one(
+                "SELECT count(*) FROM pg_tables WHERE schemaname = $1",
+                &[&s],
+            )
             .map_err(err)?
             .get(0);
         if tables > 0 {

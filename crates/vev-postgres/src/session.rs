@@ -42,7 +42,11 @@ impl Target {
     /// from `PGUSER` / `PGPASSWORD`.
     pub fn parse(url: &str) -> Result<Target, StorageError> {
         let invalid = |reason: String| {
-            StorageError::io_kind("parse the database url", std::io::ErrorKind::InvalidInput, reason)
+            StorageError::io_kind(
+                "parse the database url",
+                std::io::ErrorKind::InvalidInput,
+                reason,
+            )
         };
         let (base, query) = url.split_once('?').unwrap_or((url, ""));
         let mut schema = "vev".to_owned();
@@ -262,7 +266,10 @@ mod tests {
         assert!(!format!("{t:?}").contains("secret"));
         let t = Target::parse("postgresql://ann@db/app?connect_timeout=3").unwrap();
         assert_eq!(t.location(), "postgres://ann@db:5432/app");
-        assert_eq!(t.config.get_connect_timeout(), Some(&Duration::from_secs(3)));
+        assert_eq!(
+            t.config.get_connect_timeout(),
+            Some(&Duration::from_secs(3))
+        );
     }
 
     #[test]

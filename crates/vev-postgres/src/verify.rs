@@ -59,7 +59,10 @@ impl Store {
                 report.log_datoms += rec.datoms.len() as u64;
             }
             for row in c
-                .query(&format!("SELECT id, payload FROM {s}.segment ORDER BY id"), &[])
+                .query(
+                    &format!("SELECT id, payload FROM {s}.segment ORDER BY id"),
+                    &[],
+                )
                 .map_err(err)?
             {
                 let id: i64 = row.get(0);
@@ -68,11 +71,17 @@ impl Store {
             }
             let mut last = None;
             for row in c
-                .query(&format!("SELECT id, part, payload FROM {s}.ft_segment ORDER BY id, part"), &[])
+                .query(
+                    &format!("SELECT id, part, payload FROM {s}.ft_segment ORDER BY id, part"),
+                    &[],
+                )
                 .map_err(err)?
             {
                 let (id, part): (i64, i32) = (row.get(0), row.get(1));
-                unseal(&|| format!("full-text segment {id} part {part}"), row.get(2))?;
+                unseal(
+                    &|| format!("full-text segment {id} part {part}"),
+                    row.get(2),
+                )?;
                 if last != Some(id) {
                     report.fulltext_segments += 1;
                     last = Some(id);
