@@ -736,8 +736,7 @@ fn read_log_after(
         )
         .map_err(|e| pg_error(location, "log read", &e))?;
     let mut out = Vec::with_capacity(rows.len());
-    let mut expect = after + 1;
-    for row in rows {
+    for (expect, row) in (after + 1..).zip(rows) {
         let t: i64 = row.get(0);
         if t as u64 != expect {
             return Err(StorageError::corruption(
@@ -746,7 +745,6 @@ fn read_log_after(
             ));
         }
         out.push(decode_log_row(t, row.get(1))?);
-        expect += 1;
     }
     Ok(out)
 }

@@ -41,11 +41,10 @@ impl Store {
                 fulltext_garbage_segments: 0,
                 fulltext_documents: 0,
             };
-            let mut expect = 1u64;
-            for row in c
+            let rows = c
                 .query(&format!("SELECT t, record FROM {s}.log ORDER BY t"), &[])
-                .map_err(err)?
-            {
+                .map_err(err)?;
+            for (expect, row) in (1u64..).zip(rows) {
                 let t: i64 = row.get(0);
                 let rec = decode_log_row(t, row.get(1))?;
                 if t as u64 != expect {
@@ -54,7 +53,6 @@ impl Store {
                         format!("expected t={expect}: the log has a gap"),
                     ));
                 }
-                expect += 1;
                 report.log_rows += 1;
                 report.log_datoms += rec.datoms.len() as u64;
             }

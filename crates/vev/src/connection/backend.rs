@@ -10,7 +10,9 @@ use vev_db::persist::{Checkpoint, LogRecord, SegmentCache};
 use vev_db::Db;
 use vev_sqlite::{BackupProgress, BackupReport, VerifyReport};
 
-/// One backend's store.
+/// One backend's store. Held once per connection, behind an `Arc`, so the variants' sizes
+/// (a PostgreSQL store holds its clients' configurations) do not matter.
+#[allow(clippy::large_enum_variant)]
 pub(crate) enum Backend {
     Sqlite(vev_sqlite::Store),
     Postgres(vev_postgres::Store),
