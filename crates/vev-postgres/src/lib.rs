@@ -834,6 +834,64 @@ fn check_or_init(
             supported: FORMAT_VERSION,
         });
     }
+    check_columns(c, s, location)
+}
+
+/// Every column Vev reads, with its type; all `NOT NULL`. Reads take values by these types
+/// (`Row::get`, which panics on a mismatch), so a schema altered by hand is refused at open.
+const COLUMNS: &[(&str, &str, &str)] = &[
+    ("log", "t", "bigint"),
+    ("log", "record", "bytea"),
+    ("segment", "id", "bigint"),
+    ("segment", "payload", "bytea"),
+    ("root", "t", "bigint"),
+    ("root", "next_segment", "bigint"),
+    ("root", "record", "bytea"),
+    ("garbage", "id", "bigint"),
+    ("garbage", "since_ms", "bigint"),
+    ("lease", "owner", "text"),
+    ("lease", "generation", "bigint"),
+    ("lease", "expires_at", "timestamp with time zone"),
+    ("ft_segment", "id", "bigint"),
+    ("ft_segment", "part", "integer"),
+    ("ft_segment", "payload", "bytea"),
+    ("ft_manifest", "doc_first", "bigint"),
+    ("ft_manifest", "doc_end", "bigint"),
+    ("ft_manifest", "segment", "bigint"),
+    ("ft_manifest", "record", "bytea"),
+    ("ft_garbage", "id", "bigint"),
+    ("ft_garbage", "since_ms", "bigint"),
+];
+
+fn check_columns(c: &mut postgres::Client, s: &str, location: &str) -> Result<(), StorageError> {
+    let rows = c
+        .query(
+            "SELECT table_name::text, column_name::text, data_type::text, is_nullable::text \
+             FROM information_schema.columns WHERE table_schema = $1",
+            &[&s],
+        )
+        .map_err(|e| pg_error(location, "open", &e))?;
+    let found: std::collections::HashMap<(String, String), (String, String)> = rows
+        .iter()
+        .map(|r| ((r.get(0), r.get(1)), (r.get(2), r.get(3))))
+        .collect();
+    for (table, column, ty) in COLUMNS {
+        let key = ((*table).to_owned(), (*column).to_owned());
+        match found.get(&key) {
+            Some((t, nullable)) if t == ty && nullable == "NO" => {}
+            other => {
+                return Err(StorageError::NotVev {
+                    path: location.to_owned(),
+                    reason: format!(
+                        "column {s}.{table}.{column} is {}, not {ty} NOT NULL",
+                        other.map_or("missing".to_owned(), |(t, n)| {
+                            format!("{t}{}", if n == "NO" { " NOT NULL" } else { "" })
+                        })
+                    ),
+                })
+            }
+        }
+    }
     Ok(())
 }
 

@@ -427,6 +427,13 @@ fn typed_errors(pg: &TempServer) {
         .unwrap();
     let e = Connection::open(format!("{url}?schema=v")).unwrap_err();
     assert_eq!(e.code(), "storage/format-version", "{e}");
+    // A Vev schema whose columns were altered by hand: refused at open, not misread.
+    Connection::open(format!("{url}?schema=altered")).unwrap();
+    c.batch_execute("ALTER TABLE altered.log ALTER COLUMN record TYPE text")
+        .unwrap();
+    let e = Connection::open(format!("{url}?schema=altered")).unwrap_err();
+    assert_eq!(e.code(), "storage/not-vev", "{e}");
+    assert!(e.to_string().contains("altered.log.record"), "{e}");
     // A database that does not exist.
     let e = Connection::open(pg.url("nosuchdb")).unwrap_err();
     assert_eq!(e.code(), "storage/io", "{e}");
