@@ -19,15 +19,21 @@ fn stdout() -> BufWriter<io::StdoutLock<'static>> {
     BufWriter::new(io::stdout().lock())
 }
 
-/// Open a database file that must exist, read-only (no writer lock).
+/// Open a database file that must exist, read-only (no writer lock). A `postgres://` URL
+/// opens a database stored in PostgreSQL (read only, without the writer lease).
 pub fn open_read(path: &Path) -> CliResult<Connection> {
-    if !path.exists() {
+    if !is_storage_url(path) && !path.exists() {
         return Err(CliError::Argument {
             code: "cli/not-found",
             message: format!("database file {} does not exist", path.display()),
         });
     }
     Ok(Connection::open_with(path, &OpenOptions::read_only())?)
+}
+
+/// Whether the database argument is a storage URL (`postgres://...`) rather than a file.
+pub fn is_storage_url(path: &Path) -> bool {
+    path.to_str().is_some_and(vev::is_postgres_url)
 }
 
 /// `@FILE` is read from FILE; anything else is the text itself. Returns (name, text).

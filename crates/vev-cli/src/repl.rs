@@ -413,7 +413,7 @@ impl Validator for ReplHelper {
 impl Helper for ReplHelper {}
 
 pub fn repl(path: &Path, lock: LockMode) -> CliResult<ExitCode> {
-    if !path.exists() {
+    if !commands::is_storage_url(path) && !path.exists() {
         // Create the file, then let go of it.
         drop(commands::open_write(path, lock)?);
     }

@@ -101,6 +101,30 @@ pub enum StorageError {
         /// The existing file's path.
         path: String,
     },
+    /// The storage service (a PostgreSQL server) cannot be reached or dropped the
+    /// connection: nothing is known to be wrong with the database, try again later.
+    #[error("storage {location} is unavailable during {op}: {message}")]
+    Unavailable {
+        /// The database's location, without credentials (`postgres://vev@127.0.0.1:5433/app`).
+        location: String,
+        /// The operation that failed, as a phrase (`connect`, `log write`, ...).
+        op: String,
+        /// The client's message.
+        message: String,
+    },
+    /// This writer lost its lease: another writer took the database over (after this one's
+    /// lease expired), so this connection accepts no more transactions. Reopen to write.
+    #[error(
+        "writer lease on {location} lost: generation {held} was taken over (now {current}); this connection accepts no more transactions"
+    )]
+    Fenced {
+        /// The database's location, without credentials.
+        location: String,
+        /// The lease generation this writer held.
+        held: i64,
+        /// The generation storage holds now (`-1` when the lease row is gone).
+        current: i64,
+    },
     /// A fault injected by a test backend.
     #[error("injected fault at {op} (operation {n})")]
     Injected {
@@ -126,6 +150,8 @@ impl StorageError {
             StorageError::ReadOnly { .. } => "storage/read-only",
             StorageError::Exists { .. } => "storage/exists",
             StorageError::Injected { .. } => "storage/injected",
+            StorageError::Unavailable { .. } => "storage/unavailable",
+            StorageError::Fenced { .. } => "storage/fenced",
         }
     }
 
@@ -205,6 +231,16 @@ mod tests {
             StorageError::io_kind("open", std::io::ErrorKind::NotFound, "x"),
             StorageError::ReadOnly { path: s() },
             StorageError::Injected { op: s(), n: 1 },
+            StorageError::Unavailable {
+                location: s(),
+                op: s(),
+                message: s(),
+            },
+            StorageError::Fenced {
+                location: s(),
+                held: 1,
+                current: 2,
+            },
         ];
         let codes: std::collections::BTreeSet<&str> = errors.iter().map(|e| e.code()).collect();
         assert_eq!(codes.len(), errors.len(), "{codes:?}");

@@ -145,13 +145,28 @@ pub enum Backend {
     /// checks, which then read that database; both reopened databases must equal the live
     /// one in every index.
     Sqlite,
+    /// As `Sqlite`, in a schema of its own of the PostgreSQL database whose URL was given
+    /// to `set_postgres_url` (the conformance runner starts a throwaway server).
+    Postgres,
 }
 
-/// A database file for one case, removed afterwards.
+/// The PostgreSQL database the `Postgres` backend puts each case's schema in.
+static POSTGRES_URL: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+
+/// Give the `Postgres` backend its database (once per process).
+pub fn set_postgres_url(url: String) {
+    let _ = POSTGRES_URL.set(url);
+}
+
+/// A database for one case: a file (removed afterwards) or a PostgreSQL URL naming a schema
+/// of its own (left in the throwaway server, which goes as a whole).
 struct CaseFile(std::path::PathBuf);
 
 impl Drop for CaseFile {
     fn drop(&mut self) {
+        if self.0.to_str().is_some_and(vev::is_postgres_url) {
+            return;
+        }
         for suffix in ["", "-wal", "-shm"] {
             let mut p = self.0.clone().into_os_string();
             p.push(suffix);
@@ -165,6 +180,16 @@ fn case_file() -> CaseFile {
     static NEXT: AtomicU64 = AtomicU64::new(0);
     let n = NEXT.fetch_add(1, Ordering::SeqCst);
     CaseFile(std::env::temp_dir().join(format!("vev-case-{}-{n}.vev", std::process::id())))
+}
+
+fn case_schema() -> Result<CaseFile, String> {
+    use std::sync::atomic::{AtomicU64, Ordering};
+    static NEXT: AtomicU64 = AtomicU64::new(0);
+    let base = POSTGRES_URL
+        .get()
+        .ok_or("the postgres backend has no server (set_postgres_url)")?;
+    let n = NEXT.fetch_add(1, Ordering::SeqCst);
+    Ok(CaseFile(format!("{base}?schema=case_{n}").into()))
 }
 
 fn sqlite_options() -> vev::OpenOptions {
@@ -190,6 +215,7 @@ pub fn run_case_on(case: &Case, backend: Backend) -> Result<(), String> {
     let file = match backend {
         Backend::Memory => None,
         Backend::Sqlite => Some(case_file()),
+        Backend::Postgres => Some(case_schema()?),
     };
     let conn = match &file {
         None => Connection::open_in_memory(),

@@ -60,4 +60,7 @@ pub use vev_sqlite::FaultPlan;
 
 #[cfg(feature = "testing")]
 pub mod testing;
+/// Whether a database location is a PostgreSQL URL (`postgres://` or `postgresql://`)
+/// rather than a file path: `Connection::open` stores in PostgreSQL then.
+pub use vev_postgres::is_postgres_url;
 pub use vev_sqlite::{BackupProgress, BackupReport, LockMode, VerifyReport};

@@ -24,7 +24,6 @@
 
 use std::collections::HashMap;
 use std::path::Path;
-use std::sync::atomic::{AtomicI64, Ordering};
 use std::sync::mpsc::{channel, Receiver, Sender};
 use std::sync::{Arc, Mutex, RwLock};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
@@ -35,8 +34,11 @@ use vev_db::{Db, TxContext, TxFunctions, TxReport};
 use vev_sqlite::FaultPlan;
 use vev_sqlite::{BackupProgress, BackupReport, LockMode, Store, StoreOptions, VerifyReport};
 
+use backend::{Backend, Version};
+
 use crate::error::Error;
 
+mod backend;
 mod bulk;
 mod group;
 
@@ -46,7 +48,7 @@ pub use group::CommitStats;
 /// transaction data to use in its place (or an error message that aborts the transaction).
 pub type TxFn = Arc<dyn Fn(&Db, &[Edn]) -> Result<Vec<TxOp>, String> + Send + Sync>;
 
-/// How `Connection::open_with` opens a database file.
+/// How `Connection::open_with` opens a database (a file, or a `postgres://` URL).
 #[derive(Clone, Debug)]
 pub struct OpenOptions {
     /// Read only: no writer lock; `db()` and `sync()` follow the writer's commits.
@@ -54,7 +56,13 @@ pub struct OpenOptions {
     /// Create the file if it does not exist (default true; ignored when read only).
     pub create: bool,
     /// What to do when another connection holds the writer lock (default: fail at once).
+    /// On PostgreSQL, the writer lease: `Wait` retries until the holder's lease is released
+    /// or expires.
     pub lock: LockMode,
+    /// On PostgreSQL, how long a writer's lease lasts without renewal (default 10 s;
+    /// renewed every third of it): a writer that dies is taken over this long after its
+    /// last renewal (`docs/design/lease.md`). Ignored for files.
+    pub lease: Duration,
     /// Decoded index-segment datoms kept in memory (default 8,000,000).
     pub cache_datoms_max: usize,
     /// Checkpoint automatically once the log holds this many datoms after the last
@@ -89,6 +97,7 @@ impl Default for OpenOptions {
             read_only: false,
             create: true,
             lock: LockMode::Fail,
+            lease: vev_postgres::LEASE_DEFAULT,
             cache_datoms_max: 8_000_000,
             checkpoint_datoms: 1_000_000,
             bulk_batch_datoms: 200_000,
@@ -166,12 +175,12 @@ struct Writer {
 }
 
 struct Durable {
-    store: Arc<Store>,
+    store: Arc<Backend>,
     checkpoint_datoms: usize,
     bulk_batch_datoms: usize,
     checkpoint_on_close: bool,
-    /// SQLite's `data_version` when a read-only connection last caught up.
-    seen_version: AtomicI64,
+    /// The store's data version when a read-only connection last caught up.
+    seen_version: Mutex<Version>,
 }
 
 struct Inner {
@@ -245,13 +254,22 @@ fn now_ms() -> i64 {
 
 impl Connection {
     /// Open (or create) the database file at `path`, as its one writer. The embedded default:
-    /// every transaction is durable before its report returns.
+    /// every transaction is durable before its report returns. A `postgres://` (or
+    /// `postgresql://`) URL opens a database stored in PostgreSQL instead (`vev-postgres`;
+    /// `docs/storage-postgres.md`), taking the writer lease.
     pub fn open(path: impl AsRef<Path>) -> Result<Connection, Error> {
         Connection::open_with(path, &OpenOptions::default())
     }
 
     /// Open a database file with options (read only, lock waiting, cache size, ...).
     pub fn open_with(path: impl AsRef<Path>, opts: &OpenOptions) -> Result<Connection, Error> {
+        if let Some(url) = path
+            .as_ref()
+            .to_str()
+            .filter(|p| vev_postgres::is_postgres_url(p))
+        {
+            return Connection::open_postgres(url, opts);
+        }
         let opened = Store::open(
             path.as_ref(),
             &StoreOptions {
@@ -265,18 +283,57 @@ impl Connection {
                 segment_write_delay: opts.segment_write_delay,
             },
         )?;
-        let version = opened.store.data_version()?;
+        Connection::opened(
+            Backend::Sqlite(opened.store),
+            &opened.db,
+            opened.tail_datoms,
+            opts,
+        )
+    }
+
+    /// `open_with` of a `postgres://` URL.
+    fn open_postgres(url: &str, opts: &OpenOptions) -> Result<Connection, Error> {
+        let opened = vev_postgres::Store::open(
+            url,
+            &vev_postgres::StoreOptions {
+                read_only: opts.read_only,
+                create: opts.create && !opts.read_only,
+                wait: match opts.lock {
+                    LockMode::Fail => vev_postgres::LeaseWait::Fail,
+                    LockMode::Wait(d) => vev_postgres::LeaseWait::Wait(d),
+                },
+                lease: opts.lease,
+                cache_datoms_max: opts.cache_datoms_max,
+                gc_grace: opts.gc_grace,
+            },
+        )?;
+        Connection::opened(
+            Backend::Postgres(opened.store),
+            &opened.db,
+            opened.tail_datoms,
+            opts,
+        )
+    }
+
+    /// A durable connection on an opened store.
+    fn opened(
+        store: Backend,
+        db: &Db,
+        tail_datoms: usize,
+        opts: &OpenOptions,
+    ) -> Result<Connection, Error> {
+        let version = store.data_version()?;
         // A file from before full text: its index, built on opening, is stored now.
-        let db = opened.store.store_fulltext_entries(&opened.db)?;
+        let db = store.store_fulltext_entries(db)?;
         let conn = Connection::build(
             db,
-            opened.tail_datoms,
+            tail_datoms,
             Some(Durable {
-                store: Arc::new(opened.store),
+                store: Arc::new(store),
                 checkpoint_datoms: opts.checkpoint_datoms.max(1),
                 bulk_batch_datoms: opts.bulk_batch_datoms.max(1),
                 checkpoint_on_close: opts.checkpoint_on_close,
-                seen_version: AtomicI64::new(version),
+                seen_version: Mutex::new(version),
             }),
         );
         vev_core::sync::lock(&conn.inner.writer).auto_compact =
@@ -350,10 +407,11 @@ impl Connection {
         };
         let _writer = vev_core::sync::lock(&self.inner.writer);
         let version = durable.store.data_version()?;
-        if version != durable.seen_version.load(Ordering::SeqCst) || !durable.store.is_read_only() {
+        let mut seen = vev_core::sync::lock(&durable.seen_version);
+        if version != *seen || !durable.store.is_read_only() {
             let db = durable.store.catch_up(&self.latest())?;
             self.publish(db);
-            durable.seen_version.store(version, Ordering::SeqCst);
+            *seen = version;
         }
         Ok(self.latest())
     }
@@ -460,7 +518,8 @@ impl Connection {
         Ok(durable.store.backup(dest.as_ref(), progress)?)
     }
 
-    /// The file this connection stores to (none in memory).
+    /// The file this connection stores to (none in memory); on PostgreSQL, the database's
+    /// URL without credentials.
     pub fn path(&self) -> Option<&Path> {
         self.inner.durable.as_ref().map(|d| d.store.path())
     }
