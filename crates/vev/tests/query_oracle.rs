@@ -44,6 +44,7 @@ fn options(naive: bool) -> QueryOptions {
             naive,
             max_rows: Some(200_000),
             timeout: Some(Duration::from_secs(20)),
+            ..Limits::default()
         },
         ..QueryOptions::default()
     }

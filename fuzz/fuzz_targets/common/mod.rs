@@ -24,6 +24,7 @@ pub fn run(query: &Query, inputs: &[Input<'_>], naive: bool) -> Outcome {
             timeout: Some(Duration::from_millis(500)),
             max_rows: Some(20_000),
             naive,
+            ..Limits::default()
         },
         ..QueryOptions::default()
     };
