@@ -558,11 +558,7 @@ impl<K: Packed> Program<K> {
             // The limits stop the query here as they would there; any other error (say, a
             // predicate on a variable only the call binds) the general evaluation reports,
             // or does not meet, with the call's answers bound first.
-            Err(
-                e @ (QueryError::Timeout { .. }
-                | QueryError::Canceled
-                | QueryError::TooManyRows { .. }),
-            ) => {
+            Err(e) if e.is_limit() => {
                 return Err(e);
             }
             Err(_) => return Ok(None),

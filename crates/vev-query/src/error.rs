@@ -192,6 +192,16 @@ impl QueryError {
         }
     }
 
+    /// Whether the run was stopped by its `Limits` (time, cancel flag, rows): a path that
+    /// falls back to another evaluation on other errors must pass these on, since the other
+    /// evaluation would be stopped the same way.
+    pub fn is_limit(&self) -> bool {
+        matches!(
+            self,
+            QueryError::Timeout { .. } | QueryError::Canceled | QueryError::TooManyRows { .. }
+        )
+    }
+
     /// Where in the query text the error points, when known.
     pub fn span(&self) -> Option<Span> {
         match self {

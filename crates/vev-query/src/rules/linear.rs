@@ -369,7 +369,7 @@ fn eval(
     match ctx.eval(&env, input, clauses, keep) {
         Ok(out) if out.len == 0 || keep.iter().all(|v| out.has(*v)) => Ok(Some(out)),
         Ok(_) => Ok(None),
-        Err(e @ (QueryError::Timeout { .. } | QueryError::TooManyRows { .. })) => Err(e),
+        Err(e) if e.is_limit() => Err(e),
         Err(_) => Ok(None),
     }
 }
