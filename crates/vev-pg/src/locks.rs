@@ -137,6 +137,37 @@ impl LockTable {
         }
     }
 
+    /// Lock `ids` for `session` without waiting (`NOWAIT`): `55P03` if another session
+    /// holds one of them. `held` gets each id newly locked, those taken before the failure
+    /// too (the session releases them with the rest of its locks).
+    pub fn try_lock(
+        &self,
+        session: SessionId,
+        ids: &[EntityId],
+        held: &mut Vec<EntityId>,
+    ) -> Result<(), SqlError> {
+        let mut sorted = ids.to_vec();
+        sorted.sort_unstable();
+        sorted.dedup();
+        let mut st = self.state();
+        for id in sorted {
+            match st.owners.get(&id) {
+                Some(&o) if o != session => {
+                    return Err(SqlError::new(
+                        "55P03",
+                        format!("could not obtain lock on the row of entity {id}: another transaction holds it"),
+                    ))
+                }
+                Some(_) => {}
+                None => {
+                    st.owners.insert(id, session);
+                    held.push(id);
+                }
+            }
+        }
+        Ok(())
+    }
+
     /// Release `ids` (the session's locks) and wake the waiters.
     pub fn release(&self, session: SessionId, ids: &[EntityId]) {
         if ids.is_empty() {
@@ -249,6 +280,23 @@ mod tests {
             .unwrap_err();
         assert_eq!(err.code, "57014", "a wait, not a deadlock: {err:?}");
         assert_eq!(first.await.unwrap().unwrap(), vec![2]);
+    }
+
+    #[tokio::test]
+    async fn nowait_fails_on_a_held_row_and_keeps_what_it_took() {
+        let t = LockTable::default();
+        let mut a = Vec::new();
+        t.lock(1, &[5], &mut a, None, None).await.unwrap();
+        let mut b = Vec::new();
+        t.try_lock(2, &[3, 4], &mut b).unwrap();
+        assert_eq!(b, vec![3, 4]);
+        t.try_lock(2, &[4], &mut b).unwrap();
+        let err = t.try_lock(2, &[6, 5, 1], &mut b).unwrap_err();
+        assert_eq!(err.code, "55P03");
+        assert!(err.message.contains("entity 5"), "{}", err.message);
+        assert_eq!(b, vec![3, 4, 1]);
+        t.release(2, &b);
+        assert_eq!(t.held(), 1);
     }
 
     #[tokio::test]

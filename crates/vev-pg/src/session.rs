@@ -609,15 +609,82 @@ impl Session {
                 rows: post(Vec::new(), &p.post, params)?,
             });
         };
-        let db = self.view_for(Some(&p.tables))?;
-        let rows = self.query_rows(&db, &p.query, &args)?;
-        if p.lock && !rows.is_empty() {
-            return Err(SqlError::unsupported("SELECT ... FOR UPDATE"));
-        }
+        let rows = match &p.lock {
+            None => {
+                let db = self.view_for(Some(&p.tables))?;
+                arrange(self.query_rows(&db, &p.query, &args)?, &p.post, params)?
+            }
+            Some(lock) => {
+                let mut held = Vec::new();
+                let arranged = |rows| arrange(rows, &p.post, params);
+                let found = Found {
+                    tables: &p.tables,
+                    query: &p.query,
+                    args: &args,
+                    arrange: &arranged,
+                    entities: &lock.columns,
+                    nowait: lock.nowait,
+                };
+                let result = self.find_and_lock(&found, &mut held).await;
+                self.keep_locks(held);
+                result?
+            }
+        };
         Ok(Outcome::Rows {
             columns: p.columns.clone(),
-            rows: post(rows, &p.post, params)?,
+            rows: project(rows, &p.post),
         })
+    }
+
+    /// Locks taken by a statement: the transaction's until it ends, or released now.
+    fn keep_locks(&mut self, held: Vec<EntityId>) {
+        match &mut self.txn {
+            Some(t) => t.locks.extend(held),
+            None => self.shared.locks.release(self.id, &held),
+        }
+    }
+
+    /// Run a query and lock the row entities it returns; run it again if a lock had to
+    /// wait or anything committed in between (another transaction may have changed the
+    /// rows: READ COMMITTED's re-check). `held` gets every lock taken.
+    async fn find_and_lock(
+        &mut self,
+        f: &Found<'_>,
+        held: &mut Vec<EntityId>,
+    ) -> Result<Vec<Vec<Edn>>, SqlError> {
+        let lock_timeout = self
+            .timeout("lock_timeout")
+            .or(self.timeout("statement_timeout"));
+        for _ in 0..100 {
+            // Rows read before their locks are taken are only good if nothing committed
+            // in between: the basis tells.
+            let basis = self.shared.conn.db().basis_t();
+            let db = self.view_for(Some(f.tables))?;
+            let rows = (f.arrange)(self.query_rows(&db, f.query, f.args)?)?;
+            let ids: Vec<EntityId> = rows
+                .iter()
+                .flat_map(|r| f.entities.iter().filter_map(|&k| r.get(k)))
+                .filter_map(|v| match v {
+                    Edn::Integer(e) => Some(*e as EntityId),
+                    _ => None,
+                })
+                .collect();
+            let waited = if f.nowait {
+                self.shared.locks.try_lock(self.id, &ids, held)?;
+                false
+            } else {
+                self.shared
+                    .locks
+                    .lock(self.id, &ids, held, lock_timeout, Some(&self.canceler))
+                    .await?
+            };
+            if !waited && self.shared.conn.db().basis_t() == basis {
+                return Ok(rows);
+            }
+        }
+        Err(SqlError::serialization(
+            "could not settle the rows to lock after 100 lock waits",
+        ))
     }
 
     /// UPDATE or DELETE: find the rows, lock them, find them again if a lock had to wait
@@ -628,10 +695,7 @@ impl Session {
         };
         let mut held = Vec::new();
         let result = self.write_rows_locked(p, &args, &mut held).await;
-        match &mut self.txn {
-            Some(t) => t.locks.extend(held),
-            None => self.shared.locks.release(self.id, &held),
-        }
+        self.keep_locks(held);
         result
     }
 
@@ -641,37 +705,15 @@ impl Session {
         args: &[Edn],
         held: &mut Vec<EntityId>,
     ) -> Result<usize, SqlError> {
-        let lock_timeout = self
-            .timeout("lock_timeout")
-            .or(self.timeout("statement_timeout"));
-        let mut rows = Vec::new();
-        for attempt in 0..100 {
-            // Rows read before their locks are taken are only good if nothing committed
-            // in between: the basis tells.
-            let basis = self.shared.conn.db().basis_t();
-            let db = self.view_for(Some(std::slice::from_ref(&p.table.name)))?;
-            rows = self.query_rows(&db, &p.query, args)?;
-            let ids: Vec<EntityId> = rows
-                .iter()
-                .filter_map(|r| match r.first() {
-                    Some(Edn::Integer(e)) => Some(*e as EntityId),
-                    _ => None,
-                })
-                .collect();
-            let waited = self
-                .shared
-                .locks
-                .lock(self.id, &ids, held, lock_timeout, Some(&self.canceler))
-                .await?;
-            if !waited && self.shared.conn.db().basis_t() == basis {
-                break;
-            }
-            if attempt == 99 {
-                return Err(SqlError::serialization(
-                    "could not settle the rows to update after 100 lock waits",
-                ));
-            }
-        }
+        let found = Found {
+            tables: std::slice::from_ref(&p.table.name),
+            query: &p.query,
+            args,
+            arrange: &Ok,
+            entities: &[0],
+            nowait: false,
+        };
+        let rows = self.find_and_lock(&found, held).await?;
         let ops = {
             let tempids = self
                 .txn
@@ -1011,12 +1053,27 @@ pub fn now_ms() -> i64 {
         .map_or(0, |d| d.as_millis() as i64)
 }
 
+/// What `find_and_lock` runs and locks.
+struct Found<'a> {
+    tables: &'a [String],
+    query: &'a vev::Query,
+    args: &'a [Edn],
+    /// What happens to the query's rows before their entities are locked (a SELECT's
+    /// ORDER BY and LIMIT: only the rows returned are locked).
+    arrange: &'a (dyn Fn(Vec<Vec<Edn>>) -> Result<Vec<Vec<Edn>>, SqlError> + Sync),
+    /// The columns holding the row entities to lock.
+    entities: &'a [usize],
+    nowait: bool,
+}
+
 /// ORDER BY, LIMIT, OFFSET and the output columns, on the query's rows.
-pub fn post(
-    mut rows: Vec<Vec<Edn>>,
-    p: &Post,
-    params: &[Param],
-) -> Result<Vec<Vec<Edn>>, SqlError> {
+pub fn post(rows: Vec<Vec<Edn>>, p: &Post, params: &[Param]) -> Result<Vec<Vec<Edn>>, SqlError> {
+    Ok(project(arrange(rows, p, params)?, p))
+}
+
+/// The rows of a query a SELECT returns, in its order, before the projection to its
+/// output columns: the one row of an aggregate over nothing, ORDER BY, OFFSET and LIMIT.
+fn arrange(mut rows: Vec<Vec<Edn>>, p: &Post, params: &[Param]) -> Result<Vec<Vec<Edn>>, SqlError> {
     if let Some(aggs) = &p.global {
         if rows.is_empty() {
             rows.push(
@@ -1060,11 +1117,15 @@ pub fn post(
     };
     let offset = count(&p.offset)?.unwrap_or(0);
     let limit = count(&p.limit)?.unwrap_or(usize::MAX);
-    let rows = rows.into_iter().skip(offset).take(limit);
-    // Rows that are the output as they are (no hidden sort or group column, in order) move
-    // through; others are projected.
+    Ok(rows.into_iter().skip(offset).take(limit).collect())
+}
+
+/// The output columns of arranged rows.
+fn project(rows: Vec<Vec<Edn>>, p: &Post) -> Vec<Vec<Edn>> {
+    // Rows that are the output as they are (no hidden sort, group or lock column, in
+    // order) move through; others are projected.
     let as_is = p.select.iter().enumerate().all(|(i, k)| i == *k);
-    Ok(rows
+    rows.into_iter()
         .map(|r| {
             if as_is && r.len() == p.select.len() {
                 r
@@ -1072,7 +1133,7 @@ pub fn post(
                 p.select.iter().map(|k| r[*k].clone()).collect()
             }
         })
-        .collect())
+        .collect()
 }
 
 /// SQL's sort order of two values: NULLs last ascending (first descending, unless told),

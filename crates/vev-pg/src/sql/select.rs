@@ -75,9 +75,19 @@ pub struct SelectPlan {
     pub columns: Arc<Vec<OutCol>>,
     pub post: Post,
     /// The row entities' find elements, when the statement locks its rows (FOR UPDATE).
-    pub lock: bool,
+    pub lock: Option<RowLock>,
     /// The tables it reads.
     pub tables: Vec<String>,
+}
+
+/// `SELECT ... FOR UPDATE`: which find elements hold the row entities to lock.
+#[derive(Clone, Debug)]
+pub struct RowLock {
+    /// Find elements (after the output columns) with the locked tables' row entities.
+    pub columns: Vec<usize>,
+    /// `NOWAIT`: a row another transaction holds fails the statement (`55P03`) instead of
+    /// waiting for it.
+    pub nowait: bool,
 }
 
 /// One element of `:find`.
@@ -122,7 +132,7 @@ pub fn compile(q: &Query, catalog: &Catalog) -> Result<Option<SelectPlan>, SqlEr
         post.global = Some(finds.iter().map(|f| f.agg.unwrap_or(Agg::Other)).collect());
     }
     let distinct = matches!(sel.distinct, Some(Distinct::Distinct));
-    let lock = !q.locks.is_empty();
+    let lock = row_lock(q, sel, &b, &mut finds, has_agg)?;
     let datalog = datalog(&b, &finds, distinct);
     let query = vev::Query::parse(&datalog).map_err(|e| {
         SqlError::internal(format!(
@@ -140,6 +150,80 @@ pub fn compile(q: &Query, catalog: &Catalog) -> Result<Option<SelectPlan>, SqlEr
         lock,
         tables: b.scopes.iter().map(|s| s.table.name.clone()).collect(),
     }))
+}
+
+/// `FOR UPDATE [OF t, ...] [NOWAIT]` (and `FOR SHARE`, which locks as FOR UPDATE does):
+/// the row entities of the tables it names (all of them without `OF`) become find
+/// elements after the others, so that the session can lock the rows it returns.
+/// PostgreSQL refuses row locks with DISTINCT, GROUP BY and aggregates (a result row is
+/// then no table row), and so does Vev, with the same messages.
+fn row_lock(
+    q: &Query,
+    sel: &Select,
+    b: &Builder,
+    finds: &mut Vec<Find>,
+    grouped: bool,
+) -> Result<Option<RowLock>, SqlError> {
+    let Some(first) = q.locks.first() else {
+        return Ok(None);
+    };
+    let strength = format!("FOR {}", first.lock_type);
+    let refused =
+        |what: &str| SqlError::new("0A000", format!("{strength} is not allowed with {what}"));
+    if matches!(sel.distinct, Some(Distinct::Distinct | Distinct::On(_))) {
+        return Err(refused("DISTINCT clause"));
+    }
+    if !matches!(&sel.group_by, GroupByExpr::Expressions(g, _) if g.is_empty()) {
+        return Err(refused("GROUP BY clause"));
+    }
+    if grouped {
+        return Err(refused("aggregate functions"));
+    }
+    let mut locked: Vec<&Scope> = Vec::new();
+    let mut nowait = false;
+    for clause in &q.locks {
+        match clause.nonblock {
+            Some(sqlparser::ast::NonBlock::Nowait) => nowait = true,
+            Some(sqlparser::ast::NonBlock::SkipLocked) => {
+                return Err(SqlError::unsupported("SKIP LOCKED"))
+            }
+            None => {}
+        }
+        match &clause.of {
+            None => locked.extend(b.scopes.iter()),
+            Some(name) => {
+                let name = table_name(name)?;
+                let scope = b.scopes.iter().find(|s| s.alias == name).ok_or_else(|| {
+                    SqlError::new(
+                        "42P01",
+                        format!(
+                            "relation \"{name}\" in {strength} clause not found in FROM clause"
+                        ),
+                    )
+                })?;
+                locked.push(scope);
+            }
+        }
+    }
+    let mut columns = Vec::new();
+    for scope in locked {
+        // A row entity already found (e.g. `SELECT id` of a table made from attributes)
+        // is not found twice.
+        let i = match finds.iter().position(|f| f.text == scope.var) {
+            Some(i) => i,
+            None => {
+                finds.push(Find {
+                    text: scope.var.clone(),
+                    agg: None,
+                });
+                finds.len() - 1
+            }
+        };
+        if !columns.contains(&i) {
+            columns.push(i);
+        }
+    }
+    Ok(Some(RowLock { columns, nowait }))
 }
 
 /// The query's `:in` inputs after `$`.
