@@ -9,6 +9,7 @@
 pub mod cancel;
 pub mod catalog;
 pub mod error;
+pub mod jdbcmeta;
 pub mod locks;
 pub mod pgcatalog;
 pub mod server;

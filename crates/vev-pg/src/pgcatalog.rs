@@ -22,6 +22,9 @@ pub fn answer(sql: &str, catalog: &Catalog, user: &str) -> Option<Outcome> {
     if !sql.contains("pg_catalog.") {
         return None;
     }
+    if let Some(outcome) = crate::jdbcmeta::answer(sql, catalog) {
+        return Some(outcome);
+    }
     let oid = quoted_oid(sql);
     if sql.contains("pg_catalog.pg_get_userbyid(c.relowner)")
         && sql.contains("FROM pg_catalog.pg_class c")
@@ -144,7 +147,7 @@ fn text(s: &str) -> Edn {
     Edn::String(s.to_owned())
 }
 
-fn rows_of(columns: &[(&str, SqlType)], rows: Vec<Vec<Edn>>) -> Outcome {
+pub(crate) fn rows_of(columns: &[(&str, SqlType)], rows: Vec<Vec<Edn>>) -> Outcome {
     Outcome::Rows {
         columns: Arc::new(
             columns

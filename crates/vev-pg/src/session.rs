@@ -390,6 +390,12 @@ impl Session {
     async fn execute_inner(&mut self, plan: &Plan, params: &[Param]) -> Result<Outcome, SqlError> {
         match plan {
             Plan::Select(p) => self.select(p, params).await,
+            Plan::Catalog { sql, .. } => self.psql_describe(sql).unwrap_or_else(|| {
+                Err(SqlError::new(
+                    "XX000",
+                    "a catalog query is no longer recognized",
+                ))
+            }),
             Plan::Values(v) => self.values(v, params),
             Plan::Insert(p) => {
                 let now = now_ms();

@@ -410,7 +410,7 @@ fn like(args: &[Value], fold: bool) -> Result<Value, String> {
     Ok(Value::Boolean(like_match(&s, &p)))
 }
 
-fn like_match(s: &[char], p: &[char]) -> bool {
+pub(crate) fn like_match(s: &[char], p: &[char]) -> bool {
     // Iterative matching with one backtrack point per `%` (linear in practice).
     let (mut i, mut j) = (0, 0);
     let mut star: Option<(usize, usize)> = None;

@@ -1,10 +1,12 @@
-//! The drivers applications use, against `vev serve`: node-postgres (npm `pg`) and psycopg 3
-//! (PyPI), each running a script (`tests/clients/`) that prints one JSON line per result.
+//! The drivers applications use, against `vev serve`: node-postgres (npm `pg`), psycopg 3
+//! (PyPI) and the PostgreSQL JDBC driver (Debian's pgjdbc), each running a program
+//! (`tests/clients/`) that prints one JSON line per result.
 //!
 //! The packages are installed when missing: `npm ci` in `tests/clients`, and
-//! `pip install --target` psycopg into cargo's test scratch directory. When node or python
-//! is absent or the install fails, the test fails under `CI=true` (CI must run the real
-//! clients) and elsewhere says on stderr that it is skipped.
+//! `pip install --target` psycopg into cargo's test scratch directory; `scripts/test`
+//! installs a JDK and pgjdbc from Debian. When a runtime is absent or the install fails, the
+//! test fails under `CI=true` (CI must run the real clients) and elsewhere says on stderr
+//! that it is skipped.
 
 use std::collections::HashMap;
 use std::io::Write;
@@ -240,4 +242,59 @@ fn a_password_is_checked_by_scram() {
     assert_eq!(wrong.code().map(|c| c.code()), Some("28P01"), "{wrong}");
     assert!(connect(None).is_err(), "no password is refused");
     server.shutdown();
+}
+
+/// pgjdbc's jar (Debian's `libpostgresql-jdbc-java`) and a `java` that runs a source file.
+fn jdbc_jar() -> Result<PathBuf, String> {
+    if !runs("java", "-version") {
+        return Err("`java` is not on the PATH".into());
+    }
+    let jar = PathBuf::from("/usr/share/java/postgresql.jar");
+    if !jar.exists() {
+        return Err(format!(
+            "{} is missing (apt-get install libpostgresql-jdbc-java)",
+            jar.display()
+        ));
+    }
+    Ok(jar)
+}
+
+#[test]
+fn jdbc() {
+    let Some(jar) = or_skip(jdbc_jar(), "the PostgreSQL JDBC driver") else {
+        return;
+    };
+    let served = Served::start();
+    let mut cmd = Command::new("java");
+    cmd.arg("-cp")
+        .arg(jar)
+        .arg(clients_dir().join("JdbcClient.java"))
+        .arg(served.port().to_string());
+    let r = results(cmd);
+    // Every value below is what the same program printed against PostgreSQL 15.
+    assert_eq!(r["version"], json!("PostgreSQL"));
+    assert_eq!(r["batch"], json!(3));
+    assert_eq!(
+        r["select"],
+        json!([
+            [2, "p2", "2020-01-02 10:00:00.0", 13.0, true],
+            [3, "p3", "2020-01-03 10:00:00.0", 4.5, false]
+        ]),
+        "the committed update is there, the rolled-back one is not"
+    );
+    assert_eq!(r["tables"], json!([["public", "person", "TABLE"]]));
+    assert_eq!(
+        r["columns"],
+        json!([
+            ["id", "int4", 4, 10, "NO", 1],
+            ["name", "varchar", 12, 20, "NO", 2],
+            ["born", "timestamp", 93, 29, "YES", 3],
+            ["score", "float8", 8, 17, "YES", 4],
+            ["ok", "bool", -7, 1, "YES", 5]
+        ])
+    );
+    assert_eq!(r["primary-keys"], json!([["id", 1, "person_pkey"]]));
+    assert_eq!(r["no-tables"], json!(false));
+    assert_eq!(r["unknown-table"], json!("42P01"));
+    assert_eq!(r["duplicate"], json!("23505"));
 }

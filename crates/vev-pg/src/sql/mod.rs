@@ -60,6 +60,12 @@ pub enum Plan {
     Explain(String),
     /// A statement accepted and ignored (VACUUM, ANALYZE, ...): its command tag.
     Noop(&'static str),
+    /// A client's catalog query (psql's describe commands, JDBC's `DatabaseMetaData`),
+    /// answered from the catalog when it runs (`pgcatalog.rs`); its result columns.
+    Catalog {
+        sql: Arc<str>,
+        columns: Arc<Vec<crate::sql::select::OutCol>>,
+    },
     Empty,
 }
 
