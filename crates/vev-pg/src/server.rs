@@ -421,13 +421,7 @@ impl SimpleQueryHandler for Handlers {
                 )
             });
         if implicit {
-            s.execute(
-                &Plan::Begin {
-                    serializable: false,
-                },
-                &[],
-            )
-            .await?;
+            s.execute(&Plan::Begin { serializable: None }, &[]).await?;
         }
         let mut out = Vec::with_capacity(stmts.len());
         let mut failed = false;

@@ -22,8 +22,11 @@ use crate::sql::{self, Plan};
 use crate::types::SqlType;
 
 mod pending;
+mod rowlock;
+mod serial;
 
 use pending::{merge_ops, note_tempids, resolve_tempids};
+use rowlock::Found;
 
 /// What a write changes, so that later reads know whether they must see it.
 enum Touch<'a> {
@@ -41,6 +44,9 @@ pub struct Shared {
     /// The latest catalog, with the basis-t of the committed database it was read from.
     catalog: std::sync::Mutex<Option<(Option<vev::BasisT>, Arc<Catalog>)>>,
     next_session: std::sync::atomic::AtomicU64,
+    /// Commits hold it shared; a SERIALIZABLE commit holds it alone between its validation
+    /// and its write.
+    commit_gate: tokio::sync::RwLock<()>,
 }
 
 impl Shared {
@@ -56,6 +62,7 @@ impl Shared {
             },
             catalog: std::sync::Mutex::new(None),
             next_session: std::sync::atomic::AtomicU64::new(1),
+            commit_gate: tokio::sync::RwLock::new(()),
         }
     }
 
@@ -122,6 +129,10 @@ struct Txn {
     schema: bool,
     /// An error ended the transaction's usefulness: only ROLLBACK (or COMMIT) is taken.
     failed: bool,
+    /// Statements that read so far (SET TRANSACTION must come before them).
+    reads: u32,
+    /// SERIALIZABLE: what it read, validated at COMMIT.
+    serial: Option<serial::Serial>,
 }
 
 impl Txn {
@@ -289,6 +300,12 @@ impl Session {
         let Some(txn) = &mut self.txn else {
             return Ok(latest);
         };
+        txn.reads = txn.reads.saturating_add(1);
+        // Statements read through `view_for(Some(tables))`; `view()` (no tables) checks
+        // pending writes and serves DDL, which reads no rows for the client.
+        if let (Some(s), Some(tables)) = (&mut txn.serial, tables) {
+            s.note_read(&latest, tables);
+        }
         // A failed transaction runs nothing more: its writes are not worth applying.
         if txn.pending.is_empty() || txn.failed || tables.is_some_and(|t| !txn.affects(t)) {
             return Ok(latest);
@@ -446,12 +463,20 @@ impl Session {
             Plan::DropTables { names, if_exists } => self.drop_tables(names, *if_exists).await,
             Plan::Truncate(names) => self.truncate(names).await,
             Plan::AddPrimaryKey { table, columns } => self.add_primary_key(table, columns).await,
-            Plan::Begin { .. } => {
+            Plan::Begin { serializable } => {
                 if self.txn.is_none() {
-                    self.txn = Some(Txn::default());
+                    let serializable = serializable.unwrap_or_else(|| self.default_serializable());
+                    self.txn = Some(Txn {
+                        serial: serializable.then(serial::Serial::default),
+                        ..Txn::default()
+                    });
                 }
                 Ok(Outcome::Begin)
             }
+            Plan::SetIsolation {
+                serializable,
+                session,
+            } => self.set_isolation(*serializable, *session),
             Plan::Commit => self.commit().await,
             Plan::Rollback => {
                 if let Some(t) = self.txn.take() {
@@ -642,57 +667,6 @@ impl Session {
         })
     }
 
-    /// Locks taken by a statement: the transaction's until it ends, or released now.
-    fn keep_locks(&mut self, held: Vec<EntityId>) {
-        match &mut self.txn {
-            Some(t) => t.locks.extend(held),
-            None => self.shared.locks.release(self.id, &held),
-        }
-    }
-
-    /// Run a query and lock the row entities it returns; run it again if a lock had to
-    /// wait or anything committed in between (another transaction may have changed the
-    /// rows: READ COMMITTED's re-check). `held` gets every lock taken.
-    async fn find_and_lock(
-        &mut self,
-        f: &Found<'_>,
-        held: &mut Vec<EntityId>,
-    ) -> Result<Vec<Vec<Edn>>, SqlError> {
-        let lock_timeout = self
-            .timeout("lock_timeout")
-            .or(self.timeout("statement_timeout"));
-        for _ in 0..100 {
-            // Rows read before their locks are taken are only good if nothing committed
-            // in between: the basis tells.
-            let basis = self.shared.conn.db().basis_t();
-            let db = self.view_for(Some(f.tables))?;
-            let rows = (f.arrange)(self.query_rows(&db, f.query, f.args)?)?;
-            let ids: Vec<EntityId> = rows
-                .iter()
-                .flat_map(|r| f.entities.iter().filter_map(|&k| r.get(k)))
-                .filter_map(|v| match v {
-                    Edn::Integer(e) => Some(*e as EntityId),
-                    _ => None,
-                })
-                .collect();
-            let waited = if f.nowait {
-                self.shared.locks.try_lock(self.id, &ids, held)?;
-                false
-            } else {
-                self.shared
-                    .locks
-                    .lock(self.id, &ids, held, lock_timeout, Some(&self.canceler))
-                    .await?
-            };
-            if !waited && self.shared.conn.db().basis_t() == basis {
-                return Ok(rows);
-            }
-        }
-        Err(SqlError::serialization(
-            "could not settle the rows to lock after 100 lock waits",
-        ))
-    }
-
     /// UPDATE or DELETE: find the rows, lock them, find them again if a lock had to wait
     /// (another transaction may have changed them: READ COMMITTED's re-check), then write.
     async fn write_rows(&mut self, p: &RowsPlan, params: &[Param]) -> Result<usize, SqlError> {
@@ -703,39 +677,6 @@ impl Session {
         let result = self.write_rows_locked(p, &args, &mut held).await;
         self.keep_locks(held);
         result
-    }
-
-    async fn write_rows_locked(
-        &mut self,
-        p: &RowsPlan,
-        args: &[Edn],
-        held: &mut Vec<EntityId>,
-    ) -> Result<usize, SqlError> {
-        let found = Found {
-            tables: std::slice::from_ref(&p.table.name),
-            query: &p.query,
-            args,
-            arrange: &Ok,
-            entities: &[0],
-            nowait: false,
-        };
-        let rows = self.find_and_lock(&found, held).await?;
-        let ops = {
-            let tempids = self
-                .txn
-                .as_ref()
-                .and_then(|t| t.view.as_ref())
-                .map(|v| &v.tempids);
-            let entity_ref = |e: EntityId| match tempids.and_then(|m| m.get(&e)) {
-                Some(name) => EntityRef::tempid(name),
-                None => EntityRef::Id(e),
-            };
-            p.tx(&rows, &entity_ref)?
-        };
-        let n = rows.len();
-        self.write(ops, Touch::Tables(std::slice::from_ref(&p.table.name)))
-            .await?;
-        Ok(n)
     }
 
     /// Transaction data: pending in a transaction, transacted now outside one.
@@ -758,7 +699,10 @@ impl Session {
                 self.view()?;
                 Ok(())
             }
-            None => transact(&self.shared.conn, ops).await,
+            None => {
+                let _gate = self.shared.commit_gate.read().await;
+                transact(&self.shared.conn, ops).await
+            }
         }
     }
 
@@ -770,7 +714,19 @@ impl Session {
             self.shared.locks.release(self.id, &t.locks);
             return Ok(Outcome::End("ROLLBACK"));
         }
-        let result = transact(&self.shared.conn, t.pending).await;
+        let result = match &t.serial {
+            None => {
+                let _gate = self.shared.commit_gate.read().await;
+                transact(&self.shared.conn, t.pending).await
+            }
+            Some(serial) => {
+                let _gate = self.shared.commit_gate.write().await;
+                match serial.validate(&self.shared.conn.db(), &t.touched, t.schema) {
+                    Ok(()) => transact(&self.shared.conn, t.pending).await,
+                    Err(e) => Err(e),
+                }
+            }
+        };
         self.shared.locks.release(self.id, &t.locks);
         result.map(|()| Outcome::End("COMMIT"))
     }
@@ -789,6 +745,7 @@ impl Session {
         }
         if !Catalog::has_meta(&self.shared.conn.db()) {
             let conn = self.shared.conn.clone();
+            let _gate = self.shared.commit_gate.read().await;
             run_blocking(move || conn.transact_edn(catalog::META_SCHEMA)).await?;
         }
         let text = catalog::create_table_tx(name, columns)?;
@@ -1057,19 +1014,6 @@ pub fn now_ms() -> i64 {
     SystemTime::now()
         .duration_since(SystemTime::UNIX_EPOCH)
         .map_or(0, |d| d.as_millis() as i64)
-}
-
-/// What `find_and_lock` runs and locks.
-struct Found<'a> {
-    tables: &'a [String],
-    query: &'a vev::Query,
-    args: &'a [Edn],
-    /// What happens to the query's rows before their entities are locked (a SELECT's
-    /// ORDER BY and LIMIT: only the rows returned are locked).
-    arrange: &'a (dyn Fn(Vec<Vec<Edn>>) -> Result<Vec<Vec<Edn>>, SqlError> + Sync),
-    /// The columns holding the row entities to lock.
-    entities: &'a [usize],
-    nowait: bool,
 }
 
 /// ORDER BY, LIMIT, OFFSET and the output columns, on the query's rows.

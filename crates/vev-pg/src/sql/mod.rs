@@ -45,8 +45,14 @@ pub enum Plan {
         table: String,
         columns: Vec<String>,
     },
+    /// `BEGIN`: `serializable` from its isolation level (`None`: the session's default).
     Begin {
-        serializable: bool,
+        serializable: Option<bool>,
+    },
+    /// `SET TRANSACTION` (`session`: `SET SESSION CHARACTERISTICS AS TRANSACTION`).
+    SetIsolation {
+        serializable: Option<bool>,
+        session: bool,
     },
     Commit,
     Rollback,
@@ -246,9 +252,7 @@ pub fn plan(stmt: &Statement, catalog: &Catalog) -> Result<Plan, SqlError> {
         ),
         Statement::AlterTable(at) => alter_table(at)?,
         Statement::StartTransaction { modes, .. } => Plan::Begin {
-            serializable: modes
-                .iter()
-                .any(|m| m.to_string().to_ascii_uppercase().contains("SERIALIZABLE")),
+            serializable: isolation(modes),
         },
         Statement::Commit { .. } => Plan::Commit,
         Statement::Rollback {
@@ -442,7 +446,10 @@ fn set(s: &sqlparser::ast::Set) -> Result<Plan, SqlError> {
             name: "client_encoding".into(),
             value: Some(charset_name.value.clone()),
         },
-        Set::SetTransaction { .. } => Plan::Noop("SET"),
+        Set::SetTransaction { modes, session, .. } => Plan::SetIsolation {
+            serializable: isolation(modes),
+            session: *session,
+        },
         other => return Err(SqlError::unsupported(format!("{other}"))),
     })
 }
@@ -457,4 +464,16 @@ fn setting_text(e: &sqlparser::ast::Expr) -> String {
         sqlparser::ast::Expr::Identifier(i) => i.value.clone(),
         other => other.to_string(),
     }
+}
+
+/// Whether transaction modes ask for validation at COMMIT: SERIALIZABLE, and REPEATABLE READ
+/// (run as SERIALIZABLE, which the standard allows); `None` when they name no level.
+fn isolation(modes: &[sqlparser::ast::TransactionMode]) -> Option<bool> {
+    use sqlparser::ast::{TransactionIsolationLevel as L, TransactionMode};
+    modes.iter().find_map(|m| match m {
+        TransactionMode::IsolationLevel(l) => {
+            Some(matches!(l, L::Serializable | L::RepeatableRead))
+        }
+        TransactionMode::AccessMode(_) => None,
+    })
 }
