@@ -2,8 +2,8 @@
 //!
 //! Why: delta coding (`codec.rs`) shrinks ids, but the values (strings, keywords) and the
 //! repeated shapes of neighbouring datoms stay as they are; LZ4 finds those repeats. On the
-//! 1M-person demo database the file went from about 69 to about 30 bytes per datom (issue 24;
-//! the figures and the command are in `bench/RESULTS.md`). LZ4 rather than a stronger codec:
+//! 1M-person demo database the file went from 66-69 to 30 bytes per datom (issue 24; the
+//! figures and the command are in `bench/RESULTS.md`). LZ4 rather than a stronger codec:
 //! a segment is decoded on every cache miss, and LZ4's decoder runs at gigabytes per second,
 //! so the load stays dominated by the datom decoding that follows it.
 //!
