@@ -326,12 +326,16 @@ const FIXTURE_V5: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures/fo
 /// The kind byte of a compressed blob (`vev-db`'s compress.rs).
 const KIND_LZ4: u8 = 7;
 
-/// The first byte of every stored segment and log record (the frame's checksum follows the
-/// blob, so the first byte is the blob's kind).
-fn blob_kinds(path: &Path) -> Vec<u8> {
+/// The file's format version and the first byte of every stored segment and log record (the
+/// frame's checksum follows the blob, so the first byte is the blob's kind), read without
+/// writing to the file.
+fn blob_kinds(path: &Path) -> (i64, Vec<u8>) {
     let sqlite =
         rusqlite::Connection::open_with_flags(path, rusqlite::OpenFlags::SQLITE_OPEN_READ_ONLY)
             .unwrap();
+    let version = sqlite
+        .query_row("PRAGMA user_version", [], |r| r.get(0))
+        .unwrap();
     let mut kinds = Vec::new();
     for sql in [
         "SELECT payload FROM vev_segment",
@@ -343,7 +347,7 @@ fn blob_kinds(path: &Path) -> Vec<u8> {
             kinds.push(blob.unwrap()[0]);
         }
     }
-    kinds
+    (version, kinds)
 }
 
 fn copy_v5(dir: &tempfile::TempDir) -> PathBuf {
@@ -354,8 +358,8 @@ fn copy_v5(dir: &tempfile::TempDir) -> PathBuf {
 
 #[test]
 fn the_v5_fixture_holds_raw_blobs_and_answers_as_its_transactions_in_memory() {
-    assert_eq!(user_version(Path::new(FIXTURE_V5)), 5);
-    let kinds = blob_kinds(Path::new(FIXTURE_V5));
+    let (version, kinds) = blob_kinds(Path::new(FIXTURE_V5));
+    assert_eq!(version, 5);
     assert!(kinds.len() > 8, "{kinds:?}");
     assert!(!kinds.contains(&KIND_LZ4), "{kinds:?}");
     let dir = tempfile::tempdir().unwrap();
@@ -405,7 +409,8 @@ fn a_writer_migrates_a_v5_file_to_v6_and_then_writes_compressed_blobs() {
     assert!(everything(&conn.db()) == everything(&memory.db()));
     conn.verify().unwrap().unwrap();
     drop(conn);
-    let kinds = blob_kinds(&path);
+    let (version, kinds) = blob_kinds(&path);
+    assert_eq!(version, 6);
     assert!(kinds.contains(&KIND_LZ4), "{kinds:?}");
     assert!(kinds.iter().any(|k| *k != KIND_LZ4), "{kinds:?}");
     let conn = open(&path);
