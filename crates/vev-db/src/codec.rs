@@ -174,6 +174,11 @@ impl<'a> Reader<'a> {
         self.pos
     }
 
+    /// The bytes not read yet.
+    pub fn rest(&self) -> &'a [u8] {
+        &self.bytes[self.pos..]
+    }
+
     pub fn u8(&mut self) -> DecodeResult<u8> {
         match self.bytes.get(self.pos) {
             Some(b) => {

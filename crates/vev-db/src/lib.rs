@@ -10,6 +10,7 @@
 
 mod bootstrap;
 mod codec;
+mod compress;
 mod db;
 mod entity;
 pub mod fulltext;

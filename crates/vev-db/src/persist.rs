@@ -54,7 +54,8 @@ impl LogRecord {
     }
 
     /// The encoded record of a transaction, from its parts (no `LogRecord` needed: the
-    /// commit path encodes the report's `tx-data` in place).
+    /// commit path encodes the report's `tx-data` in place); packed (`compress.rs`: LZ4 when
+    /// it is at least 64 bytes and that makes it shorter).
     pub fn encode_of(t: BasisT, next_user: u64, datoms: &[Datom]) -> Vec<u8> {
         let mut w = Writer::new();
         w.u8(KIND_LOG);
@@ -65,14 +66,16 @@ impl LogRecord {
         for d in datoms {
             delta.write(&mut w, d);
         }
-        w.buf
+        crate::compress::pack(w.buf)
     }
 
-    /// Reads a record from the bytes `encode` wrote. Bytes that are not exactly one
+    /// Reads a record from the bytes `encode` wrote (compressed or raw, and so also the raw
+    /// records of files before format 6). Bytes that are not exactly one
     /// well-formed log record give a [`DecodeError`], never a panic (a count is checked
     /// against the bytes left before anything is allocated).
     pub fn decode(bytes: &[u8]) -> DecodeResult<LogRecord> {
-        let mut r = Reader::new(bytes);
+        let bytes = crate::compress::unpack(bytes)?;
+        let mut r = Reader::new(&bytes);
         let kind = r.u8()?;
         if kind != KIND_LOG {
             return err(format!(

@@ -306,7 +306,8 @@ fn loaded(node: &Node) -> Node {
 }
 
 /// The payload of one segment: kind, height, then the subtree (leaves hold delta-coded
-/// datoms; one delta run through the whole segment).
+/// datoms; one delta run through the whole segment), packed (`compress.rs`: LZ4 when that
+/// makes it shorter).
 fn encode_segment(node: &Node, h: u32, size: usize) -> Vec<u8> {
     let mut w = Writer {
         buf: Vec::with_capacity(16 + size * 12),
@@ -315,7 +316,7 @@ fn encode_segment(node: &Node, h: u32, size: usize) -> Vec<u8> {
     w.varint(u64::from(h));
     let mut delta = DatomDelta::new();
     encode_node(&mut w, &mut delta, node);
-    w.buf
+    crate::compress::pack(w.buf)
 }
 
 fn encode_node(w: &mut Writer, delta: &mut DatomDelta, node: &Node) {
@@ -339,6 +340,8 @@ fn encode_node(w: &mut Writer, delta: &mut DatomDelta, node: &Node) {
 }
 
 fn decode_segment(bytes: &[u8], s: &Stored) -> DecodeResult<Node> {
+    let bytes = crate::compress::unpack(bytes)?;
+    let bytes = bytes.as_ref();
     let mut r = Reader::new(bytes);
     let kind = r.u8()?;
     if kind != KIND_SEGMENT {

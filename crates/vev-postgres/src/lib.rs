@@ -41,8 +41,13 @@ pub use session::{is_postgres_url, Target};
 use session::{pg_error, Session};
 pub use verify::VerifyReport;
 
-/// The version of the table layout this build reads and writes (the `meta` row's).
-pub const FORMAT_VERSION: i64 = 1;
+/// The version of the table layout this build reads and writes (the `meta` row's). Version 2
+/// may store a segment or log record LZ4-compressed (as SQLite files of format 6 do); a build
+/// of version 1 would refuse those blobs as corrupt, so it must refuse the schema instead.
+pub const FORMAT_VERSION: i64 = 2;
+/// The older layouts this build also reads (their blobs are all raw, which it reads as they
+/// are); a writer migrates one by marking it `FORMAT_VERSION` once it holds the lease.
+pub const FORMAT_VERSIONS_MIGRATED: [i64; 1] = [1];
 /// The default lease duration: a writer that stops renewing is taken over after this long.
 pub const LEASE_DEFAULT: Duration = Duration::from_secs(10);
 /// The default `gc_grace`: an hour, as on SQLite.
@@ -223,7 +228,7 @@ impl Store {
         };
         let conn = Session::new(target.clone(), setup);
         let create = opts.create && !opts.read_only;
-        conn.with("open", |c| {
+        let version = conn.with("open", |c| {
             check_or_init(c, &schema, target.location(), create)
         })?;
         let lease = if opts.read_only {
@@ -252,6 +257,18 @@ impl Store {
             root_seen: Mutex::new(None),
         };
         if store.lease.is_some() {
+            if version != FORMAT_VERSION {
+                let s = &store.schema;
+                let location = store.location();
+                store.write_fenced("migrate", |tx| {
+                    tx.execute(
+                        &format!("UPDATE {s}.meta SET format_version = $1 WHERE slot = 0"),
+                        &[&FORMAT_VERSION],
+                    )
+                    .map(drop)
+                    .map_err(|e| pg_error(location, "migrate", &e))
+                })?;
+            }
             let mut next = 1;
             store.write_fenced("full-text open", |tx| {
                 next = fulltext::writer_start(tx, &store.schema, store.location())?;
@@ -749,14 +766,15 @@ fn read_log_after(
     Ok(out)
 }
 
-/// Check that the schema holds a Vev database of this format; give an empty (or missing)
-/// schema Vev's tables when `create`.
+/// Check that the schema holds a Vev database of a format this build reads, and give its
+/// version (a writer then migrates an older one); give an empty (or missing) schema Vev's
+/// tables when `create`.
 fn check_or_init(
     c: &mut postgres::Client,
     s: &str,
     location: &str,
     create: bool,
-) -> Result<(), StorageError> {
+) -> Result<i64, StorageError> {
     let err = |e: postgres::Error| pg_error(location, "open", &e);
     let not_vev = |reason: String| StorageError::NotVev {
         path: location.to_owned(),
@@ -827,14 +845,14 @@ fn check_or_init(
             "{s}.meta names application {application:?}, not vev"
         )));
     }
-    if version != FORMAT_VERSION {
+    if version != FORMAT_VERSION && !FORMAT_VERSIONS_MIGRATED.contains(&version) {
         return Err(StorageError::FormatVersion {
             path: location.to_owned(),
             found: version,
             supported: FORMAT_VERSION,
         });
     }
-    check_columns(c, s, location)
+    check_columns(c, s, location).map(|()| version)
 }
 
 /// Every column Vev reads, with its type; all `NOT NULL`. Reads take values by these types

@@ -53,13 +53,16 @@ pub use backup::{BackupProgress, BackupReport};
 use lock::{TryLock, WriterLock};
 
 /// The version of the file format this build reads and writes.
-pub const FORMAT_VERSION: i64 = 5;
+pub const FORMAT_VERSION: i64 = 6;
 /// The older versions this build also reads, and a writer migrates by marking them version
-/// 5. Version 4 added the full-text tables and the root's full-text section (a version-3
+/// 6. Version 4 added the full-text tables and the root's full-text section (a version-3
 /// file is a version-4 file without full text: migrating creates the tables); version 5
 /// drops the log's tree from the root (the log rows are the log), and reads older roots by
-/// skipping theirs, whose segments the first new checkpoint makes garbage.
-pub const FORMAT_VERSIONS_MIGRATED: [i64; 2] = [3, 4];
+/// skipping theirs, whose segments the first new checkpoint makes garbage; version 6 may
+/// store a segment or log record LZ4-compressed (a new kind byte, which a reader of version
+/// 5 would refuse as corrupt), and reads the raw ones of older files as they are, so
+/// migrating only marks the file.
+pub const FORMAT_VERSIONS_MIGRATED: [i64; 3] = [3, 4, 5];
 /// Segments per write batch when a checkpoint writes them.
 const SEGMENTS_PER_BATCH: usize = 1024;
 

@@ -3,7 +3,7 @@
 //! (migrate) or refuse it with `storage/format-version`. Run once per format version:
 //!
 //! ```text
-//! cargo run -p vev --example format_fixture -- crates/vev/tests/fixtures/format-v4.vev
+//! cargo run -p vev --example format_fixture -- crates/vev/tests/fixtures/format-v6.vev
 //! ```
 //!
 //! The transactions carry their own `:db/txInstant`, so the content is deterministic and the

@@ -1,9 +1,11 @@
-//! Database files of the format versions this build reads (`tests/fixtures/format-v3.vev`
-//! and `format-v4.vev`, written by `examples/format_fixture.rs` when each was current) must
-//! keep opening with the same answers: a format change has to migrate them or refuse them
-//! with `storage/format-version`, as files of other versions are refused now. A writer
-//! migrates a version-3 or version-4 file to version 5 (version 4 added the full-text tables;
-//! version 5 roots have no log tree, so the old root's log segments become garbage).
+//! Database files of the format versions this build reads (`tests/fixtures/format-v3.vev`,
+//! `format-v4.vev` and `format-v5.vev`, written by `examples/format_fixture.rs` when each was
+//! current) must keep opening with the same answers: a format change has to migrate them or
+//! refuse them with `storage/format-version`, as files of other versions are refused now. A
+//! writer migrates a version-3, 4 or 5 file to version 6 (version 4 added the full-text
+//! tables; version 5 roots have no log tree, so the old root's log segments become garbage;
+//! version 6 may store segments and log records LZ4-compressed, and reads raw ones as they
+//! are).
 
 use std::path::{Path, PathBuf};
 
@@ -174,7 +176,7 @@ fn a_file_of_another_format_version_is_refused_with_format_version() {
             assert_eq!(e.code(), "storage/format-version", "{e}");
             let msg = e.to_string();
             assert!(
-                msg.contains(&format!("version {version}")) && msg.contains("version 5"),
+                msg.contains(&format!("version {version}")) && msg.contains("version 6"),
                 "{msg}"
             );
         }
@@ -235,11 +237,11 @@ fn the_v4_fixture_has_full_text_entries_and_answers_as_its_transactions_in_memor
 }
 
 #[test]
-fn a_writer_migrates_a_v3_file_to_v5_and_full_text_works_on_it() {
+fn a_writer_migrates_a_v3_file_to_v6_and_full_text_works_on_it() {
     let dir = tempfile::tempdir().unwrap();
     let path = copy(&dir);
     let conn = Connection::open(&path).unwrap();
-    assert_eq!(user_version(&path), 5);
+    assert_eq!(user_version(&path), 6);
     conn.transact_edn("[{:db/id :person/name :db/fulltext true}]")
         .unwrap();
     assert_eq!(search(&conn.db(), "person").len(), 79);
@@ -256,7 +258,7 @@ fn a_writer_migrates_a_v3_file_to_v5_and_full_text_works_on_it() {
 }
 
 #[test]
-fn a_writer_migrates_a_v4_file_to_v5_and_its_old_log_segments_become_garbage() {
+fn a_writer_migrates_a_v4_file_to_v6_and_its_old_log_segments_become_garbage() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("format-v4.vev");
     std::fs::copy(FIXTURE_V4, &path).unwrap();
@@ -268,7 +270,7 @@ fn a_writer_migrates_a_v4_file_to_v5_and_its_old_log_segments_become_garbage() {
     };
     let before = segments(&path);
     let conn = Connection::open(&path).unwrap();
-    assert_eq!(user_version(&path), 5);
+    assert_eq!(user_version(&path), 6);
     let memory = Connection::open_in_memory();
     generator::fill_with(&memory, &generator::transactions_v4(), false).unwrap();
     for c in [&conn, &memory] {
@@ -298,7 +300,7 @@ fn a_writer_migrates_a_v4_file_to_v5_and_its_old_log_segments_become_garbage() {
         .collect::<Result<_, _>>()
         .unwrap();
     // Every segment of the old file is named by the new root or is garbage: the old log
-    // tree's segments (which no v5 root names) do not stay in the file for good.
+    // tree's segments (which no v5 or v6 root names) do not stay in the file for good.
     let leaked: Vec<i64> = before
         .iter()
         .filter(|id| !named.contains(id) && !garbage.contains(id))
@@ -315,4 +317,107 @@ fn a_writer_migrates_a_v4_file_to_v5_and_its_old_log_segments_become_garbage() {
     drop(sqlite);
     let db = open(&path).db();
     assert!(everything(&db) == everything(&memory.db()));
+}
+
+// ---- version 5 (raw blobs) and the migration to version 6 (compressed blobs) ----
+
+const FIXTURE_V5: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures/format-v5.vev");
+
+/// The kind byte of a compressed blob (`vev-db`'s compress.rs).
+const KIND_LZ4: u8 = 7;
+
+/// The file's format version and the first byte of every stored segment and log record (the
+/// frame's checksum follows the blob, so the first byte is the blob's kind), read without
+/// writing to the file.
+fn blob_kinds(path: &Path) -> (i64, Vec<u8>) {
+    let sqlite =
+        rusqlite::Connection::open_with_flags(path, rusqlite::OpenFlags::SQLITE_OPEN_READ_ONLY)
+            .unwrap();
+    let version = sqlite
+        .query_row("PRAGMA user_version", [], |r| r.get(0))
+        .unwrap();
+    let mut kinds = Vec::new();
+    for sql in [
+        "SELECT payload FROM vev_segment",
+        "SELECT record FROM vev_log",
+    ] {
+        let mut st = sqlite.prepare(sql).unwrap();
+        let rows = st.query_map([], |r| r.get::<_, Vec<u8>>(0)).unwrap();
+        for blob in rows {
+            kinds.push(blob.unwrap()[0]);
+        }
+    }
+    (version, kinds)
+}
+
+fn copy_v5(dir: &tempfile::TempDir) -> PathBuf {
+    let path = dir.path().join("format-v5.vev");
+    std::fs::copy(FIXTURE_V5, &path).unwrap();
+    path
+}
+
+#[test]
+fn the_v5_fixture_holds_raw_blobs_and_answers_as_its_transactions_in_memory() {
+    let (version, kinds) = blob_kinds(Path::new(FIXTURE_V5));
+    assert_eq!(version, 5);
+    assert!(kinds.len() > 8, "{kinds:?}");
+    assert!(!kinds.contains(&KIND_LZ4), "{kinds:?}");
+    let dir = tempfile::tempdir().unwrap();
+    let path = copy_v5(&dir);
+    let conn = open(&path);
+    let db = conn.db();
+    let memory = Connection::open_in_memory();
+    generator::fill_with(&memory, &generator::transactions_v4(), false).unwrap();
+    assert!(everything(&db) == everything(&memory.db()));
+    assert_eq!(db.next_user(), memory.db().next_user());
+    for q in ["person", "yoko OR cafe", "\"person 7\"", "pers* -person"] {
+        assert_eq!(search(&db, q), search(&memory.db(), q), "{q}");
+    }
+    let age_of = "[:find ?a . :in $ ?m :where [?e :person/email ?m] [?e :person/age ?a]]";
+    assert_eq!(q(&db, age_of, &[email("p0")]), "99");
+    assert_eq!(q(&db.as_of(3), age_of, &[email("p0")]), "20");
+    let report = conn.verify().unwrap().unwrap();
+    assert_eq!(report.log_rows, generator::transactions_v4().len() as u64);
+    assert!(report.segments > 0);
+    drop(conn);
+    // Reading does not migrate.
+    assert_eq!(user_version(&path), 5);
+}
+
+#[test]
+fn a_writer_migrates_a_v5_file_to_v6_and_then_writes_compressed_blobs() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = copy_v5(&dir);
+    let conn = Connection::open(&path).unwrap();
+    assert_eq!(user_version(&path), 6);
+    let memory = Connection::open_in_memory();
+    generator::fill_with(&memory, &generator::transactions_v4(), false).unwrap();
+    // A transaction whose log record is long enough to compress, then a checkpoint that
+    // rewrites segments: the file then holds raw blobs of version 5 and compressed ones.
+    let many: String = (0..40)
+        .map(|i| {
+            format!(r#" {{:person/email "late{i}@example.com" :person/name "Late Person {i}"}}"#)
+        })
+        .collect();
+    let tx = format!(
+        r#"[{{:db/id "datomic.tx" :db/txInstant #inst "2025-01-01T12:00:00.000-00:00"}}{many}]"#
+    );
+    for c in [&conn, &memory] {
+        c.transact_edn(&tx).unwrap();
+    }
+    conn.checkpoint().unwrap();
+    assert!(everything(&conn.db()) == everything(&memory.db()));
+    conn.verify().unwrap().unwrap();
+    drop(conn);
+    let (version, kinds) = blob_kinds(&path);
+    assert_eq!(version, 6);
+    assert!(kinds.contains(&KIND_LZ4), "{kinds:?}");
+    assert!(kinds.iter().any(|k| *k != KIND_LZ4), "{kinds:?}");
+    let conn = open(&path);
+    let db = conn.db();
+    assert!(everything(&db) == everything(&memory.db()));
+    for q in ["person", "late", "yoko OR cafe"] {
+        assert_eq!(search(&db, q), search(&memory.db(), q), "{q}");
+    }
+    conn.verify().unwrap().unwrap();
 }
