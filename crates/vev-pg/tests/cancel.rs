@@ -7,27 +7,8 @@ mod common;
 
 use std::time::Duration;
 
-use common::{connect, with_server};
-use tokio_postgres::{Client, NoTls};
-
-fn sqlstate(e: &tokio_postgres::Error) -> &str {
-    e.code()
-        .unwrap_or_else(|| panic!("a server error with a SQLSTATE, got {e:?}"))
-        .code()
-}
-
-async fn exec(c: &Client, sql: &str) {
-    c.batch_execute(sql)
-        .await
-        .unwrap_or_else(|e| panic!("{sql}: {e:?}"));
-}
-
-async fn count(c: &Client, sql: &str) -> i64 {
-    c.query_one(sql, &[])
-        .await
-        .unwrap_or_else(|e| panic!("{sql}: {e:?}"))
-        .get(0)
-}
+use common::{connect, count, exec, sqlstate, with_server};
+use tokio_postgres::NoTls;
 
 /// The message of an error the cancel caused (not the safety `statement_timeout`).
 fn assert_canceled(err: &tokio_postgres::Error) {

@@ -6,20 +6,8 @@ mod common;
 
 use std::time::Duration;
 
-use common::{connect, with_server};
+use common::{connect, exec, sqlstate, with_server};
 use tokio_postgres::Client;
-
-fn sqlstate(e: &tokio_postgres::Error) -> &str {
-    e.code()
-        .unwrap_or_else(|| panic!("a server error with a SQLSTATE, got {e:?}"))
-        .code()
-}
-
-async fn exec(c: &Client, sql: &str) {
-    c.batch_execute(sql)
-        .await
-        .unwrap_or_else(|e| panic!("{sql}: {e:?}"));
-}
 
 async fn balance(c: &Client, id: i32) -> i32 {
     c.query_one("SELECT v FROM acct WHERE id = $1", &[&id])

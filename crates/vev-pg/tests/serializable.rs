@@ -4,24 +4,8 @@
 
 mod common;
 
-use common::{connect, with_server};
+use common::{connect, count, exec, sqlstate, with_server};
 use tokio_postgres::Client;
-
-fn sqlstate(e: &tokio_postgres::Error) -> &str {
-    e.code()
-        .unwrap_or_else(|| panic!("a server error with a SQLSTATE, got {e:?}"))
-        .code()
-}
-
-async fn exec(c: &Client, sql: &str) {
-    c.batch_execute(sql)
-        .await
-        .unwrap_or_else(|e| panic!("{sql}: {e:?}"));
-}
-
-async fn count(c: &Client, sql: &str) -> i64 {
-    c.query_one(sql, &[]).await.unwrap().get(0)
-}
 
 /// Two doctors on call; each goes off call if the other is still on. Under READ COMMITTED
 /// both succeed and nobody is on call (write skew); under SERIALIZABLE the second COMMIT

@@ -7,17 +7,10 @@ mod common;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use bytes::BytesMut;
-use common::{connect, with_server};
+use common::{connect, count, exec, sqlstate, with_server};
 use futures::SinkExt;
 use tokio_postgres::types::{Format, IsNull, ToSql, Type};
 use tokio_postgres::{Client, SimpleQueryMessage};
-
-/// The SQLSTATE of a failed statement.
-fn sqlstate(e: &tokio_postgres::Error) -> &str {
-    e.code()
-        .unwrap_or_else(|| panic!("a server error with a SQLSTATE, got {e:?}"))
-        .code()
-}
 
 /// The text rows a simple query returns.
 async fn text_rows(c: &Client, sql: &str) -> Vec<Vec<Option<String>>> {
@@ -32,20 +25,6 @@ async fn text_rows(c: &Client, sql: &str) -> Vec<Vec<Option<String>>> {
             _ => None,
         })
         .collect()
-}
-
-/// The count a `SELECT count(*) ...` gives.
-async fn count(c: &Client, sql: &str) -> i64 {
-    c.query_one(sql, &[])
-        .await
-        .unwrap_or_else(|e| panic!("{sql}: {e:?}"))
-        .get(0)
-}
-
-async fn exec(c: &Client, sql: &str) {
-    c.batch_execute(sql)
-        .await
-        .unwrap_or_else(|e| panic!("{sql}: {e:?}"));
 }
 
 /// A parameter sent in the text format (tokio-postgres sends binary ones by itself).

@@ -166,3 +166,25 @@ pub fn script(name: &str, text: &str) -> (tempfile::TempDir, std::path::PathBuf)
     std::fs::write(&path, text).expect("write the script");
     (dir, path)
 }
+
+/// The SQLSTATE of a failed statement.
+pub fn sqlstate(e: &tokio_postgres::Error) -> &str {
+    e.code()
+        .unwrap_or_else(|| panic!("a server error with a SQLSTATE, got {e:?}"))
+        .code()
+}
+
+/// Run statements (simple protocol), panicking with the SQL on an error.
+pub async fn exec(c: &tokio_postgres::Client, sql: &str) {
+    c.batch_execute(sql)
+        .await
+        .unwrap_or_else(|e| panic!("{sql}: {e:?}"));
+}
+
+/// The count a `SELECT count(*) ...` gives.
+pub async fn count(c: &tokio_postgres::Client, sql: &str) -> i64 {
+    c.query_one(sql, &[])
+        .await
+        .unwrap_or_else(|e| panic!("{sql}: {e:?}"))
+        .get(0)
+}
