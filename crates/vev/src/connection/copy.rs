@@ -34,7 +34,9 @@
 //! The source may be any durable connection, read-only ones included, while other
 //! processes write to it: what is copied is the database as of the basis-t it had when
 //! the copy started (records are immutable once written). The whole log is held in memory
-//! once, with the database it builds; the write batch is as large as the log.
+//! (decoded, and encoded again for the write batch), with the database it builds; the write
+//! batch is as large as the log. Into PostgreSQL the records travel as one array
+//! parameter, which PostgreSQL caps at 1 GB: a larger log cannot be copied there yet.
 
 use std::path::Path;
 #[cfg(feature = "testing")]
