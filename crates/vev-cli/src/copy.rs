@@ -13,7 +13,7 @@ use vev::{CopyOptions, CopyStage, Edn, LockMode, OpenOptions};
 use crate::commands::{kw, open_read};
 use crate::error::CliResult;
 
-pub fn copy(src: &Path, dest: &Path, lock: LockMode) -> CliResult<()> {
+pub fn copy(src: &Path, dest: &Path, verify: bool, lock: LockMode) -> CliResult<()> {
     let conn = open_read(src)?;
     // Drawn on stderr, and only when it is a terminal.
     let bar = ProgressBar::new(0);
@@ -26,6 +26,7 @@ pub fn copy(src: &Path, dest: &Path, lock: LockMode) -> CliResult<()> {
             lock,
             ..OpenOptions::default()
         },
+        verify,
         ..CopyOptions::default()
     };
     let done = conn.copy_to(dest, &opts, &mut |p| {

@@ -264,8 +264,9 @@ enum Command {
     /// another store: a file or a postgres:// URL on either side (docs/storage-postgres.md).
     /// The log records move as they are (same basis-t values, entity ids and instants) in
     /// one write batch of DEST, so a failed or killed copy leaves DEST empty and can be run
-    /// again; then DEST is checkpointed, read back and compared with SRC. DEST must hold no
-    /// transaction (storage/not-empty); a missing file is created. SRC is opened read-only.
+    /// again; then DEST is checkpointed, read back and compared with SRC (unless
+    /// --no-verify). DEST must hold no transaction (storage/not-empty); a missing file is
+    /// created. SRC is opened read-only.
     /// Prints {:copy DEST :basis-t T :records N :datoms N :bytes N :verified-datoms N
     /// :seconds S}.
     Copy {
@@ -274,6 +275,9 @@ enum Command {
         /// The empty database to copy into: a file (created if missing) or a postgres://
         /// URL.
         dest: PathBuf,
+        /// Skip reading DEST back and comparing it with SRC after the copy.
+        #[arg(long)]
+        no_verify: bool,
     },
     /// Create a database in DIR (default: a temporary directory), load a generated data set of
     /// people and friendships, and run example queries with their timings.
@@ -400,7 +404,11 @@ fn run(cli: Cli) -> error::CliResult<ExitCode> {
         Command::Repl { db } => return repl::repl(&db, lock),
         Command::Verify { db } => commands::verify(&db),
         Command::Backup { src, dest } => backup::backup(&src, &dest),
-        Command::Copy { src, dest } => copy::copy(&src, &dest, lock),
+        Command::Copy {
+            src,
+            dest,
+            no_verify,
+        } => copy::copy(&src, &dest, !no_verify, lock),
         Command::Export { db, out } => export::export(&db, out.as_deref()),
         Command::Import {
             db,
