@@ -187,51 +187,7 @@ impl Connection {
         let location = target
             .path()
             .map_or_else(String::new, |p| p.display().to_string());
-        let bytes = {
-            let mut writer = vev_core::sync::lock(&target.inner.writer);
-            let durable = target.inner.durable.as_ref().ok_or_else(|| {
-                StorageError::io_kind("copy", std::io::ErrorKind::Other, "no store")
-            })?;
-            let held = target.latest().basis_t();
-            if held != 0 {
-                return Err(StorageError::NotEmpty {
-                    location,
-                    basis_t: held,
-                }
-                .into());
-            }
-            report(CopyStage::Reading, &mut at);
-            let (db, records) = read_and_replay(&source, target.latest(), &mut at, &mut |a| {
-                report(CopyStage::Reading, a)
-            })?;
-            let (db, fulltext) = db.take_fulltext();
-            #[cfg(feature = "testing")]
-            if let Some(hook) = &opts.before_commit {
-                hook();
-            }
-            report(CopyStage::Writing, &mut at);
-            let mut bytes: u64 = records.iter().map(|r| r.encode().len() as u64).sum();
-            bytes += fulltext
-                .iter()
-                .map(|e| (e.record.len() + e.segment.len()) as u64)
-                .sum::<u64>();
-            durable.store.append_many(&records, &fulltext)?;
-            drop(records);
-            writer.tail_datoms = at.datoms as usize;
-            target.publish(db);
-            report(CopyStage::Checkpointing, &mut at);
-            let mut cp = durable.store.prepare_checkpoint(&target.latest())?;
-            bytes += cp.root.len() as u64;
-            bytes += cp
-                .segments
-                .iter()
-                .map(|s| s.payload.len() as u64)
-                .sum::<u64>();
-            durable.store.write_checkpoint(&mut cp)?;
-            target.publish(cp.db);
-            writer.tail_datoms = 0;
-            bytes
-        };
+        let bytes = target.fill(&source, opts, &mut at, &mut report)?;
         // Closed (a PostgreSQL lease released), so that it is read back as any reader would.
         drop(target);
         let mut verified_datoms = 0;
@@ -256,6 +212,66 @@ impl Connection {
             verified_datoms,
             elapsed: started.elapsed(),
         })
+    }
+
+    /// Steps 1 to 4 of the module doc on `self`, the destination opened as a writer:
+    /// refuse it unless empty, replay the source's records on it, commit them in one write
+    /// batch, checkpoint. Returns the bytes written.
+    #[allow(clippy::result_large_err)] // `Error`, as every method here returns
+    fn fill(
+        &self,
+        source: &Db,
+        opts: &CopyOptions,
+        at: &mut CopyProgress,
+        report: &mut dyn FnMut(CopyStage, &mut CopyProgress),
+    ) -> Result<u64, Error> {
+        let mut writer = vev_core::sync::lock(&self.inner.writer);
+        let durable =
+            self.inner.durable.as_ref().ok_or_else(|| {
+                StorageError::io_kind("copy", std::io::ErrorKind::Other, "no store")
+            })?;
+        let held = self.latest().basis_t();
+        if held != 0 {
+            return Err(StorageError::NotEmpty {
+                location: durable.store.path().display().to_string(),
+                basis_t: held,
+            }
+            .into());
+        }
+        report(CopyStage::Reading, at);
+        let (db, records) = read_and_replay(source, self.latest(), at, &mut |a| {
+            report(CopyStage::Reading, a)
+        })?;
+        let (db, fulltext) = db.take_fulltext();
+        #[cfg(feature = "testing")]
+        if let Some(hook) = &opts.before_commit {
+            hook();
+        }
+        #[cfg(not(feature = "testing"))]
+        let _ = opts;
+        report(CopyStage::Writing, at);
+        let mut bytes: u64 = records.iter().map(|r| r.encode().len() as u64).sum();
+        bytes += fulltext
+            .iter()
+            .map(|e| (e.record.len() + e.segment.len()) as u64)
+            .sum::<u64>();
+        durable.store.append_many(&records, &fulltext)?;
+        drop(records);
+        // Published with its tail: if the checkpoint fails, closing checkpoints it.
+        writer.tail_datoms = at.datoms as usize;
+        self.publish(db);
+        report(CopyStage::Checkpointing, at);
+        let mut cp = durable.store.prepare_checkpoint(&self.latest())?;
+        bytes += cp.root.len() as u64;
+        bytes += cp
+            .segments
+            .iter()
+            .map(|s| s.payload.len() as u64)
+            .sum::<u64>();
+        durable.store.write_checkpoint(&mut cp)?;
+        self.publish(cp.db);
+        writer.tail_datoms = 0;
+        Ok(bytes)
     }
 }
 
