@@ -12,6 +12,7 @@ use clap::{Parser, Subcommand};
 mod backup;
 mod batch;
 mod commands;
+mod copy;
 mod csv;
 mod demo;
 mod error;
@@ -40,7 +41,7 @@ struct Cli {
     command: Command,
     /// When another process holds the writer lock, wait for it to be released (up to SECS
     /// seconds; --wait alone: without limit) instead of failing at once with storage/locked.
-    /// For the commands that write: transact, import, repl.
+    /// For the commands that write: transact, import, repl, copy (its DEST).
     #[arg(
         long,
         global = true,
@@ -259,6 +260,25 @@ enum Command {
         /// The new file (it must not exist), or a directory to copy into.
         dest: PathBuf,
     },
+    /// Copy the database SRC, with its whole history, into the empty database DEST in
+    /// another store: a file or a postgres:// URL on either side (docs/storage-postgres.md).
+    /// The log records move as they are (same basis-t values, entity ids and instants) in
+    /// one write batch of DEST, so a failed or killed copy leaves DEST empty and can be run
+    /// again; then DEST is checkpointed, read back and compared with SRC (unless
+    /// --no-verify). DEST must hold no transaction (storage/not-empty); a missing file is
+    /// created. SRC is opened read-only.
+    /// Prints {:copy DEST :basis-t T :records N :datoms N :bytes N :verified-datoms N
+    /// :seconds S}.
+    Copy {
+        /// The database to copy: a file or a postgres:// URL.
+        src: PathBuf,
+        /// The empty database to copy into: a file (created if missing) or a postgres://
+        /// URL.
+        dest: PathBuf,
+        /// Skip reading DEST back and comparing it with SRC after the copy.
+        #[arg(long)]
+        no_verify: bool,
+    },
     /// Create a database in DIR (default: a temporary directory), load a generated data set of
     /// people and friendships, and run example queries with their timings.
     Demo {
@@ -384,6 +404,11 @@ fn run(cli: Cli) -> error::CliResult<ExitCode> {
         Command::Repl { db } => return repl::repl(&db, lock),
         Command::Verify { db } => commands::verify(&db),
         Command::Backup { src, dest } => backup::backup(&src, &dest),
+        Command::Copy {
+            src,
+            dest,
+            no_verify,
+        } => copy::copy(&src, &dest, !no_verify, lock),
         Command::Export { db, out } => export::export(&db, out.as_deref()),
         Command::Import {
             db,

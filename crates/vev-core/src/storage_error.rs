@@ -101,6 +101,16 @@ pub enum StorageError {
         /// The existing file's path.
         path: String,
     },
+    /// A database Vev was asked to fill (`vev copy`'s destination) already holds
+    /// transactions: a copy goes only into an empty database, so it never mixes two
+    /// histories.
+    #[error("{location} is not empty: it holds transactions up to t={basis_t}; a copy needs an empty destination")]
+    NotEmpty {
+        /// The destination (a file's path, or a URL without credentials).
+        location: String,
+        /// The basis-t of the database it holds.
+        basis_t: u64,
+    },
     /// The storage service (a PostgreSQL server) cannot be reached or dropped the
     /// connection: nothing is known to be wrong with the database, try again later.
     #[error("storage {location} is unavailable during {op}: {message}")]
@@ -149,6 +159,7 @@ impl StorageError {
             StorageError::Io { .. } => "storage/io",
             StorageError::ReadOnly { .. } => "storage/read-only",
             StorageError::Exists { .. } => "storage/exists",
+            StorageError::NotEmpty { .. } => "storage/not-empty",
             StorageError::Injected { .. } => "storage/injected",
             StorageError::Unavailable { .. } => "storage/unavailable",
             StorageError::Fenced { .. } => "storage/fenced",
@@ -231,6 +242,11 @@ mod tests {
             StorageError::io_kind("open", std::io::ErrorKind::NotFound, "x"),
             StorageError::ReadOnly { path: s() },
             StorageError::Injected { op: s(), n: 1 },
+            StorageError::Exists { path: s() },
+            StorageError::NotEmpty {
+                location: s(),
+                basis_t: 3,
+            },
             StorageError::Unavailable {
                 location: s(),
                 op: s(),

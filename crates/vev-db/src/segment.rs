@@ -190,8 +190,9 @@ impl SegmentCache {
 
     /// The store's log records of the transactions `first..=last` (not cached: the log is
     /// read by `tx_range`, seldom and in order). A corruption is also kept as the cache's
-    /// (so every later read fails too, as with a corrupt segment).
-    pub(crate) fn read_log(
+    /// (so every later read fails too, as with a corrupt segment). Public for `vev copy`,
+    /// which moves the records themselves to another store.
+    pub fn read_log(
         &self,
         first: vev_core::BasisT,
         last: vev_core::BasisT,

@@ -33,7 +33,8 @@ mod connection;
 mod error;
 
 pub use connection::{
-    BulkProgress, CommitStats, Connection, FulltextCompaction, OpenOptions, TxFn,
+    BulkProgress, CommitStats, Connection, CopyOptions, CopyProgress, CopyReport, CopyStage,
+    FulltextCompaction, OpenOptions, TxFn,
 };
 pub use error::Error;
 pub use vev_core::StorageError;

@@ -120,8 +120,8 @@ impl Backend {
             Backend::Postgres(_) => Err(StorageError::io_kind(
                 "backup",
                 std::io::ErrorKind::Unsupported,
-                "backup copies a sqlite file; a postgresql database is backed up with \
-                 postgresql's own tools (pg_dump of its schema)",
+                "backup copies a sqlite file; copy a postgresql database into a file with \
+                 vev copy, or back it up with postgresql's own tools (pg_dump of its schema)",
             )),
         }
     }

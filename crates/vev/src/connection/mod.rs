@@ -40,8 +40,10 @@ use crate::error::Error;
 
 mod backend;
 mod bulk;
+mod copy;
 mod group;
 
+pub use copy::{CopyOptions, CopyProgress, CopyReport, CopyStage};
 pub use group::CommitStats;
 
 /// A transaction function: gets db-before and the arguments of its list form, returns the
