@@ -11,7 +11,7 @@ use std::time::Instant;
 use assert_cmd::Command;
 use vev::edn::parse;
 use vev::Edn;
-use vev_postgres::testing::{self, TempServer};
+use vev_postgres::testing;
 
 fn vev() -> Command {
     Command::cargo_bin("vev").expect("the vev binary is built")
@@ -81,16 +81,9 @@ fn copy_round_trips_and_refuses_a_database_with_transactions() {
     assert_eq!(out.status.code(), Some(1));
     assert!(String::from_utf8_lossy(&out.stderr).starts_with("error[cli/not-found]"));
 
-    if !testing::available() {
-        assert!(
-            std::env::var_os("CI").is_none(),
-            "PostgreSQL 15 is not installed at {}",
-            testing::BIN
-        );
-        eprintln!("skipped the PostgreSQL part: PostgreSQL 15 is not installed");
+    let Some(pg) = testing::for_test("the PostgreSQL part") else {
         return;
-    }
-    let pg = TempServer::start().expect("start a throwaway postgresql");
+    };
     let url = pg.create_db("copied").unwrap();
     run_ok(&["copy", s(&src), &url]);
     assert_eq!(run_ok(&["export", &url]), exported);

@@ -2,7 +2,7 @@
 //! the file), on a throwaway PostgreSQL 15 the test starts and stops.
 
 use assert_cmd::Command;
-use vev_postgres::testing::{self, TempServer};
+use vev_postgres::testing;
 
 fn vev() -> Command {
     Command::cargo_bin("vev").expect("the vev binary is built")
@@ -10,16 +10,9 @@ fn vev() -> Command {
 
 #[test]
 fn transact_and_query_a_postgres_url() {
-    if !testing::available() {
-        assert!(
-            std::env::var_os("CI").is_none(),
-            "PostgreSQL 15 is not installed at {}",
-            testing::BIN
-        );
-        eprintln!("skipped: PostgreSQL 15 is not installed");
+    let Some(pg) = testing::for_test("the PostgreSQL URL test") else {
         return;
-    }
-    let pg = TempServer::start().expect("start a throwaway postgresql");
+    };
     let url = pg.create_db("cli").unwrap();
     let dir = tempfile::tempdir().unwrap();
     let tx = dir.path().join("tx.edn");

@@ -16,6 +16,27 @@ pub fn available() -> bool {
     Path::new(BIN).join("postgres").exists()
 }
 
+/// A started server for a test, or `None` where PostgreSQL 15 is not installed (the test
+/// then says on stderr that it skipped `what`). Under `CI` a missing server fails the test
+/// instead: CI must run every backend, and `scripts/test` installs it.
+///
+/// # Panics
+/// Under `CI` without the server, or when the server does not start.
+pub fn for_test(what: &str) -> Option<TempServer> {
+    if !available() {
+        assert!(
+            std::env::var_os("CI").is_none(),
+            "PostgreSQL 15 is not installed at {BIN} (scripts/test installs it)"
+        );
+        eprintln!("skipped {what}: PostgreSQL 15 is not installed at {BIN}");
+        return None;
+    }
+    match TempServer::start() {
+        Ok(server) => Some(server),
+        Err(e) => panic!("cannot start a throwaway postgresql: {e}"),
+    }
+}
+
 /// A running server; `url(db)` names a database on it (user `vev`, trust authentication).
 pub struct TempServer {
     data: PathBuf,

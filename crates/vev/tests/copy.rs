@@ -276,19 +276,7 @@ fn a_fault_at_any_operation_leaves_the_destination_empty_or_complete() {
 }
 
 fn server() -> Option<TempServer> {
-    if !testing::available() {
-        assert!(
-            std::env::var_os("CI").is_none(),
-            "PostgreSQL 15 is not installed at {}",
-            testing::BIN
-        );
-        eprintln!(
-            "skipped: PostgreSQL 15 is not installed at {}",
-            testing::BIN
-        );
-        return None;
-    }
-    Some(TempServer::start().expect("start a throwaway postgresql"))
+    testing::for_test("the PostgreSQL copies")
 }
 
 /// One server for every PostgreSQL scenario (an `initdb` each would be slow).

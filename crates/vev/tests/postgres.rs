@@ -51,19 +51,7 @@ fn ns(db: &Db) -> Vec<i64> {
 }
 
 fn server() -> Option<TempServer> {
-    if !testing::available() {
-        assert!(
-            std::env::var_os("CI").is_none(),
-            "PostgreSQL 15 is not installed at {} (scripts/test installs it)",
-            testing::BIN
-        );
-        eprintln!(
-            "skipped: PostgreSQL 15 is not installed at {}",
-            testing::BIN
-        );
-        return None;
-    }
-    Some(TempServer::start().expect("start a throwaway postgresql"))
+    testing::for_test("the PostgreSQL storage tests")
 }
 
 #[test]
