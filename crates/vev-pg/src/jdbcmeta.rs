@@ -13,7 +13,7 @@ use std::sync::Arc;
 use vev::Edn;
 
 use crate::catalog::{Catalog, Table};
-use crate::pgcatalog::rows_of;
+use crate::pgcatalog::{rows_of, text};
 use crate::session::Outcome;
 use crate::sqlfns::{like_match, null_edn};
 use crate::types::SqlType;
@@ -36,10 +36,6 @@ pub fn answer(sql: &str, catalog: &Catalog) -> Option<Outcome> {
         return Some(get_primary_keys(sql, catalog));
     }
     None
-}
-
-fn text(s: &str) -> Edn {
-    Edn::String(s.to_owned())
 }
 
 /// The string literal after `marker` (`c.relname LIKE '`), with `''` read as one quote.

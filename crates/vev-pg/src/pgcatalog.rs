@@ -143,7 +143,7 @@ pub fn table_oid(name: &str) -> i64 {
     16_384 + i64::from(h % 2_000_000_000)
 }
 
-fn text(s: &str) -> Edn {
+pub(crate) fn text(s: &str) -> Edn {
     Edn::String(s.to_owned())
 }
 

@@ -50,20 +50,18 @@ impl Serial {
             .map_err(|e| SqlError::new("XX000", format!("reading the log: {e}")))?;
         for entry in later {
             for d in &entry.datoms {
-                let table = latest.ident(d.a).and_then(|k| k.namespace());
                 // A transaction's own facts (`:db/txInstant`) and schema facts are no table's.
-                let hit = match table {
-                    Some("db") | None => false,
-                    Some(t) => schema || self.read.contains(t) || touched.contains(t),
+                let Some(table) = latest.ident(d.a).and_then(|k| k.namespace()) else {
+                    continue;
                 };
-                if hit {
+                if table != "db" && (schema || self.read.contains(table) || touched.contains(table))
+                {
                     return Err(SqlError::new(
                         "40001",
                         format!(
                             "could not serialize access due to read/write dependencies among \
-                             transactions: table \"{}\" was changed by a transaction committed \
-                             at t {} after this one read at t {start}",
-                            table.unwrap_or("?"),
+                             transactions: table \"{table}\" was changed by a transaction \
+                             committed at t {} after this one read at t {start}",
                             entry.t
                         ),
                     ));
