@@ -6,8 +6,12 @@ writes, and times the same group-by over their join on the entity (best of N, wa
 the one-table form for reference.
 
     python bench/star/duckdb_group_by.py DIR [RUNS]
+
+The last line printed is JSON for `vev-bench scale`: the version, both best times in ms and
+the joined query's rows as [city, count, avg].
 """
 
+import json
 import sys
 import time
 
@@ -50,6 +54,17 @@ def main():
     print(f"one table: best of {runs}: {one * 1000:.1f} ms")
     for r in sorted(rows):
         print(f"  {r[0]}: {r[1]} {r[2]:.4f}")
+    print(
+        json.dumps(
+            {
+                "version": duckdb.__version__,
+                "threads": threads,
+                "joined_ms": joined * 1000,
+                "one_table_ms": one * 1000,
+                "rows": [[r[0], r[1], r[2]] for r in rows],
+            }
+        )
+    )
 
 
 if __name__ == "__main__":

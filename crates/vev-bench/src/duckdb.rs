@@ -33,7 +33,7 @@ pub struct DuckdbResults {
     pub command: String,
 }
 
-fn workspace_dir() -> PathBuf {
+pub(crate) fn workspace_dir() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
 }
 
@@ -81,7 +81,7 @@ pub fn pinned_version(requirements: &str) -> Option<&str> {
 }
 
 /// The virtual environment's Python, made (or remade) unless it already has the pinned wheel.
-fn venv_python(dir: &Path) -> Result<PathBuf, BenchError> {
+pub(crate) fn venv_python(dir: &Path) -> Result<PathBuf, BenchError> {
     let requirements = workspace_dir().join("scripts/duckdb-requirements.txt");
     let pinned =
         std::fs::read_to_string(&requirements).map_err(BenchError::io("read", &requirements))?;

@@ -21,6 +21,10 @@
 //! `vev-bench pgbench` runs stock pgbench 15 against `vev serve` (in this process) and a
 //! throwaway PostgreSQL 15, interleaved, and checks the tpcb invariant (`pgbench.rs`).
 //!
+//! `vev-bench scale` loads the people graph at 1M-50M datoms through transactions and
+//! `bulk_load`, then measures memory per datom, file size, the aggregate against DuckDB, a
+//! join, pulls and the reach rule in a fresh process (`scale.rs`, issue 24).
+//!
 //! `vev-bench duckdb` builds Vev's DuckDB extension and runs `bench/duckdb/bench.py` in a
 //! virtual environment with the pinned `duckdb` wheel: Vev through the extension against a
 //! `datoms` table in DuckDB and in SQLite, the same scenarios on one dataset per size, every
@@ -54,6 +58,9 @@ mod queries;
 mod query_fixture;
 mod query_report;
 mod report;
+mod scale;
+mod scale_probe;
+mod scale_report;
 mod stats;
 mod storage;
 mod storage_bulk;
@@ -99,9 +106,15 @@ enum Command {
     Duckdb(DuckdbArgs),
     /// The MusicBrainz workload (issue 22) in Vev, DataScript and Datalevin (memory and disk).
     Mbrainz(MbrainzArgs),
+    /// Issue 24: the people graph at 1M-50M datoms: memory, file, loads, aggregate vs DuckDB,
+    /// join, pull, reach.
+    Scale(ScaleArgs),
     /// Internal: open a database file and answer one query, print the times as JSON.
     #[command(hide = true)]
     StorageOpen(StorageOpenArgs),
+    /// Internal: `scale`'s measurements of one file in a fresh process, as JSON.
+    #[command(hide = true)]
+    ScaleProbe(ScaleProbeArgs),
 }
 
 #[derive(Args)]
@@ -248,6 +261,40 @@ struct MbrainzArgs {
 fn parse_scale(name: &str) -> Result<vev_mbrainz::Scale, String> {
     vev_mbrainz::Scale::parse(name)
         .ok_or_else(|| format!("unknown scale {name:?}: tiny, small, medium or large"))
+}
+
+#[derive(Args)]
+struct ScaleArgs {
+    /// Approximate datoms of each size (comma-separated; 6.5 datoms a person).
+    #[arg(long, value_delimiter = ',', default_value = "1000000,10000000")]
+    datoms: Vec<u64>,
+    /// People per transaction of the transactional load (about 6.5 datoms each).
+    #[arg(long, default_value_t = 500)]
+    tx_people: usize,
+    /// Timed runs of each query.
+    #[arg(long, default_value_t = 20)]
+    runs: usize,
+    /// Skip DuckDB (no Python needed).
+    #[arg(long)]
+    no_duckdb: bool,
+    /// Keep the database files in this directory.
+    #[arg(long)]
+    dir: Option<std::path::PathBuf>,
+    /// Also write the report to this file (e.g. `bench/history/<date>-scale.md`).
+    #[arg(long)]
+    out: Option<std::path::PathBuf>,
+}
+
+#[derive(Args)]
+struct ScaleProbeArgs {
+    #[arg(long)]
+    path: std::path::PathBuf,
+    #[arg(long)]
+    people: usize,
+    #[arg(long)]
+    runs: usize,
+    #[arg(long)]
+    export: Option<std::path::PathBuf>,
 }
 
 #[derive(Args)]
@@ -502,6 +549,16 @@ fn main() -> ExitCode {
         Command::Pgbench(args) => exit(pgbench_cmd(args)),
         Command::Duckdb(args) => exit(duckdb_cmd(args)),
         Command::Mbrainz(args) => exit(mbrainz_cmd(args)),
+        Command::Scale(args) => exit(scale_cmd(args)),
+        Command::ScaleProbe(args) => exit(
+            scale_probe::probe(&scale_probe::ProbeArgs {
+                path: &args.path,
+                people: args.people,
+                runs: args.runs,
+                export: args.export.as_deref(),
+            })
+            .map(|line| println!("{line}")),
+        ),
         Command::StorageOpen(args) => {
             exit(storage_bulk::open_and_query(&args.path, args.id).map(|line| println!("{line}")))
         }
@@ -521,6 +578,23 @@ fn fulltext_cmd(args: FulltextArgs) -> Result<(), BenchError> {
         },
     };
     let report = fulltext_report::render(&fulltext::run(cfg)?);
+    print!("{report}");
+    if let Some(path) = &args.out {
+        std::fs::write(path, &report).map_err(BenchError::io("write", path))?;
+    }
+    Ok(())
+}
+
+fn scale_cmd(args: ScaleArgs) -> Result<(), BenchError> {
+    let cfg = scale::ScaleConfig {
+        datoms: args.datoms,
+        tx_people: args.tx_people.max(1),
+        runs: args.runs,
+        duckdb: !args.no_duckdb,
+        dir: args.dir,
+    };
+    let command = std::env::args().skip(1).collect::<Vec<_>>().join(" ");
+    let report = scale_report::render(&scale::run(&cfg, command)?);
     print!("{report}");
     if let Some(path) = &args.out {
         std::fs::write(path, &report).map_err(BenchError::io("write", path))?;

@@ -1,9 +1,8 @@
 //! `vev demo`: a database file with a generated social graph, loaded through `bulk_load` with a
 //! progress bar, then example queries with their timings.
 //!
-//! People are generated in transactions of 500; each person has an email (unique identity), a
-//! name, an age, a city and two or three friends among the people before them (lookup refs by
-//! email, or tempids for people of the same transaction). After the
+//! People are generated in transactions of 500 by `vev::sample::People` (an email, a name, an
+//! age, a city and two or three friends among the people before them). After the
 //! load, a small transaction moves some people to another city, so that as-of and history
 //! have something to show.
 
@@ -16,59 +15,8 @@ use vev::{Connection, Edn};
 
 use crate::error::{CliError, CliResult};
 
-const SCHEMA: &str = r#"[
-  {:db/ident :person/email :db/valueType :db.type/string :db/cardinality :db.cardinality/one
-   :db/unique :db.unique/identity}
-  {:db/ident :person/name :db/valueType :db.type/string :db/cardinality :db.cardinality/one}
-  {:db/ident :person/age :db/valueType :db.type/long :db/cardinality :db.cardinality/one
-   :db/index true}
-  {:db/ident :person/city :db/valueType :db.type/string :db/cardinality :db.cardinality/one}
-  {:db/ident :person/friend :db/valueType :db.type/ref :db/cardinality :db.cardinality/many}]"#;
-
-const NAMES: [&str; 12] = [
-    "Ann", "Bo", "Chen", "Dag", "Eva", "Femi", "Gro", "Hana", "Ivan", "Juno", "Kai", "Lea",
-];
-const CITIES: [&str; 6] = ["Oslo", "Riga", "Turku", "Lima", "Pune", "Kobe"];
+/// People a transaction of the load holds.
 const TX_PEOPLE: usize = 500;
-
-/// A small deterministic generator (64-bit LCG), so every run builds the same data.
-struct Lcg(u64);
-
-impl Lcg {
-    fn below(&mut self, n: usize) -> usize {
-        self.0 = self
-            .0
-            .wrapping_mul(6364136223846793005)
-            .wrapping_add(1442695040888963407);
-        ((self.0 >> 33) % n as u64) as usize
-    }
-}
-
-/// The transaction data for people `from..to`.
-fn people_tx(from: usize, to: usize, rng: &mut Lcg) -> String {
-    let mut tx = String::from("[");
-    for i in from..to {
-        let mut friends = String::new();
-        if i > 0 {
-            for _ in 0..2 + rng.below(2) {
-                let f = rng.below(i);
-                if f >= from {
-                    friends.push_str(&format!(r#""p{f}" "#));
-                } else {
-                    friends.push_str(&format!(r#"[:person/email "p{f}@example.com"] "#));
-                }
-            }
-        }
-        tx.push_str(&format!(
-            r#"{{:db/id "p{i}" :person/email "p{i}@example.com" :person/name "{}" :person/age {} :person/city "{}" :person/friend [{friends}]}}"#,
-            NAMES[rng.below(NAMES.len())],
-            18 + rng.below(70),
-            CITIES[rng.below(CITIES.len())],
-        ));
-    }
-    tx.push(']');
-    tx
-}
 
 /// A database file that did not exist: `STEM.vev` in DIR (created if missing), or the first
 /// of `STEM-2.vev`, `STEM-3.vev`, ... not taken there; without DIR, `STEM.vev` in a new
@@ -135,7 +83,7 @@ pub fn run(dir: Option<PathBuf>, people: usize) -> CliResult<()> {
     let conn = Connection::open(&path)?;
     let mut out = io::stdout().lock();
     writeln!(out, "created {}", path.display())?;
-    conn.transact_edn(SCHEMA)?;
+    conn.transact_edn(vev::sample::PEOPLE_SCHEMA)?;
     writeln!(
         out,
         "schema: :person/email :person/name :person/age :person/city :person/friend"
@@ -147,14 +95,14 @@ pub fn run(dir: Option<PathBuf>, people: usize) -> CliResult<()> {
         ProgressStyle::with_template("loading {bar:40} {pos}/{len} transactions ({elapsed}) {msg}")
             .unwrap_or_else(|_| ProgressStyle::default_bar()),
     );
-    let mut rng = Lcg(42);
+    let mut generator = vev::sample::People::new(42);
     let mut parse_error = None;
     // The bar moves as the transactor takes each transaction; bulk_load reports the datoms
     // committed after each write batch.
     let generated = bar.clone();
     let batches = (0..txs).map_while(|k| {
         generated.set_position(k as u64);
-        let text = people_tx(k * TX_PEOPLE, ((k + 1) * TX_PEOPLE).min(people), &mut rng);
+        let text = generator.tx(k * TX_PEOPLE, ((k + 1) * TX_PEOPLE).min(people));
         match vev::parse_tx(&text) {
             Ok(ops) => Some(ops.into_iter().map(|s| s.op).collect()),
             Err(e) => {

@@ -31,6 +31,7 @@ struct ReadmeDoctest;
 pub use vev_alloc as alloc;
 mod connection;
 mod error;
+pub mod sample;
 
 pub use connection::{
     BulkProgress, CommitStats, Connection, CopyOptions, CopyProgress, CopyReport, CopyStage,
