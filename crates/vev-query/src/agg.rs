@@ -8,6 +8,7 @@ use vev_core::Value;
 use vev_edn::Edn;
 
 use crate::error::QueryError;
+use crate::fsum::ExactSum;
 use crate::funcs::{compare, Registry};
 
 pub(crate) const BUILTIN: &[&str] = &[
@@ -29,25 +30,35 @@ pub(crate) fn exists(registry: &Registry, name: &str) -> bool {
     BUILTIN.contains(&name) || registry.aggregates.contains_key(name)
 }
 
-fn numbers(name: &str, vals: &[Value]) -> Result<Vec<f64>, QueryError> {
-    vals.iter()
-        .map(|v| match v {
-            Value::Long(n) => Ok(*n as f64),
-            Value::Ref(n) => Ok(*n as f64),
-            Value::Double(d) => Ok(*d),
-            Value::Float(f) => Ok(*f as f64),
-            Value::BigInt(b) => Ok(b.to_string().parse().unwrap_or(f64::NAN)),
-            Value::BigDec(d) => Ok(d.to_string().parse().unwrap_or(f64::NAN)),
-            other => Err(QueryError::type_error(
-                name,
-                format!("expects numbers, got {other}"),
-            )),
-        })
-        .collect()
+fn number(name: &str, v: &Value) -> Result<f64, QueryError> {
+    match v {
+        Value::Long(n) => Ok(*n as f64),
+        Value::Ref(n) => Ok(*n as f64),
+        Value::Double(d) => Ok(*d),
+        Value::Float(f) => Ok(*f as f64),
+        Value::BigInt(b) => Ok(b.to_string().parse().unwrap_or(f64::NAN)),
+        Value::BigDec(d) => Ok(d.to_string().parse().unwrap_or(f64::NAN)),
+        other => Err(QueryError::type_error(
+            name,
+            format!("expects numbers, got {other}"),
+        )),
+    }
 }
 
-/// Sort by [`compare`], after checking every value can be compared with the others (a sort
-/// must not see an error half-way: its comparator has to be a total order).
+/// The values summed exactly (longs and entity ids as integers, the rest as their doubles),
+/// so that `sum` and `avg` do not depend on the order of the rows (`fsum`).
+fn exact_sum(name: &str, vals: &[Value]) -> Result<ExactSum, QueryError> {
+    let mut sum = ExactSum::default();
+    for v in vals {
+        match v {
+            Value::Long(n) => sum.add_int(i128::from(*n)),
+            Value::Ref(n) => sum.add_int(i128::from(*n)),
+            other => sum.add_f64(number(name, other)?),
+        }
+    }
+    Ok(sum)
+}
+
 fn sort_values(name: &str, vals: &mut [Value]) -> Result<(), QueryError> {
     if let Some(first) = vals.iter().find(|v| !matches!(v, Value::Nil)) {
         for v in vals.iter() {
@@ -97,8 +108,8 @@ fn median(name: &str, mut xs: Vec<Value>) -> Result<Edn, QueryError> {
             Edn::Float(s as f64 / 2.0)
         });
     }
-    let pair = numbers(name, &xs[n / 2 - 1..=n / 2])?;
-    Ok(Edn::Float(pair[0] / 2.0 + pair[1] / 2.0))
+    let (a, b) = (number(name, &xs[n / 2 - 1])?, number(name, &xs[n / 2])?);
+    Ok(Edn::Float(a / 2.0 + b / 2.0))
 }
 
 fn count_arg(name: &str, args: &[Edn]) -> Result<usize, QueryError> {
@@ -135,17 +146,18 @@ pub(crate) fn aggregate(
             {
                 sum_longs(name, &vals)?
             } else {
-                Edn::Float(numbers(name, &vals)?.iter().sum())
+                Edn::Float(exact_sum(name, &vals)?.value())
             }
         }
-        "avg" => {
-            let xs = numbers(name, &vals)?;
-            Edn::Float(xs.iter().sum::<f64>() / xs.len() as f64)
-        }
+        "avg" => Edn::Float(exact_sum(name, &vals)?.value() / vals.len() as f64),
         "variance" | "stddev" => {
-            let xs = numbers(name, &vals)?;
-            let mean = xs.iter().sum::<f64>() / xs.len() as f64;
-            let var = xs.iter().map(|x| (x - mean) * (x - mean)).sum::<f64>() / xs.len() as f64;
+            let mean = exact_sum(name, &vals)?.value() / vals.len() as f64;
+            let mut squares = ExactSum::default();
+            for v in &vals {
+                let x = number(name, v)?;
+                squares.add_f64((x - mean) * (x - mean));
+            }
+            let var = squares.value() / vals.len() as f64;
             Edn::Float(if name == "variance" { var } else { var.sqrt() })
         }
         "median" => median(name, vals)?,

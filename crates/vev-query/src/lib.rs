@@ -28,6 +28,7 @@ mod closure;
 mod compile;
 mod error;
 mod exec;
+mod fsum;
 pub mod fulltext;
 mod funcs;
 mod inline;

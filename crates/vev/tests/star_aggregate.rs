@@ -10,6 +10,7 @@ const SCHEMA: &str = r#"[
   {:db/ident :city :db/valueType :db.type/string :db/cardinality :db.cardinality/one}
   {:db/ident :age :db/valueType :db.type/long :db/cardinality :db.cardinality/one}
   {:db/ident :score :db/valueType :db.type/double :db/cardinality :db.cardinality/one}
+  {:db/ident :weight :db/valueType :db.type/double :db/cardinality :db.cardinality/one}
   {:db/ident :tag :db/valueType :db.type/keyword :db/cardinality :db.cardinality/many}
   {:db/ident :lucky :db/valueType :db.type/long :db/cardinality :db.cardinality/many}]"#;
 
@@ -29,6 +30,9 @@ const QUERIES: &[(&str, bool)] = &[
     ("[:find ?p (sum ?l) (count-distinct ?l) :where [?p :lucky ?l]]", true),
     ("[:find ?c (distinct ?t) (variance ?a) :with ?p :where [?p :city ?c] [?p :tag ?t] [?p :age ?a]]", true),
     ("[:find ?c (count ?p) (sum ?x) :with ?y :where [?p :city ?c] [?p :lucky ?x] [?p :lucky ?y]]", true),
+    // Doubles whose sums round differently in different orders: both plans sum exactly.
+    ("[:find ?c (sum ?w) (avg ?w) :with ?p :where [?p :city ?c] [?p :weight ?w]]", true),
+    ("[:find ?c (sum ?w) (avg ?a) :with ?p :where [?p :city ?c] [?p :weight ?w] [?p :age ?a]]", true),
 ];
 
 /// A small deterministic generator (no dependency, same data every run).
@@ -58,6 +62,14 @@ fn entities(rng: &mut Lcg, n: usize, first: usize) -> String {
         if rng.next(10) < 6 {
             // Quarters: every sum of these is exact in any order.
             tx.push_str(&format!(" :score {:?}", rng.next(400) as f64 / 4.0 - 20.0));
+        }
+        if rng.next(10) < 5 {
+            // Tenths at magnitudes from 1e-3 to 1e12: no order sums these exactly.
+            let scale = 10f64.powi(rng.next(16) as i32 - 3);
+            tx.push_str(&format!(
+                " :weight {:?}",
+                (rng.next(2000) as f64 - 1000.0) / 10.0 * scale
+            ));
         }
         if rng.next(10) < 5 {
             let tags: Vec<String> = (0..1 + rng.next(3))

@@ -17,6 +17,7 @@ use vev_core::Value;
 use vev_edn::Edn;
 
 use crate::agg;
+use crate::fsum::ExactSum;
 use crate::funcs::{compare, Registry};
 
 /// The star aggregate cannot answer exactly: run the general path instead.
@@ -179,11 +180,10 @@ impl AccKind {
 pub(super) enum Acc {
     Count(u64),
     CountDistinct(HashSet<(u8, u64), foldhash::fast::RandomState>),
-    /// `sum` and `avg`: the sum of the longs and entity ids exactly, the sum of every value as
-    /// a double (in row order, as `agg::aggregate` adds them), and whether all were longs.
+    /// `sum` and `avg`: the exact sum (as `agg::aggregate` keeps it, so the answer does not
+    /// depend on the order of the rows), and whether all were longs.
     Sum {
-        longs: i128,
-        float: f64,
+        sum: ExactSum,
         all_long: bool,
         n: u64,
     },
@@ -197,8 +197,7 @@ impl Acc {
             AccKind::Count => Acc::Count(0),
             AccKind::CountDistinct => Acc::CountDistinct(HashSet::default()),
             AccKind::Sum | AccKind::Avg => Acc::Sum {
-                longs: 0,
-                float: 0.0,
+                sum: ExactSum::default(),
                 all_long: true,
                 n: 0,
             },
@@ -215,29 +214,18 @@ impl Acc {
             Acc::CountDistinct(set) => {
                 set.insert((c.tag(), c.word()));
             }
-            Acc::Sum {
-                longs,
-                float,
-                all_long,
-                n,
-            } => {
+            Acc::Sum { sum, all_long, n } => {
                 match c {
-                    Cell::Long(x) => {
-                        *longs += i128::from(x);
-                        *float += x as f64;
-                    }
-                    Cell::Ref(e) => {
-                        *longs += i128::from(e);
-                        *float += e as f64;
-                    }
+                    Cell::Long(x) => sum.add_int(i128::from(x)),
+                    Cell::Ref(e) => sum.add_int(i128::from(e)),
                     Cell::Double(d) => {
                         *all_long = false;
-                        *float += d;
+                        sum.add_f64(d);
                     }
                     Cell::Id(i) => match &dict.values[i as usize] {
                         Value::Float(f) => {
                             *all_long = false;
-                            *float += f64::from(*f);
+                            sum.add_f64(f64::from(*f));
                         }
                         // Big numbers, and the type errors, are the general path's.
                         _ => return Err(Abort),
@@ -284,21 +272,14 @@ impl Acc {
                 }
             }
             (
+                Acc::Sum { sum, all_long, n },
                 Acc::Sum {
-                    longs,
-                    float,
-                    all_long,
-                    n,
-                },
-                Acc::Sum {
-                    longs: l2,
-                    float: f2,
+                    sum: s2,
                     all_long: a2,
                     n: n2,
                 },
             ) => {
-                *longs += l2;
-                *float += f2;
+                sum.merge(&s2);
                 *all_long &= a2;
                 *n += n2;
             }
@@ -339,15 +320,10 @@ impl Acc {
         Ok(match self {
             Acc::Count(n) => Edn::Integer(n as i64),
             Acc::CountDistinct(set) => Edn::Integer(set.len() as i64),
-            Acc::Sum {
-                longs,
-                float,
-                all_long,
-                n,
-            } => match kind {
-                AccKind::Avg => Edn::Float(float / n as f64),
-                _ if all_long => Edn::Integer(i64::try_from(longs).map_err(|_| Abort)?),
-                _ => Edn::Float(float),
+            Acc::Sum { sum, all_long, n } => match kind {
+                AccKind::Avg => Edn::Float(sum.value() / n as f64),
+                _ if all_long => Edn::Integer(i64::try_from(sum.integer()).map_err(|_| Abort)?),
+                _ => Edn::Float(sum.value()),
             },
             Acc::Best(best) => best.ok_or(Abort)?.value(dict).to_edn(),
             Acc::Collect(cells) => {

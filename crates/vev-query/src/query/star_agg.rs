@@ -20,8 +20,8 @@
 //! dropped (or is `_`) only requires the entity to have a value. Anything else, and any view
 //! but a plain current database (the source gives no runs), any row or time limit, and any
 //! accumulator that meets what it cannot fold exactly, leave the query to the general path.
-//! Doubles are summed in entity order (per part), where the general path sums in its row
-//! order; sums of doubles that are not exact may differ in the last bits.
+//! Sums and averages are exact until rounded once (`fsum::ExactSum`, as the general path
+//! keeps them), so the answer is the general path's to the last bit, whatever the order.
 
 use std::ops::Range;
 use std::time::Instant;
