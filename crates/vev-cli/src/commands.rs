@@ -31,9 +31,10 @@ pub fn open_read(path: &Path) -> CliResult<Connection> {
     Ok(Connection::open_with(path, &OpenOptions::read_only())?)
 }
 
-/// Whether the database argument is a storage URL (`postgres://...`) rather than a file.
+/// Whether the database argument is a storage URL (`postgres://...`, `s3://...`) rather
+/// than a file.
 pub fn is_storage_url(path: &Path) -> bool {
-    path.to_str().is_some_and(vev::is_postgres_url)
+    path.to_str().is_some_and(vev::is_storage_url)
 }
 
 /// `@FILE` is read from FILE; anything else is the text itself. Returns (name, text).

@@ -11,7 +11,7 @@ use vev_db::fulltext::{Compaction, NewEntry};
 use vev_db::persist::StoredEntry;
 
 use crate::session::pg_error;
-use crate::{seal, unseal, Store};
+use crate::{seal, unseal, SegmentObjects, Store};
 
 /// Full-text segments are stored in parts of at most this many bytes.
 const SEGMENT_PART_BYTES: usize = 256 << 10;
@@ -117,15 +117,25 @@ pub(crate) fn writer_start(
     c: &mut impl GenericClient,
     s: &str,
     location: &str,
+    objects: Option<&dyn SegmentObjects>,
 ) -> Result<u64, StorageError> {
-    c.execute(
-        &format!(
-            "DELETE FROM {s}.ft_segment WHERE id NOT IN (SELECT segment FROM {s}.ft_manifest) \
-             AND id NOT IN (SELECT id FROM {s}.ft_garbage)"
-        ),
-        &[],
-    )
-    .map_err(|e| pg_error(location, "full-text open", &e))?;
+    let deleted = c
+        .query(
+            &format!(
+                "DELETE FROM {s}.ft_segment WHERE id NOT IN \
+                 (SELECT segment FROM {s}.ft_manifest) \
+                 AND id NOT IN (SELECT id FROM {s}.ft_garbage) RETURNING payload"
+            ),
+            &[],
+        )
+        .map_err(|e| pg_error(location, "full-text open", &e))?;
+    if let Some(objects) = objects {
+        if !deleted.is_empty() {
+            objects.delete_all(crate::objects::keys_of(
+                deleted.into_iter().map(|r| r.get(0)).collect(),
+            ))?;
+        }
+    }
     let max: Option<i64> = c
         .query_one(&format!("SELECT max(id) FROM {s}.ft_segment"), &[])
         .map_err(|e| pg_error(location, "full-text open", &e))?
@@ -134,6 +144,24 @@ pub(crate) fn writer_start(
 }
 
 impl Store {
+    /// Store full-text segment `id`: its parts in the caller's transaction, or (segments in
+    /// an object store) its object, then one part holding the object's key.
+    fn insert_segment(
+        &self,
+        c: &mut impl GenericClient,
+        id: u64,
+        bytes: &[u8],
+    ) -> Result<(), StorageError> {
+        let (s, location) = (&self.schema, self.location());
+        let Some(objects) = &self.objects else {
+            return insert_parts(c, s, location, id, bytes);
+        };
+        let generation = self.writable_lease()?.generation;
+        let key = crate::objects::fulltext_key(id, generation);
+        objects.put_all(vec![(key.clone(), seal(bytes.to_vec()))])?;
+        insert_parts(c, s, location, id, key.as_bytes())
+    }
+
     /// Write manifest entries and their segments in the caller's transaction.
     pub(crate) fn write_entries(
         &self,
@@ -143,7 +171,7 @@ impl Store {
         let (s, location) = (&self.schema, self.location());
         for e in entries {
             let id = self.next_fulltext_id();
-            insert_parts(c, s, location, id, &e.segment)?;
+            self.insert_segment(c, id, &e.segment)?;
             c.execute(
                 &format!(
                     "INSERT INTO {s}.ft_manifest (doc_first, doc_end, segment, record) \
@@ -180,7 +208,7 @@ impl Store {
         let entry = c.new_entry();
         let (s, location) = (&self.schema, self.location());
         self.write_fenced("full-text compaction", |tx| {
-            insert_parts(tx, s, location, id, &entry.segment)?;
+            self.insert_segment(tx, id, &entry.segment)?;
             let (first, end) = c.range();
             let err = |e: postgres::Error| pg_error(location, "full-text compaction", &e);
             let replaced: Vec<i64> = tx
@@ -229,14 +257,17 @@ impl Store {
             .map_err(err)?;
             if let Some(grace) = self.gc_grace {
                 let cutoff = now.saturating_sub(grace.as_millis() as i64);
-                tx.execute(
-                    &format!(
-                        "DELETE FROM {s}.ft_segment WHERE id IN \
-                         (SELECT id FROM {s}.ft_garbage WHERE since_ms <= $1)"
-                    ),
-                    &[&cutoff],
-                )
-                .map_err(err)?;
+                let deleted = tx
+                    .query(
+                        &format!(
+                            "DELETE FROM {s}.ft_segment WHERE id IN \
+                             (SELECT id FROM {s}.ft_garbage WHERE since_ms <= $1) \
+                             RETURNING payload"
+                        ),
+                        &[&cutoff],
+                    )
+                    .map_err(err)?;
+                self.delete_objects(deleted.into_iter().map(|r| r.get(0)).collect())?;
                 tx.execute(
                     &format!("DELETE FROM {s}.ft_garbage WHERE since_ms <= $1"),
                     &[&cutoff],

@@ -30,6 +30,7 @@ use vev_db::Db;
 
 mod fulltext;
 mod lease;
+mod objects;
 mod session;
 #[cfg(feature = "testing")]
 pub mod testing;
@@ -37,6 +38,7 @@ mod verify;
 
 pub use lease::LeaseWait;
 use lease::{fence_sql, Lease};
+pub use objects::{Objects, SegmentObjects};
 pub use session::{is_postgres_url, Target};
 use session::{pg_error, Session};
 pub use verify::VerifyReport;
@@ -68,6 +70,9 @@ pub struct StoreOptions {
     pub cache_datoms_max: usize,
     /// How long a segment stays after no root names it; `None` keeps every segment.
     pub gc_grace: Option<Duration>,
+    /// Where segments are kept when not in the tables (`objects.rs`): `None` keeps them in
+    /// the `segment` and `ft_segment` tables.
+    pub objects: Objects,
 }
 
 impl Default for StoreOptions {
@@ -79,6 +84,7 @@ impl Default for StoreOptions {
             lease: LEASE_DEFAULT,
             cache_datoms_max: 8_000_000,
             gc_grace: Some(GC_GRACE_DEFAULT),
+            objects: None,
         }
     }
 }
@@ -125,6 +131,7 @@ pub(crate) fn unseal(
 struct SegmentReader {
     session: Session,
     schema: String,
+    objects: Objects,
 }
 
 impl SegmentStore for SegmentReader {
@@ -140,7 +147,13 @@ impl SegmentStore for SegmentReader {
             .map_err(|e| pg_error(location, "segment read", &e))
         })?;
         match row {
-            Some(r) => unseal(&what, r.get(0)),
+            Some(r) => {
+                let payload = unseal(&what, r.get(0))?;
+                match &self.objects {
+                    Some(objects) => objects::fetch(objects.as_ref(), &what, payload),
+                    None => Ok(payload),
+                }
+            }
             None => Err(StorageError::corruption(
                 what(),
                 "it is missing from storage",
@@ -150,9 +163,18 @@ impl SegmentStore for SegmentReader {
 
     fn read_fulltext_segment(&self, id: u64) -> Result<Vec<u8>, StorageError> {
         let location = self.session.location();
-        self.session.with("full-text segment read", |c| {
-            fulltext::read_segment(c, &self.schema, location, id)
-        })
+        self.session
+            .with("full-text segment read", |c| {
+                fulltext::read_segment(c, &self.schema, location, id)
+            })
+            .and_then(|payload| match &self.objects {
+                Some(objects) => objects::fetch(
+                    objects.as_ref(),
+                    &|| format!("full-text segment {id}"),
+                    payload,
+                ),
+                None => Ok(payload),
+            })
     }
 
     fn read_log(&self, first: BasisT, last: BasisT) -> Result<Vec<LogRecord>, StorageError> {
@@ -174,8 +196,13 @@ impl SegmentStore for SegmentReader {
 /// segment cache, and for a writer its lease.
 pub struct Store {
     target: Target,
+    /// The database's location for messages: the PostgreSQL URL, or with segments in an
+    /// object store `OBJECTS?log=URL`; never credentials.
+    location: String,
     schema: String,
     conn: Session,
+    /// Where the segments are when not in the tables.
+    objects: Objects,
     cache: Arc<SegmentCache>,
     /// A writer's lease; `None` when read only.
     lease: Option<Lease>,
@@ -228,8 +255,12 @@ impl Store {
         };
         let conn = Session::new(target.clone(), setup);
         let create = opts.create && !opts.read_only;
+        let location = match &opts.objects {
+            Some(o) => format!("{}?log={}", o.location(), target.location()),
+            None => target.location().to_owned(),
+        };
         let version = conn.with("open", |c| {
-            check_or_init(c, &schema, target.location(), create)
+            check_or_init(c, &schema, &location, create, opts.objects.as_deref())
         })?;
         let lease = if opts.read_only {
             None
@@ -242,12 +273,15 @@ impl Store {
             Arc::new(SegmentReader {
                 session: Session::new(target.clone(), String::new()),
                 schema: schema.clone(),
+                objects: opts.objects.clone(),
             }),
             opts.cache_datoms_max,
         );
         let store = Store {
             target,
+            location,
             schema,
+            objects: opts.objects.clone(),
             conn,
             cache,
             lease,
@@ -271,7 +305,12 @@ impl Store {
             }
             let mut next = 1;
             store.write_fenced("full-text open", |tx| {
-                next = fulltext::writer_start(tx, &store.schema, store.location())?;
+                next = fulltext::writer_start(
+                    tx,
+                    &store.schema,
+                    store.location(),
+                    store.objects.as_deref(),
+                )?;
                 Ok(())
             })?;
             *vev_core::sync::lock(&store.next_fulltext) = next;
@@ -287,6 +326,11 @@ impl Store {
 
     /// The database's URL without credentials.
     pub fn location(&self) -> &str {
+        &self.location
+    }
+
+    /// The PostgreSQL URL (without credentials) of the log and root.
+    pub fn log_location(&self) -> &str {
         self.target.location()
     }
 
@@ -549,10 +593,20 @@ impl Store {
         let s = &self.schema;
         let location = self.location();
         for chunk in cp.segments.chunks_mut(1024) {
-            let (ids, payloads): (Vec<i64>, Vec<Vec<u8>>) = chunk
+            let (ids, mut payloads): (Vec<i64>, Vec<Vec<u8>>) = chunk
                 .iter_mut()
                 .map(|seg| (seg.id as i64, seal(std::mem::take(&mut seg.payload))))
                 .unzip();
+            if let Some(objects) = &self.objects {
+                // The objects first; the rows, naming them, only once they all exist.
+                let generation = self.writable_lease()?.generation;
+                let keys: Vec<String> = ids
+                    .iter()
+                    .map(|&id| objects::segment_key(id as u64, generation))
+                    .collect();
+                objects.put_all(keys.iter().cloned().zip(payloads).collect())?;
+                payloads = keys.into_iter().map(|k| seal(k.into_bytes())).collect();
+            }
             self.write_fenced("segment write", |tx| {
                 tx.execute(
                     &format!(
@@ -641,14 +695,16 @@ impl Store {
         .map_err(err)?;
         if let Some(grace) = self.gc_grace {
             let cutoff = now.saturating_sub(grace.as_millis() as i64);
-            tx.execute(
-                &format!(
-                    "DELETE FROM {s}.segment WHERE id IN \
-                     (SELECT id FROM {s}.garbage WHERE since_ms <= $1)"
-                ),
-                &[&cutoff],
-            )
-            .map_err(err)?;
+            let deleted = tx
+                .query(
+                    &format!(
+                        "DELETE FROM {s}.segment WHERE id IN \
+                         (SELECT id FROM {s}.garbage WHERE since_ms <= $1) RETURNING payload"
+                    ),
+                    &[&cutoff],
+                )
+                .map_err(err)?;
+            self.delete_objects(deleted.into_iter().map(|r| r.get(0)).collect())?;
             tx.execute(
                 &format!("DELETE FROM {s}.garbage WHERE since_ms <= $1"),
                 &[&cutoff],
@@ -656,6 +712,15 @@ impl Store {
             .map_err(err)?;
         }
         Ok(())
+    }
+
+    /// With segments in an object store, delete the objects that deleted rows named (inside
+    /// the rows' transaction: if this fails, the rows stay for the next checkpoint).
+    fn delete_objects(&self, payloads: Vec<Vec<u8>>) -> Result<(), StorageError> {
+        match &self.objects {
+            Some(objects) if !payloads.is_empty() => objects.delete_all(objects::keys_of(payloads)),
+            _ => Ok(()),
+        }
     }
 
     /// Segments waiting out the grace period before a checkpoint deletes them.
@@ -768,12 +833,14 @@ fn read_log_after(
 
 /// Check that the schema holds a Vev database of a format this build reads, and give its
 /// version (a writer then migrates an older one); give an empty (or missing) schema Vev's
-/// tables when `create`.
+/// tables when `create`. With `objects`, the database must keep its segments there (and
+/// a new one is made so), without, in its tables.
 fn check_or_init(
     c: &mut postgres::Client,
     s: &str,
     location: &str,
     create: bool,
+    objects: Option<&dyn SegmentObjects>,
 ) -> Result<i64, StorageError> {
     let err = |e: postgres::Error| pg_error(location, "open", &e);
     let not_vev = |reason: String| StorageError::NotVev {
@@ -804,6 +871,10 @@ fn check_or_init(
         tx.execute("SELECT pg_advisory_xact_lock(1447383601)", &[])
             .map_err(err)?;
         if !meta_exists(&mut tx)? {
+            let (application, objects_tables) = match objects {
+                Some(_) => (objects::APPLICATION, objects::tables(s)),
+                None => ("vev", String::new()),
+            };
             tx.batch_execute(&format!(
                 "CREATE SCHEMA IF NOT EXISTS {s};
                  CREATE TABLE {s}.meta (slot integer PRIMARY KEY CHECK (slot = 0),
@@ -817,11 +888,19 @@ fn check_or_init(
                      owner text NOT NULL, generation bigint NOT NULL,
                      expires_at timestamptz NOT NULL);
                  {}
-                 INSERT INTO {s}.meta VALUES (0, 'vev', {FORMAT_VERSION});
+                 {objects_tables}
+                 INSERT INTO {s}.meta VALUES (0, '{application}', {FORMAT_VERSION});
                  INSERT INTO {s}.lease VALUES (0, '', 0, '-infinity');",
                 fulltext::tables(s)
             ))
             .map_err(err)?;
+            if let Some(o) = objects {
+                tx.execute(
+                    &format!("INSERT INTO {s}.objects VALUES (0, $1)"),
+                    &[&o.location()],
+                )
+                .map_err(err)?;
+            }
         }
         tx.commit().map_err(err)?;
     }
@@ -840,11 +919,7 @@ fn check_or_init(
     let version: i64 = row
         .try_get(1)
         .map_err(|e| not_vev(format!("{s}.meta is not vev's: {e}")))?;
-    if application != "vev" {
-        return Err(not_vev(format!(
-            "{s}.meta names application {application:?}, not vev"
-        )));
-    }
+    check_application(c, s, location, &application, objects)?;
     if version != FORMAT_VERSION && !FORMAT_VERSIONS_MIGRATED.contains(&version) {
         return Err(StorageError::FormatVersion {
             path: location.to_owned(),
@@ -853,6 +928,59 @@ fn check_or_init(
         });
     }
     check_columns(c, s, location).map(|()| version)
+}
+
+/// The `meta` row's application against how the database is opened: `vev` keeps its
+/// segments in the tables, `vev+objects` in the object store its `objects` row names.
+fn check_application(
+    c: &mut postgres::Client,
+    s: &str,
+    location: &str,
+    application: &str,
+    objects: Option<&dyn SegmentObjects>,
+) -> Result<(), StorageError> {
+    let err = |e: postgres::Error| pg_error(location, "open", &e);
+    let not_vev = |reason: String| StorageError::NotVev {
+        path: location.to_owned(),
+        reason,
+    };
+    match (application, objects) {
+        ("vev", None) => {}
+        ("vev", Some(o)) => {
+            return Err(not_vev(format!(
+                "schema {s} keeps its segments in postgresql, not in {}: open it with its \
+                 postgres:// url",
+                o.location()
+            )))
+        }
+        (objects::APPLICATION, None) => {
+            return Err(not_vev(format!(
+                "schema {s} keeps its segments in an object store: open it with its s3:// url"
+            )))
+        }
+        (objects::APPLICATION, Some(o)) => {
+            let row = c
+                .query_opt(
+                    &format!("SELECT location FROM {s}.objects WHERE slot = 0"),
+                    &[],
+                )
+                .map_err(err)?;
+            let named: Option<String> = row.and_then(|r| r.try_get(0).ok());
+            if named.as_deref() != Some(o.location()) {
+                return Err(not_vev(format!(
+                    "schema {s} keeps its segments in {}, not in {}",
+                    named.as_deref().unwrap_or("no named object store"),
+                    o.location()
+                )));
+            }
+        }
+        _ => {
+            return Err(not_vev(format!(
+                "{s}.meta names application {application:?}, not vev"
+            )))
+        }
+    }
+    Ok(())
 }
 
 /// Every column Vev reads, with its type; all `NOT NULL`. Reads take values by these types

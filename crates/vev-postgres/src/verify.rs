@@ -1,5 +1,6 @@
 //! `Store::verify`: every log row and segment checked (checksums, decoding, order), and the
-//! indexes of the latest database against their segments.
+//! indexes of the latest database against their segments. With segments in an object
+//! store, every object a row names is fetched and its checksum checked.
 
 use vev_core::StorageError;
 use vev_db::Db;
@@ -64,7 +65,11 @@ impl Store {
                 .map_err(err)?
             {
                 let id: i64 = row.get(0);
-                unseal(&|| format!("segment {id}"), row.get(1))?;
+                let what = || format!("segment {id}");
+                let payload = unseal(&what, row.get(1))?;
+                if let Some(objects) = &self.objects {
+                    crate::objects::fetch(objects.as_ref(), &what, payload)?;
+                }
                 report.segments += 1;
             }
             let mut last = None;
@@ -76,10 +81,14 @@ impl Store {
                 .map_err(err)?
             {
                 let (id, part): (i64, i32) = (row.get(0), row.get(1));
-                unseal(
+                let payload = unseal(
                     &|| format!("full-text segment {id} part {part}"),
                     row.get(2),
                 )?;
+                if let Some(objects) = &self.objects {
+                    let what = || format!("full-text segment {id}");
+                    crate::objects::fetch(objects.as_ref(), &what, payload)?;
+                }
                 if last != Some(id) {
                     report.fulltext_segments += 1;
                     last = Some(id);

@@ -148,6 +148,19 @@ pub enum Backend {
     /// As `Sqlite`, in a schema of its own of the PostgreSQL database whose URL was given
     /// to `set_postgres_url` (the conformance runner starts a throwaway server).
     Postgres,
+    /// As `Postgres`, with the segments under a prefix of their own in the S3-compatible
+    /// object store given to `set_objstore_url` (the runner starts moto).
+    Objstore,
+}
+
+/// The object-store URL before its prefix (`s3://BUCKET`) and its query before `log=`
+/// (`endpoint=...&allow_http=true`), for the `Objstore` backend.
+static OBJSTORE_URL: std::sync::OnceLock<(String, String)> = std::sync::OnceLock::new();
+
+/// Give the `Objstore` backend its bucket (`s3://BUCKET`) and the endpoint parameters
+/// (`endpoint=URL&allow_http=true`); its logs go in the `Postgres` backend's database.
+pub fn set_objstore_url(bucket_url: String, params: String) {
+    let _ = OBJSTORE_URL.set((bucket_url, params));
 }
 
 /// The PostgreSQL database the `Postgres` backend puts each case's schema in.
@@ -164,7 +177,7 @@ struct CaseFile(std::path::PathBuf);
 
 impl Drop for CaseFile {
     fn drop(&mut self) {
-        if self.0.to_str().is_some_and(vev::is_postgres_url) {
+        if self.0.to_str().is_some_and(vev::is_storage_url) {
             return;
         }
         for suffix in ["", "-wal", "-shm"] {
@@ -192,6 +205,21 @@ fn case_schema() -> Result<CaseFile, String> {
     Ok(CaseFile(format!("{base}?schema=case_{n}").into()))
 }
 
+fn case_objstore() -> Result<CaseFile, String> {
+    use std::sync::atomic::{AtomicU64, Ordering};
+    static NEXT: AtomicU64 = AtomicU64::new(0);
+    let base = POSTGRES_URL
+        .get()
+        .ok_or("the objstore backend has no postgresql (set_postgres_url)")?;
+    let (bucket, params) = OBJSTORE_URL
+        .get()
+        .ok_or("the objstore backend has no object store (set_objstore_url)")?;
+    let n = NEXT.fetch_add(1, Ordering::SeqCst);
+    Ok(CaseFile(
+        format!("{bucket}/case_{n}?{params}&log={base}?schema=objcase_{n}").into(),
+    ))
+}
+
 fn sqlite_options() -> vev::OpenOptions {
     vev::OpenOptions {
         checkpoint_datoms: 40,
@@ -216,6 +244,7 @@ pub fn run_case_on(case: &Case, backend: Backend) -> Result<(), String> {
         Backend::Memory => None,
         Backend::Sqlite => Some(case_file()),
         Backend::Postgres => Some(case_schema()?),
+        Backend::Objstore => Some(case_objstore()?),
     };
     let conn = match &file {
         None => Connection::open_in_memory(),

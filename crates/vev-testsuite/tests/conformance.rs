@@ -1,7 +1,10 @@
 //! Runs every conformance case as its own test, on each backend: memory, a SQLite file that
 //! is checkpointed along the way and reopened before the final checks, and the same on
 //! PostgreSQL (a schema per case in a throwaway PostgreSQL 15 this runner starts and stops;
-//! skipped, with a note, where PostgreSQL 15 is not installed, and a failure under CI).
+//! skipped, with a note, where PostgreSQL 15 is not installed, and a failure under CI), and
+//! with the segments in an S3-compatible object store (moto, which this runner starts too;
+//! every `VEV_OBJSTORE_EVERY`th case, default 10, since each costs a few dozen requests to
+//! a Python server: `VEV_OBJSTORE_EVERY=1` runs them all).
 
 use libtest_mimic::{Arguments, Failed, Trial};
 
@@ -10,18 +13,20 @@ fn main() {
     let dir = vev_testsuite::cases_dir();
     let mut trials = Vec::new();
     let server = postgres_server();
-    let backends: &[(&str, vev_testsuite::Backend)] = if server.is_some() {
-        &[
-            ("memory", vev_testsuite::Backend::Memory),
-            ("sqlite", vev_testsuite::Backend::Sqlite),
-            ("postgres", vev_testsuite::Backend::Postgres),
-        ]
-    } else {
-        &[
-            ("memory", vev_testsuite::Backend::Memory),
-            ("sqlite", vev_testsuite::Backend::Sqlite),
-        ]
-    };
+    let moto = server.as_ref().and_then(|_| objstore_server());
+    let mut backends = vec![
+        ("memory", vev_testsuite::Backend::Memory),
+        ("sqlite", vev_testsuite::Backend::Sqlite),
+    ];
+    if server.is_some() {
+        backends.push(("postgres", vev_testsuite::Backend::Postgres));
+    }
+    let every: usize = std::env::var("VEV_OBJSTORE_EVERY")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(10)
+        .max(1);
+    let mut case_number = 0usize;
     for path in vev_testsuite::case_files(&dir) {
         let label = path
             .strip_prefix(&dir)
@@ -32,7 +37,12 @@ fn main() {
         match vev_testsuite::load_file(&path, &label) {
             Ok(cases) => {
                 for case in cases {
-                    for &(prefix, backend) in backends {
+                    let mut these = backends.clone();
+                    if moto.is_some() && case_number.is_multiple_of(every) {
+                        these.push(("objstore", vev_testsuite::Backend::Objstore));
+                    }
+                    case_number += 1;
+                    for (prefix, backend) in these {
                         let name = format!("{prefix}::{}::{}", case.file, case.name);
                         let case = case.clone();
                         trials.push(Trial::test(name, move || {
@@ -47,7 +57,8 @@ fn main() {
         }
     }
     let conclusion = libtest_mimic::run(&args, trials);
-    // Stop the server before exiting (`exit` runs no destructors).
+    // Stop the servers before exiting (`exit` runs no destructors).
+    drop(moto);
     drop(server);
     conclusion.exit();
 }
@@ -73,4 +84,17 @@ fn postgres_server() -> Option<vev_postgres::testing::TempServer> {
         .expect("create its database");
     vev_testsuite::set_postgres_url(url);
     Some(server)
+}
+
+/// A throwaway moto with a bucket for the object-store backend (its logs go in the
+/// PostgreSQL backend's database).
+fn objstore_server() -> Option<vev_objstore::testing::MotoServer> {
+    let dir = std::path::Path::new(env!("CARGO_TARGET_TMPDIR"));
+    let moto = vev_objstore::testing::for_test("the objstore backend", dir)?;
+    moto.create_bucket("vev-cases").expect("create its bucket");
+    vev_testsuite::set_objstore_url(
+        "s3://vev-cases".to_owned(),
+        format!("endpoint={}&allow_http=true", moto.endpoint()),
+    );
+    Some(moto)
 }

@@ -65,4 +65,16 @@ pub mod testing;
 /// Whether a database location is a PostgreSQL URL (`postgres://` or `postgresql://`)
 /// rather than a file path: `Connection::open` stores in PostgreSQL then.
 pub use vev_postgres::is_postgres_url;
+
+/// Whether a database location is an object-store URL (`s3://BUCKET/PREFIX?log=...`):
+/// segments in an S3-compatible object store, the log in PostgreSQL.
+pub fn is_objstore_url(location: &str) -> bool {
+    location.starts_with("s3://")
+}
+
+/// Whether a database location is a storage URL (PostgreSQL or an object store) rather
+/// than a file path.
+pub fn is_storage_url(location: &str) -> bool {
+    is_postgres_url(location) || is_objstore_url(location)
+}
 pub use vev_sqlite::{BackupProgress, BackupReport, LockMode, VerifyReport};

@@ -9,6 +9,11 @@
 //! per scenario would cost an `initdb` each). The writer that loses its lease is this same
 //! test binary run again as a child (`writer_child`), so that it can be stopped (SIGSTOP)
 //! like a paused or partitioned process.
+//!
+//! The scenarios that hold for every shared-storage backend (`every_backend`) run twice, the
+//! test parameter `Stores` choosing PostgreSQL alone or PostgreSQL with the segments in an
+//! S3-compatible object store (a throwaway moto, `vev_objstore::testing`); the object
+//! store's own scenarios are in `postgres/objstore.rs`.
 
 use std::collections::BTreeSet;
 use std::io::{BufRead, BufReader, Write};
@@ -16,7 +21,11 @@ use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use vev::{Connection, Db, LockMode, OpenOptions};
+use vev_objstore::testing::MotoServer;
 use vev_postgres::testing::{self, TempServer};
+
+#[path = "postgres/objstore.rs"]
+mod objstore;
 
 const SCHEMA: &str = r#"[{:db/ident :k/n :db/valueType :db.type/long :db/cardinality :db.cardinality/one}
  {:db/ident :k/name :db/valueType :db.type/string :db/cardinality :db.cardinality/one}]"#;
@@ -54,20 +63,65 @@ fn server() -> Option<TempServer> {
     testing::for_test("the PostgreSQL storage tests")
 }
 
+/// The test parameter: where a scenario's databases go.
+enum Stores<'a> {
+    /// Everything in PostgreSQL.
+    Postgres(&'a TempServer),
+    /// The segments in an object store (moto, bucket `BUCKET`), the rest in PostgreSQL.
+    Objstore(&'a TempServer, &'a MotoServer),
+}
+
+/// The bucket of the object-store scenarios.
+const BUCKET: &str = "vev-tests";
+
+impl Stores<'_> {
+    /// A new database's URL: a PostgreSQL database named `name` (and for the object store
+    /// the prefix `name`).
+    fn create_db(&self, name: &str) -> Result<String, String> {
+        match self {
+            Stores::Postgres(pg) => pg.create_db(name),
+            Stores::Objstore(pg, moto) => Ok(moto.url(BUCKET, name, &pg.create_db(name)?)),
+        }
+    }
+}
+
+/// The scenarios that hold for every shared-storage backend.
+fn every_backend(st: &Stores<'_>) {
+    round_trip_and_history(st);
+    checkpoint_and_reopen(st);
+    group_commit(st);
+    second_writer_is_locked(st);
+    lease_takeover_fences_the_stopped_writer(st);
+    killed_writer_is_taken_over(st);
+    reader_follows_the_writer(st);
+}
+
 #[test]
 fn postgres_storage() {
     let Some(pg) = server() else {
         return;
     };
-    round_trip_and_history(&pg);
-    checkpoint_and_reopen(&pg);
-    group_commit(&pg);
-    second_writer_is_locked(&pg);
-    lease_takeover_fences_the_stopped_writer(&pg);
-    killed_writer_is_taken_over(&pg);
-    reader_follows_the_writer(&pg);
+    every_backend(&Stores::Postgres(&pg));
     typed_errors(&pg);
     version_1_layout_is_read_and_migrated(&pg);
+}
+
+/// The same scenarios with the segments in an object store, then its own (`objstore.rs`).
+#[test]
+fn objstore_storage() {
+    let Some(pg) = server() else {
+        return;
+    };
+    let dir = std::path::Path::new(env!("CARGO_TARGET_TMPDIR"));
+    let Some(moto) = vev_objstore::testing::for_test("the object-store storage tests", dir) else {
+        return;
+    };
+    moto.create_bucket(BUCKET).unwrap();
+    let st = Stores::Objstore(&pg, &moto);
+    every_backend(&st);
+    objstore::segments_are_objects_and_collected(&pg, &moto);
+    objstore::typed_errors(&pg, &moto, dir);
+    objstore::copy_there_and_back(&pg, &moto);
 }
 
 /// A schema of layout version 1 (before compressed blobs): a reader reads it and leaves it
@@ -104,12 +158,14 @@ fn version_1_layout_is_read_and_migrated(pg: &TempServer) {
     assert_eq!(ns(&writer.db()), (0..=51).collect::<Vec<_>>());
 }
 
-fn round_trip_and_history(pg: &TempServer) {
+fn round_trip_and_history(pg: &Stores<'_>) {
     let url = pg.create_db("roundtrip").unwrap();
     let t_before;
     {
         let conn = Connection::open(&url).unwrap();
-        assert_eq!(conn.path().unwrap().to_str(), Some(url.as_str()));
+        if let Stores::Postgres(_) = pg {
+            assert_eq!(conn.path().unwrap().to_str(), Some(url.as_str()));
+        }
         conn.transact_edn(SCHEMA).unwrap();
         for n in 1..=5 {
             tx_n(&conn, n).unwrap();
@@ -141,7 +197,7 @@ fn round_trip_and_history(pg: &TempServer) {
     assert_eq!(report.log_rows, db.basis_t());
 }
 
-fn checkpoint_and_reopen(pg: &TempServer) {
+fn checkpoint_and_reopen(pg: &Stores<'_>) {
     let url = pg.create_db("checkpoints").unwrap();
     let opts = OpenOptions {
         checkpoint_datoms: 30,
@@ -195,7 +251,7 @@ fn checkpoint_and_reopen(pg: &TempServer) {
     conn.verify().unwrap();
 }
 
-fn group_commit(pg: &TempServer) {
+fn group_commit(pg: &Stores<'_>) {
     let url = pg.create_db("groups").unwrap();
     let conn = Connection::open(&url).unwrap();
     conn.transact_edn(SCHEMA).unwrap();
@@ -217,7 +273,7 @@ fn group_commit(pg: &TempServer) {
     assert_eq!(ns(&conn.db()), want);
 }
 
-fn second_writer_is_locked(pg: &TempServer) {
+fn second_writer_is_locked(pg: &Stores<'_>) {
     let url = pg.create_db("twowriters").unwrap();
     let first = Connection::open_with(&url, &writer_opts(300)).unwrap();
     first.transact_edn(SCHEMA).unwrap();
@@ -249,10 +305,20 @@ struct ChildWriter {
 
 impl ChildWriter {
     fn start(url: &str, lease_ms: u64) -> ChildWriter {
+        ChildWriter::spawn(url, lease_ms, false)
+    }
+
+    /// A read-only child: answers `sync` with `ns N,N,...` (`ns` of what `sync` returned).
+    fn start_reader(url: &str) -> ChildWriter {
+        ChildWriter::spawn(url, 1000, true)
+    }
+
+    fn spawn(url: &str, lease_ms: u64, reader: bool) -> ChildWriter {
         let mut child = Command::new(std::env::current_exe().unwrap())
             .args(["--exact", "writer_child", "--nocapture", "--test-threads=1"])
             .env("VEV_PG_CHILD_URL", url)
             .env("VEV_PG_CHILD_LEASE_MS", lease_ms.to_string())
+            .env("VEV_PG_CHILD_READER", if reader { "1" } else { "0" })
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .spawn()
@@ -286,8 +352,12 @@ impl ChildWriter {
     }
 
     fn tx(&mut self, n: i64) -> String {
+        self.ask(&format!("tx {n}"))
+    }
+
+    fn ask(&mut self, request: &str) -> String {
         let stdin = self.child.stdin.as_mut().unwrap();
-        writeln!(stdin, "tx {n}").unwrap();
+        writeln!(stdin, "{request}").unwrap();
         stdin.flush().unwrap();
         self.line()
     }
@@ -319,10 +389,27 @@ fn writer_child() {
         .unwrap()
         .parse()
         .unwrap();
-    let conn = Connection::open_with(&url, &writer_opts(lease)).unwrap();
+    let reader = std::env::var("VEV_PG_CHILD_READER").is_ok_and(|v| v == "1");
+    let opts = if reader {
+        OpenOptions::read_only()
+    } else {
+        writer_opts(lease)
+    };
+    let conn = Connection::open_with(&url, &opts).unwrap();
     println!("child: ready");
     for line in std::io::stdin().lock().lines() {
         let line = line.unwrap();
+        if line == "sync" {
+            match conn.sync() {
+                Ok(db) => {
+                    let text: Vec<String> = ns(&db).iter().map(i64::to_string).collect();
+                    println!("child: ns {}", text.join(","));
+                }
+                Err(e) => println!("child: err {} {e}", e.code()),
+            }
+            std::io::stdout().flush().unwrap();
+            continue;
+        }
         let n: i64 = line.trim_start_matches("tx ").parse().unwrap();
         match tx_n(&conn, n) {
             Ok(_) => println!("child: ok {n}"),
@@ -332,7 +419,7 @@ fn writer_child() {
     }
 }
 
-fn lease_takeover_fences_the_stopped_writer(pg: &TempServer) {
+fn lease_takeover_fences_the_stopped_writer(pg: &Stores<'_>) {
     let url = pg.create_db("takeover").unwrap();
     Connection::open(&url)
         .unwrap()
@@ -376,7 +463,7 @@ fn lease_takeover_fences_the_stopped_writer(pg: &TempServer) {
     );
 }
 
-fn killed_writer_is_taken_over(pg: &TempServer) {
+fn killed_writer_is_taken_over(pg: &Stores<'_>) {
     let url = pg.create_db("killed").unwrap();
     Connection::open(&url)
         .unwrap()
@@ -397,7 +484,7 @@ fn killed_writer_is_taken_over(pg: &TempServer) {
     assert_eq!(ns(&new.db()), vec![1, 2, 3, 4]);
 }
 
-fn reader_follows_the_writer(pg: &TempServer) {
+fn reader_follows_the_writer(pg: &Stores<'_>) {
     let url = pg.create_db("readers").unwrap();
     let writer = Connection::open_with(
         &url,
@@ -425,6 +512,22 @@ fn reader_follows_the_writer(pg: &TempServer) {
     // Readers take no lease (a writer is open meanwhile), and do not write.
     let e = tx_n(&reader, 1000).unwrap_err();
     assert_eq!(e.code(), "storage/read-only", "{e}");
+    // A reader in another process: its own segment cache, loading from storage.
+    let mut other = ChildWriter::start_reader(&url);
+    let text = |want: &[i64]| {
+        let w: Vec<String> = want.iter().map(i64::to_string).collect();
+        format!("ns {}", w.join(","))
+    };
+    assert_eq!(other.ask("sync"), text(&want));
+    for n in 40..70 {
+        tx_n(&writer, n).unwrap();
+        want.push(n);
+        if n % 10 == 0 {
+            writer.checkpoint().unwrap();
+            assert_eq!(other.ask("sync"), text(&want));
+        }
+    }
+    assert_eq!(other.ask("sync"), text(&want));
 }
 
 fn typed_errors(pg: &TempServer) {

@@ -258,7 +258,10 @@ impl Connection {
     /// Open (or create) the database file at `path`, as its one writer. The embedded default:
     /// every transaction is durable before its report returns. A `postgres://` (or
     /// `postgresql://`) URL opens a database stored in PostgreSQL instead (`vev-postgres`;
-    /// `docs/storage-postgres.md`), taking the writer lease.
+    /// `docs/storage-postgres.md`), taking the writer lease; an
+    /// `s3://BUCKET/PREFIX?log=postgres://...` URL one with its segments in an
+    /// S3-compatible object store (`vev-objstore`, with the `objstore` feature;
+    /// `docs/storage-objstore.md`).
     pub fn open(path: impl AsRef<Path>) -> Result<Connection, Error> {
         Connection::open_with(path, &OpenOptions::default())
     }
@@ -270,7 +273,10 @@ impl Connection {
             .to_str()
             .filter(|p| vev_postgres::is_postgres_url(p))
         {
-            return Connection::open_postgres(url, opts);
+            return Connection::open_postgres(url, opts, None);
+        }
+        if let Some(url) = path.as_ref().to_str().filter(|p| crate::is_objstore_url(p)) {
+            return Connection::open_objstore(url, opts);
         }
         let opened = Store::open(
             path.as_ref(),
@@ -293,8 +299,37 @@ impl Connection {
         )
     }
 
-    /// `open_with` of a `postgres://` URL.
-    fn open_postgres(url: &str, opts: &OpenOptions) -> Result<Connection, Error> {
+    /// `open_with` of an `s3://` URL: the objects checked (or, for a new database, the
+    /// prefix marked), then the PostgreSQL store with its segments there.
+    #[cfg(feature = "objstore")]
+    fn open_objstore(url: &str, opts: &OpenOptions) -> Result<Connection, Error> {
+        let (log, objects) = vev_objstore::open(
+            url,
+            vev_objstore::OpenMode {
+                read_only: opts.read_only,
+                create: opts.create,
+            },
+        )?;
+        Connection::open_postgres(&log, opts, Some(objects))
+    }
+
+    /// Without the `objstore` feature an `s3://` URL is refused.
+    #[cfg(not(feature = "objstore"))]
+    fn open_objstore(_url: &str, _opts: &OpenOptions) -> Result<Connection, Error> {
+        Err(StorageError::io_kind(
+            "open",
+            std::io::ErrorKind::Unsupported,
+            "this build of vev has no object-store backend (the objstore feature)",
+        )
+        .into())
+    }
+
+    /// `open_with` of a `postgres://` URL, with the segments in `objects` when given.
+    fn open_postgres(
+        url: &str,
+        opts: &OpenOptions,
+        objects: vev_postgres::Objects,
+    ) -> Result<Connection, Error> {
         let opened = vev_postgres::Store::open(
             url,
             &vev_postgres::StoreOptions {
@@ -307,6 +342,7 @@ impl Connection {
                 lease: opts.lease,
                 cache_datoms_max: opts.cache_datoms_max,
                 gc_grace: opts.gc_grace,
+                objects,
             },
         )?;
         Connection::opened(

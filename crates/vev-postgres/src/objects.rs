@@ -1,0 +1,82 @@
+//! Segments kept outside the tables: in an object store (`vev-objstore`), with the log, the
+//! root, the manifest and the lease still here.
+//!
+//! Such a schema's `meta` row names the application `vev+objects` (so a build without this
+//! module refuses it as not Vev's rather than misreading it), and its `objects` row names
+//! where the segments are. A `segment` or `ft_segment` row then holds, in place of the
+//! payload, the key of one immutable object (under that location) that holds the payload
+//! with its CRC-32, as a row would. Keys carry the writer's lease generation
+//! (`segments/ID-GENERATION`), so a fenced writer that still uploads can never overwrite an
+//! object the current writer's rows name: its uploads are orphans no row names.
+//!
+//! Order of writes: the object first, then the row in a fenced transaction; a row is never
+//! committed before its object exists. Garbage: the objects of rows the grace period has
+//! passed are deleted inside the fenced transaction that deletes the rows (a failure keeps
+//! the rows, so the next checkpoint deletes again; deleting a missing object succeeds).
+
+use std::sync::Arc;
+
+use vev_core::StorageError;
+
+/// Where a store keeps segment payloads when they are not in its tables.
+pub trait SegmentObjects: Send + Sync + std::fmt::Debug {
+    /// Store each `(key, bytes)` as an object (new objects; the keys are relative to
+    /// `location`). Returns once all of them are stored.
+    fn put_all(&self, objects: Vec<(String, Vec<u8>)>) -> Result<(), StorageError>;
+    /// The bytes of object `key`, or `None` when there is no such object.
+    fn get(&self, key: &str) -> Result<Option<Vec<u8>>, StorageError>;
+    /// Delete the objects `keys`; a missing one is no error.
+    fn delete_all(&self, keys: Vec<String>) -> Result<(), StorageError>;
+    /// The objects' location without credentials (`s3://bucket/prefix`).
+    fn location(&self) -> &str;
+}
+
+/// Shared by the store and its segment reader.
+pub type Objects = Option<Arc<dyn SegmentObjects>>;
+
+/// The `meta` application of a schema whose segments are in an object store.
+pub(crate) const APPLICATION: &str = "vev+objects";
+
+pub(crate) fn tables(s: &str) -> String {
+    format!(
+        "CREATE TABLE {s}.objects (slot integer PRIMARY KEY CHECK (slot = 0), \
+         location text NOT NULL);"
+    )
+}
+
+/// The key of index segment `id` written under lease `generation`.
+pub(crate) fn segment_key(id: u64, generation: i64) -> String {
+    format!("segments/{id}-{generation}")
+}
+
+/// The key of full-text segment `id` written under lease `generation`.
+pub(crate) fn fulltext_key(id: u64, generation: i64) -> String {
+    format!("fulltext/{id}-{generation}")
+}
+
+/// The payload of the object a row names: `key` (the row's unsealed payload) fetched, its
+/// checksum checked.
+pub(crate) fn fetch(
+    objects: &dyn SegmentObjects,
+    what: &dyn Fn() -> String,
+    key: Vec<u8>,
+) -> Result<Vec<u8>, StorageError> {
+    let key = String::from_utf8(key)
+        .map_err(|_| StorageError::corruption(what(), "its row names no object key"))?;
+    match objects.get(&key)? {
+        Some(bytes) => crate::unseal(what, bytes),
+        None => Err(StorageError::corruption(
+            what(),
+            format!("its object {}/{key} is missing", objects.location()),
+        )),
+    }
+}
+
+/// The object keys of deleted rows' payloads (each a sealed key).
+pub(crate) fn keys_of(payloads: Vec<Vec<u8>>) -> Vec<String> {
+    payloads
+        .into_iter()
+        .filter_map(|p| crate::unseal(&String::new, p).ok())
+        .filter_map(|k| String::from_utf8(k).ok())
+        .collect()
+}
