@@ -217,3 +217,16 @@ impl Follow {
         woken
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::channel;
+
+    #[test]
+    fn channels_fit_postgres_identifiers() {
+        assert_eq!(channel("vev"), "vev:vev");
+        let long = "s".repeat(63);
+        assert_eq!(channel(&long).len(), 63);
+        assert!(channel(&long).starts_with("vev:sss"));
+    }
+}

@@ -523,9 +523,9 @@ impl Store {
              SELECT count(*), pg_notify($5, 'log ' || max(t))::text FROM ins HAVING count(*) > 0",
             fence_sql(s)
         );
-        let row = self.conn.with("log write", |c| {
+        let row = self.conn.with_prepared("log write", &sql, |c, statement| {
             c.query_opt(
-                &sql,
+                statement,
                 &[&lease.generation, &lease.ms(), &ts, &records, &self.channel],
             )
             .map_err(|e| pg_error(location, "log write", &e))
@@ -730,19 +730,18 @@ impl Store {
     /// `next_segment`. A reader polls it to know whether to catch up.
     pub fn data_version(&self) -> Result<[i64; 3], StorageError> {
         let s = &self.schema;
-        self.conn.with("data version", |c| {
-            let row = c
-                .query_one(
-                    &format!(
-                        "SELECT coalesce((SELECT max(t) FROM {s}.log), 0), \
-                         coalesce((SELECT t FROM {s}.root WHERE slot = 0), 0), \
-                         coalesce((SELECT next_segment FROM {s}.root WHERE slot = 0), 0)"
-                    ),
-                    &[],
-                )
-                .map_err(|e| pg_error(self.location(), "data version", &e))?;
-            Ok([row.get(0), row.get(1), row.get(2)])
-        })
+        let sql = format!(
+            "SELECT coalesce((SELECT max(t) FROM {s}.log), 0), \
+             coalesce((SELECT t FROM {s}.root WHERE slot = 0), 0), \
+             coalesce((SELECT next_segment FROM {s}.root WHERE slot = 0), 0)"
+        );
+        self.conn
+            .with_prepared("data version", &sql, |c, statement| {
+                let row = c
+                    .query_one(statement, &[])
+                    .map_err(|e| pg_error(self.location(), "data version", &e))?;
+                Ok([row.get(0), row.get(1), row.get(2)])
+            })
     }
 
     /// Bring `db` up to the latest committed transaction: a new root is adopted (reopening
