@@ -77,6 +77,10 @@ pub enum BenchError {
     AnswersDiffer { queries: usize },
     #[error("vev serve did not start: {0}")]
     Serve(#[from] vev_pg::ServeError),
+    #[error("the throwaway postgresql failed: {message}")]
+    Server { message: String },
+    #[error("postgresql refused the benchmark's statement: {0}")]
+    Postgres(#[from] postgres::Error),
 }
 
 impl From<vev::Error> for BenchError {

@@ -67,6 +67,7 @@ mod storage_bulk;
 mod storage_concurrent;
 mod storage_fixture;
 mod storage_latency;
+mod storage_pg;
 mod storage_report;
 mod vev_query;
 
@@ -115,6 +116,26 @@ enum Command {
     /// Internal: `scale`'s measurements of one file in a fresh process, as JSON.
     #[command(hide = true)]
     ScaleProbe(ScaleProbeArgs),
+    /// Internal: a reader process of `storage --backend postgres`.
+    #[command(hide = true)]
+    StoragePgRead(StoragePgReadArgs),
+}
+
+#[derive(Args)]
+struct StoragePgReadArgs {
+    #[arg(long)]
+    url: String,
+    #[arg(long)]
+    seconds: f64,
+}
+
+/// Where `vev-bench storage` stores its databases.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+enum StorageBackend {
+    /// SQLite files, against the raw SQLite floor and Datalevin.
+    Sqlite,
+    /// A throwaway PostgreSQL 15, against a bare INSERT's floor (`storage_pg.rs`).
+    Postgres,
 }
 
 #[derive(Args)]
@@ -143,6 +164,25 @@ struct StorageArgs {
     /// Transactions of each concurrent-committers cell (1, 4 and 8 threads; 0 skips them).
     #[arg(long, default_value_t = 2_000)]
     concurrent_txs: usize,
+    /// Where the databases live (`postgres`: the storage-in-PostgreSQL suite, whose options
+    /// are the `--pg-*` ones).
+    #[arg(long, value_enum, default_value = "sqlite")]
+    backend: StorageBackend,
+    /// PostgreSQL: timed small transactions of Vev and of the floor each.
+    #[arg(long, default_value_t = 1_000)]
+    pg_txs: usize,
+    /// PostgreSQL: transactions a reader's lag is measured over.
+    #[arg(long, default_value_t = 1_000)]
+    pg_lag_txs: usize,
+    /// PostgreSQL: seconds each reader process runs queries.
+    #[arg(long, default_value_t = 10.0)]
+    pg_read_seconds: f64,
+    /// PostgreSQL: reader process counts (comma-separated).
+    #[arg(long, value_delimiter = ',', default_value = "1,2,4")]
+    pg_readers: Vec<usize>,
+    /// PostgreSQL: datoms of the database opened in a new process (0 skips it).
+    #[arg(long, default_value_t = 1_000_000)]
+    pg_open_datoms: u64,
 }
 
 #[derive(Args)]
@@ -529,6 +569,19 @@ fn main() -> ExitCode {
                 }
             });
             exit(result)
+        }
+        Command::Storage(args) if args.backend == StorageBackend::Postgres => {
+            let cfg = storage_pg::PgConfig {
+                txs: args.pg_txs,
+                lag_txs: args.pg_lag_txs,
+                read_seconds: args.pg_read_seconds,
+                readers: args.pg_readers,
+                open_datoms: args.pg_open_datoms,
+            };
+            exit(storage_pg::run(&cfg).map(|r| print!("{r}")))
+        }
+        Command::StoragePgRead(args) => {
+            exit(storage_pg::read_child(&args.url, args.seconds).map(|l| println!("{l}")))
         }
         Command::Storage(args) => {
             let mut sizes = vec![50, 2_000, args.big_entities];

@@ -107,7 +107,7 @@ pub fn file_size(path: &Path) -> Result<u64, BenchError> {
 }
 
 /// Run `vev-bench storage-open` on `path` and read what it measured.
-fn open_in_child(path: &Path, id: u64) -> Result<OpenRun, BenchError> {
+pub fn open_in_child(path: &Path, id: u64) -> Result<OpenRun, BenchError> {
     let exe = std::env::current_exe().map_err(BenchError::io("find", "the vev-bench binary"))?;
     let start = Instant::now();
     let out = Command::new(&exe)

@@ -166,7 +166,15 @@ fn run_vev_pair(
 
 /// Load one fixture database: its schema, then every datom in one transaction.
 fn load(db: &FixtureDb) -> Result<(vev::Db, BTreeMap<u64, u64>), BenchError> {
-    let conn = vev::Connection::open_in_memory();
+    load_into(&vev::Connection::open_in_memory(), db)
+}
+
+/// Transact the schema and the fixture `db` (one transaction) into `conn`; the database and
+/// the fixture's entity ids mapped to Vev's.
+pub fn load_into(
+    conn: &vev::Connection,
+    db: &FixtureDb,
+) -> Result<(vev::Db, BTreeMap<u64, u64>), BenchError> {
     conn.transact_edn(VEV_SCHEMA_EDN)?;
     let mut tx = String::with_capacity(db.datoms.len() * 32);
     tx.push('[');

@@ -15,7 +15,10 @@
 //!
 //! Opening reads the root, the manifest and the log after the root in one repeatable-read
 //! snapshot; segments load on demand through a connection of the segment cache's own.
-//! Readers take no lease and follow the writer by polling (`data_version`, `catch_up`).
+//! Readers take no lease and follow the writer: every log write and checkpoint root
+//! `NOTIFY`s in its own PostgreSQL transaction, and a reader's follower `LISTEN`s and
+//! catches up, polling when its listen connection is down (`follow.rs`; `data_version`,
+//! `catch_up`).
 //! Connections reconnect on their next use after the server went away (`session.rs`).
 //!
 //! Only this crate (and `vev-sqlite`) knows SQL for storage.
@@ -28,6 +31,7 @@ use vev_core::{BasisT, StorageError};
 use vev_db::persist::{self, Checkpoint, LogRecord, SegmentCache, SegmentStore};
 use vev_db::Db;
 
+mod follow;
 mod fulltext;
 mod lease;
 mod objects;
@@ -36,6 +40,7 @@ mod session;
 pub mod testing;
 mod verify;
 
+pub use follow::{Checked, Follower, LISTEN_APPLICATION};
 pub use lease::LeaseWait;
 use lease::{fence_sql, Lease};
 pub use objects::{Objects, SegmentObjects};
@@ -211,6 +216,8 @@ pub struct Store {
     /// The next full-text segment id (a writer's).
     next_fulltext: Mutex<u64>,
     gc_grace: Option<Duration>,
+    /// The channel writes notify readers on (`follow::channel`).
+    channel: String,
     /// The root (basis-t, `next_segment`) the latest database read here is built on.
     root_seen: Mutex<Option<(i64, i64)>>,
 }
@@ -277,7 +284,9 @@ impl Store {
             }),
             opts.cache_datoms_max,
         );
+        let channel = follow::channel(&schema);
         let store = Store {
+            channel,
             target,
             location,
             schema,
@@ -342,6 +351,26 @@ impl Store {
         &self.cache
     }
 
+    /// Start following the writer (read-only stores): a thread that `LISTEN`s for the
+    /// writer's notifications on a connection of its own and runs `check` on each (and at
+    /// least every `interval`, polling, also while that connection is down and being made
+    /// again with backoff). `check` catches the reader up; dropping the `Follower` stops it.
+    pub fn follow(
+        &self,
+        interval: Duration,
+        check: Box<dyn FnMut() -> Checked + Send>,
+    ) -> Result<Follower, StorageError> {
+        if !self.is_read_only() {
+            return Err(StorageError::io_kind(
+                "follow",
+                std::io::ErrorKind::Unsupported,
+                "a writer has nothing to follow",
+            ));
+        }
+        follow::start(&self.target, interval, check)
+            .map_err(|e| StorageError::io_kind("follow", e.kind(), e.to_string()))
+    }
+
     /// The lease generation this writer holds (`None` when read only).
     pub fn lease_generation(&self) -> Option<i64> {
         self.lease.as_ref().map(|l| l.generation)
@@ -385,14 +414,34 @@ impl Store {
         op: &str,
         write: impl FnOnce(&mut Transaction<'_>) -> Result<(), StorageError>,
     ) -> Result<(), StorageError> {
+        self.write_fenced_notify(op, None, write)
+    }
+
+    /// `write_fenced` that also notifies readers (`follow.rs`) with `payload` when it
+    /// commits: the `NOTIFY` rides on the fence statement, so it costs no round trip and is
+    /// delivered only if the transaction commits.
+    fn write_fenced_notify(
+        &self,
+        op: &str,
+        payload: Option<&str>,
+        write: impl FnOnce(&mut Transaction<'_>) -> Result<(), StorageError>,
+    ) -> Result<(), StorageError> {
         let lease = self.writable_lease()?;
         let location = self.location();
         let err = |e: postgres::Error| pg_error(location, op, &e);
         self.conn.with(op, |client| {
             let mut tx = client.transaction().map_err(err)?;
-            let held = tx
-                .query_opt(&fence_sql(&self.schema), &[&lease.generation, &lease.ms()])
-                .map_err(err)?;
+            let held = match payload {
+                None => tx.query_opt(&fence_sql(&self.schema), &[&lease.generation, &lease.ms()]),
+                Some(payload) => tx.query_opt(
+                    &format!(
+                        "WITH fence AS ({}) SELECT generation, pg_notify($3, $4)::text FROM fence",
+                        fence_sql(&self.schema)
+                    ),
+                    &[&lease.generation, &lease.ms(), &self.channel, &payload],
+                ),
+            }
+            .map_err(err)?;
             if held.is_none() {
                 lease
                     .fenced
@@ -498,27 +547,34 @@ impl Store {
         if entries.is_empty() {
             return self.append_rows(&ts, &records);
         }
-        self.write_fenced("log write", |tx| {
+        let payload = format!("log {}", last.basis_t());
+        self.write_fenced_notify("log write", Some(&payload), |tx| {
             self.insert_log(tx, &ts, &records)?;
             self.write_entries(tx, &entries)
         })
     }
 
-    /// Log rows (and nothing else) in one fenced statement.
+    /// Log rows (and nothing else) in one fenced statement, which also notifies readers.
     fn append_rows(&self, ts: &[i64], records: &[Vec<u8>]) -> Result<(), StorageError> {
         let lease = self.writable_lease()?;
         let s = &self.schema;
         let location = self.location();
+        // No row out of `ins` (fenced) means no notification and no row back.
         let sql = format!(
-            "WITH fence AS ({}) INSERT INTO {s}.log (t, record) \
-             SELECT u.t, u.r FROM unnest($3::bigint[], $4::bytea[]) AS u(t, r), fence",
+            "WITH fence AS ({}), ins AS (INSERT INTO {s}.log (t, record) \
+             SELECT u.t, u.r FROM unnest($3::bigint[], $4::bytea[]) AS u(t, r), fence \
+             RETURNING t) \
+             SELECT count(*), pg_notify($5, 'log ' || max(t))::text FROM ins HAVING count(*) > 0",
             fence_sql(s)
         );
-        let n = self.conn.with("log write", |c| {
-            c.execute(&sql, &[&lease.generation, &lease.ms(), &ts, &records])
-                .map_err(|e| pg_error(location, "log write", &e))
+        let row = self.conn.with_prepared("log write", &sql, |c, statement| {
+            c.query_opt(
+                statement,
+                &[&lease.generation, &lease.ms(), &ts, &records, &self.channel],
+            )
+            .map_err(|e| pg_error(location, "log write", &e))
         })?;
-        if n == 0 {
+        if row.is_none() {
             lease
                 .fenced
                 .store(true, std::sync::atomic::Ordering::SeqCst);
@@ -558,7 +614,8 @@ impl Store {
             .iter()
             .map(|r| (r.t as i64, seal(r.encode())))
             .unzip();
-        self.write_fenced("log write", |tx| {
+        let payload = format!("log {}", records.last().map_or(0, |r| r.t));
+        self.write_fenced_notify("log write", Some(&payload), |tx| {
             self.insert_log(tx, &ts, &bytes)?;
             self.write_entries(tx, fulltext)
         })
@@ -621,7 +678,8 @@ impl Store {
         }
         let next = *vev_core::sync::lock(&self.next_segment) as i64;
         let root = seal(std::mem::take(&mut cp.root));
-        self.write_fenced("root write", |tx| {
+        let payload = format!("root {}", cp.t);
+        self.write_fenced_notify("root write", Some(&payload), |tx| {
             self.collect_garbage(tx, cp)?;
             tx.execute(
                 &format!(
@@ -737,19 +795,18 @@ impl Store {
     /// `next_segment`. A reader polls it to know whether to catch up.
     pub fn data_version(&self) -> Result<[i64; 3], StorageError> {
         let s = &self.schema;
-        self.conn.with("data version", |c| {
-            let row = c
-                .query_one(
-                    &format!(
-                        "SELECT coalesce((SELECT max(t) FROM {s}.log), 0), \
-                         coalesce((SELECT t FROM {s}.root WHERE slot = 0), 0), \
-                         coalesce((SELECT next_segment FROM {s}.root WHERE slot = 0), 0)"
-                    ),
-                    &[],
-                )
-                .map_err(|e| pg_error(self.location(), "data version", &e))?;
-            Ok([row.get(0), row.get(1), row.get(2)])
-        })
+        let sql = format!(
+            "SELECT coalesce((SELECT max(t) FROM {s}.log), 0), \
+             coalesce((SELECT t FROM {s}.root WHERE slot = 0), 0), \
+             coalesce((SELECT next_segment FROM {s}.root WHERE slot = 0), 0)"
+        );
+        self.conn
+            .with_prepared("data version", &sql, |c, statement| {
+                let row = c
+                    .query_one(statement, &[])
+                    .map_err(|e| pg_error(self.location(), "data version", &e))?;
+                Ok([row.get(0), row.get(1), row.get(2)])
+            })
     }
 
     /// Bring `db` up to the latest committed transaction: a new root is adopted (reopening

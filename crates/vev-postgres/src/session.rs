@@ -198,6 +198,8 @@ pub(crate) struct Session {
     /// Statements run once on every new connection (`SET ...`).
     setup: String,
     client: Mutex<Option<Client>>,
+    /// Statements prepared on the current connection (by their SQL), forgotten with it.
+    prepared: Mutex<std::collections::HashMap<String, postgres::Statement>>,
 }
 
 impl Session {
@@ -206,7 +208,34 @@ impl Session {
             target,
             setup,
             client: Mutex::new(None),
+            prepared: Mutex::new(std::collections::HashMap::new()),
         }
+    }
+
+    /// `with`, given `sql` prepared on the connection (once per connection: a statement
+    /// sent as text is prepared again on every call, a round trip of its own).
+    pub(crate) fn with_prepared<T>(
+        &self,
+        op: &str,
+        sql: &str,
+        f: impl FnOnce(&mut Client, &postgres::Statement) -> Result<T, StorageError>,
+    ) -> Result<T, StorageError> {
+        let location = &self.target.location;
+        self.with(op, |client| {
+            let mut prepared = vev_core::sync::lock(&self.prepared);
+            let statement = match prepared.get(sql) {
+                Some(s) => s.clone(),
+                None => {
+                    let s = client
+                        .prepare(sql)
+                        .map_err(|e| pg_error(location, op, &e))?;
+                    prepared.insert(sql.to_owned(), s.clone());
+                    s
+                }
+            };
+            drop(prepared);
+            f(client, &statement)
+        })
     }
 
     /// Run `f` on the connection (connecting first if there is none). A failure that left
@@ -233,6 +262,8 @@ impl Session {
             *guard = None;
         }
         if guard.is_none() {
+            // Statements prepared on the old connection are gone with it.
+            vev_core::sync::lock(&self.prepared).clear();
             let location = &self.target.location;
             let mut client = self
                 .target

@@ -37,6 +37,15 @@ pub fn for_test(what: &str) -> Option<TempServer> {
     }
 }
 
+/// Where else a `TempServer` listens, and whom it trusts there (`start_with`).
+#[derive(Clone, Debug, Default)]
+pub struct Network {
+    /// Addresses to listen on besides 127.0.0.1 (our own test hosts' only).
+    pub listen: Vec<String>,
+    /// Client networks trusted without a password, as `pg_hba.conf` CIDRs.
+    pub clients: Vec<String>,
+}
+
 /// A running server; `url(db)` names a database on it (user `vev`, trust authentication).
 pub struct TempServer {
     data: PathBuf,
@@ -49,6 +58,13 @@ pub struct TempServer {
 impl TempServer {
     /// Create a cluster (user `vev`, trust authentication, UTF-8, C collation) and start it.
     pub fn start() -> Result<TempServer, String> {
+        TempServer::start_with(&Network::default())
+    }
+
+    /// `start`, also listening on `network.listen` (besides 127.0.0.1) and trusting clients
+    /// from `network.clients` (CIDRs): for tests whose processes sit in network namespaces
+    /// of their own, reaching the server over veth pairs.
+    pub fn start_with(network: &Network) -> Result<TempServer, String> {
         let dir = tempfile::Builder::new()
             .prefix("vev-pgstore")
             .tempdir()
@@ -70,12 +86,26 @@ impl TempServer {
             .arg(&pg.data)
             .args(["-U", "vev", "--auth=trust", "-E", "UTF8"])
             .args(["--locale=C.UTF-8", "--no-sync"]))?;
+        if !network.clients.is_empty() {
+            let hba = pg.data.join("pg_hba.conf");
+            let mut text = std::fs::read_to_string(&hba)
+                .map_err(|e| format!("cannot read {}: {e}", hba.display()))?;
+            for cidr in &network.clients {
+                text.push_str(&format!("host all all {cidr} trust\n"));
+            }
+            std::fs::write(&hba, text)
+                .map_err(|e| format!("cannot write {}: {e}", hba.display()))?;
+        }
+        let listen = std::iter::once("127.0.0.1")
+            .chain(network.listen.iter().map(String::as_str))
+            .collect::<Vec<_>>()
+            .join(",");
         let mut last = String::new();
         // The port is free when chosen; another process may take it first, so retry.
         for _ in 0..3 {
             pg.port = free_port()?;
             let opts = format!(
-                "-c listen_addresses=127.0.0.1 -p {} -c unix_socket_directories={} \
+                "-c listen_addresses={listen} -p {} -c unix_socket_directories={} \
                  -c shared_buffers=16MB -c max_connections=200",
                 pg.port,
                 pg.dir.path().display()

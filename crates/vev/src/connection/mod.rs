@@ -50,6 +50,9 @@ pub use group::CommitStats;
 /// transaction data to use in its place (or an error message that aborts the transaction).
 pub type TxFn = Arc<dyn Fn(&Db, &[Edn]) -> Result<Vec<TxOp>, String> + Send + Sync>;
 
+/// The default `OpenOptions::follow_interval`: a following reader checks at least this often.
+pub const FOLLOW_INTERVAL_DEFAULT: Duration = Duration::from_secs(1);
+
 /// How `Connection::open_with` opens a database (a file, or a `postgres://` URL).
 #[derive(Clone, Debug)]
 pub struct OpenOptions {
@@ -88,6 +91,14 @@ pub struct OpenOptions {
     /// A pause before each full-text segment write: a benchmark's stand-in for an object
     /// store's upload latency (default none).
     pub segment_write_delay: Option<Duration>,
+    /// On PostgreSQL, how a read-only connection follows the writer: `Some(interval)` (the
+    /// default, 1 s) starts a follower thread that `LISTEN`s for the writer's commits and
+    /// catches up within a round trip or two of each, and checks at least every `interval`
+    /// (polling while its listen connection is down and being made again), so `db()`
+    /// returns the followed database without asking the server (`docs/design/follow.md`).
+    /// `None`: no follower; `db()` catches up on every call, as on a file. `sync()`
+    /// catches up either way. Ignored for writers and files.
+    pub follow_interval: Option<Duration>,
     /// For tests: fail the Nth storage operation (the `testing` feature).
     #[cfg(feature = "testing")]
     pub faults: Option<Arc<FaultPlan>>,
@@ -107,6 +118,7 @@ impl Default for OpenOptions {
             gc_grace: Some(vev_sqlite::GC_GRACE_DEFAULT),
             fulltext_compaction: FulltextCompaction::Background,
             segment_write_delay: None,
+            follow_interval: Some(FOLLOW_INTERVAL_DEFAULT),
             #[cfg(feature = "testing")]
             faults: None,
         }
@@ -183,6 +195,8 @@ struct Durable {
     checkpoint_on_close: bool,
     /// The store's data version when a read-only connection last caught up.
     seen_version: Mutex<Version>,
+    /// A read-only PostgreSQL connection's follower thread (stopped when this is dropped).
+    follower: std::sync::OnceLock<vev_postgres::Follower>,
 }
 
 struct Inner {
@@ -360,7 +374,6 @@ impl Connection {
         tail_datoms: usize,
         opts: &OpenOptions,
     ) -> Result<Connection, Error> {
-        let version = store.data_version()?;
         // A file from before full text: its index, built on opening, is stored now.
         let db = store.store_fulltext_entries(db)?;
         let conn = Connection::build(
@@ -371,11 +384,17 @@ impl Connection {
                 checkpoint_datoms: opts.checkpoint_datoms.max(1),
                 bulk_batch_datoms: opts.bulk_batch_datoms.max(1),
                 checkpoint_on_close: opts.checkpoint_on_close,
-                seen_version: Mutex::new(version),
+                // Unknown: a commit may have landed between the open's read and now, so the
+                // first `sync` catches up whatever the version.
+                seen_version: Mutex::new([i64::MIN; 3]),
+                follower: std::sync::OnceLock::new(),
             }),
         );
         vev_core::sync::lock(&conn.inner.writer).auto_compact =
             opts.fulltext_compaction == FulltextCompaction::Background;
+        if let Some(interval) = opts.follow_interval {
+            conn.start_follower(interval)?;
+        }
         Ok(conn)
     }
 
@@ -409,13 +428,52 @@ impl Connection {
         }
     }
 
-    /// The latest database value. A read-only connection first catches up with the writer's
-    /// commits (use `sync` to see a failure to do so; here the last good value is returned).
+    /// The latest database value. A read-only connection on PostgreSQL with a follower
+    /// (`OpenOptions::follow_interval`) returns the database its follower caught up with
+    /// (behind the writer by a notification's delivery and a read, or at most the interval
+    /// while the follower polls); any other read-only connection first catches up with the
+    /// writer's commits (use `sync` to see a failure to do so; here the last good value is
+    /// returned).
     pub fn db(&self) -> Db {
-        if self.is_read_only() {
+        let following = self
+            .inner
+            .durable
+            .as_ref()
+            .is_some_and(|d| d.follower.get().is_some());
+        if self.is_read_only() && !following {
             let _ = self.sync();
         }
         self.latest()
+    }
+
+    /// Start a read-only PostgreSQL connection's follower (nothing for files and writers).
+    /// Its thread holds the connection weakly: it stops once the last handle is dropped.
+    fn start_follower(&self, interval: Duration) -> Result<(), Error> {
+        let Some(durable) = &self.inner.durable else {
+            return Ok(());
+        };
+        let Backend::Postgres(store) = &*durable.store else {
+            return Ok(());
+        };
+        if !store.is_read_only() {
+            return Ok(());
+        }
+        let weak = Arc::downgrade(&self.inner);
+        let follower = store.follow(
+            interval,
+            Box::new(move || {
+                let Some(inner) = weak.upgrade() else {
+                    return vev_postgres::Checked::Stop;
+                };
+                match (Connection { inner }).catch_up_read_only() {
+                    Ok(false) => vev_postgres::Checked::Same,
+                    // A failure (the server unreachable) is retried at the next wake.
+                    Ok(true) | Err(_) => vev_postgres::Checked::Changed,
+                }
+            }),
+        )?;
+        let _ = durable.follower.set(follower);
+        Ok(())
     }
 
     fn latest(&self) -> Db {
@@ -440,18 +498,25 @@ impl Connection {
     /// Catch up with every transaction committed to the file (by this or another process)
     /// and return the latest database. In memory, the latest database.
     pub fn sync(&self) -> Result<Db, Error> {
+        self.catch_up_read_only()?;
+        Ok(self.latest())
+    }
+
+    /// `sync`'s work: whether the store had changed since the last catch-up.
+    fn catch_up_read_only(&self) -> Result<bool, Error> {
         let Some(durable) = &self.inner.durable else {
-            return Ok(self.latest());
+            return Ok(false);
         };
         let _writer = vev_core::sync::lock(&self.inner.writer);
         let version = durable.store.data_version()?;
         let mut seen = vev_core::sync::lock(&durable.seen_version);
-        if version != *seen || !durable.store.is_read_only() {
+        let changed = version != *seen;
+        if changed || !durable.store.is_read_only() {
             let db = durable.store.catch_up(&self.latest())?;
             self.publish(db);
             *seen = version;
         }
-        Ok(self.latest())
+        Ok(changed)
     }
 
     /// Write a checkpoint now: the index segments changed since the last one and a new root,
