@@ -119,23 +119,17 @@ pub(crate) fn writer_start(
     location: &str,
     objects: Option<&dyn SegmentObjects>,
 ) -> Result<u64, StorageError> {
-    let deleted = c
-        .query(
-            &format!(
-                "DELETE FROM {s}.ft_segment WHERE id NOT IN \
-                 (SELECT segment FROM {s}.ft_manifest) \
-                 AND id NOT IN (SELECT id FROM {s}.ft_garbage) RETURNING payload"
-            ),
-            &[],
-        )
-        .map_err(|e| pg_error(location, "full-text open", &e))?;
-    if let Some(objects) = objects {
-        if !deleted.is_empty() {
-            objects.delete_all(crate::objects::keys_of(
-                deleted.into_iter().map(|r| r.get(0)).collect(),
-            ))?;
-        }
-    }
+    crate::objects::delete_rows(
+        c,
+        objects,
+        &format!(
+            "DELETE FROM {s}.ft_segment WHERE id NOT IN \
+             (SELECT segment FROM {s}.ft_manifest) \
+             AND id NOT IN (SELECT id FROM {s}.ft_garbage)"
+        ),
+        &[],
+        |e| pg_error(location, "full-text open", &e),
+    )?;
     let max: Option<i64> = c
         .query_one(&format!("SELECT max(id) FROM {s}.ft_segment"), &[])
         .map_err(|e| pg_error(location, "full-text open", &e))?
@@ -257,17 +251,16 @@ impl Store {
             .map_err(err)?;
             if let Some(grace) = self.gc_grace {
                 let cutoff = now.saturating_sub(grace.as_millis() as i64);
-                let deleted = tx
-                    .query(
-                        &format!(
-                            "DELETE FROM {s}.ft_segment WHERE id IN \
-                             (SELECT id FROM {s}.ft_garbage WHERE since_ms <= $1) \
-                             RETURNING payload"
-                        ),
-                        &[&cutoff],
-                    )
-                    .map_err(err)?;
-                self.delete_objects(deleted.into_iter().map(|r| r.get(0)).collect())?;
+                crate::objects::delete_rows(
+                    tx,
+                    self.objects.as_deref(),
+                    &format!(
+                        "DELETE FROM {s}.ft_segment WHERE id IN \
+                         (SELECT id FROM {s}.ft_garbage WHERE since_ms <= $1)"
+                    ),
+                    &[&cutoff],
+                    err,
+                )?;
                 tx.execute(
                     &format!("DELETE FROM {s}.ft_garbage WHERE since_ms <= $1"),
                     &[&cutoff],

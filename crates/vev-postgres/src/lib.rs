@@ -753,16 +753,16 @@ impl Store {
         .map_err(err)?;
         if let Some(grace) = self.gc_grace {
             let cutoff = now.saturating_sub(grace.as_millis() as i64);
-            let deleted = tx
-                .query(
-                    &format!(
-                        "DELETE FROM {s}.segment WHERE id IN \
-                         (SELECT id FROM {s}.garbage WHERE since_ms <= $1) RETURNING payload"
-                    ),
-                    &[&cutoff],
-                )
-                .map_err(err)?;
-            self.delete_objects(deleted.into_iter().map(|r| r.get(0)).collect())?;
+            objects::delete_rows(
+                tx,
+                self.objects.as_deref(),
+                &format!(
+                    "DELETE FROM {s}.segment WHERE id IN \
+                     (SELECT id FROM {s}.garbage WHERE since_ms <= $1)"
+                ),
+                &[&cutoff],
+                err,
+            )?;
             tx.execute(
                 &format!("DELETE FROM {s}.garbage WHERE since_ms <= $1"),
                 &[&cutoff],
@@ -770,15 +770,6 @@ impl Store {
             .map_err(err)?;
         }
         Ok(())
-    }
-
-    /// With segments in an object store, delete the objects that deleted rows named (inside
-    /// the rows' transaction: if this fails, the rows stay for the next checkpoint).
-    fn delete_objects(&self, payloads: Vec<Vec<u8>>) -> Result<(), StorageError> {
-        match &self.objects {
-            Some(objects) if !payloads.is_empty() => objects.delete_all(objects::keys_of(payloads)),
-            _ => Ok(()),
-        }
     }
 
     /// Segments waiting out the grace period before a checkpoint deletes them.

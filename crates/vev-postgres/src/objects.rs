@@ -72,11 +72,30 @@ pub(crate) fn fetch(
     }
 }
 
-/// The object keys of deleted rows' payloads (each a sealed key).
-pub(crate) fn keys_of(payloads: Vec<Vec<u8>>) -> Vec<String> {
-    payloads
+/// Run `delete` (a `DELETE` of segment rows, `params` its parameters). With segments in an
+/// object store, the rows' payloads (their sealed object keys) come back and those objects
+/// are deleted too, inside the rows' transaction: if that fails, the rows stay for the next
+/// try. Without one, no payload is sent back.
+pub(crate) fn delete_rows(
+    c: &mut impl postgres::GenericClient,
+    objects: Option<&dyn SegmentObjects>,
+    delete: &str,
+    params: &[&(dyn postgres::types::ToSql + Sync)],
+    err: impl Fn(postgres::Error) -> StorageError,
+) -> Result<(), StorageError> {
+    let Some(objects) = objects else {
+        c.execute(delete, params).map_err(err)?;
+        return Ok(());
+    };
+    let keys: Vec<String> = c
+        .query(&format!("{delete} RETURNING payload"), params)
+        .map_err(err)?
         .into_iter()
-        .filter_map(|p| crate::unseal(&String::new, p).ok())
+        .filter_map(|r| crate::unseal(&String::new, r.get(0)).ok())
         .filter_map(|k| String::from_utf8(k).ok())
-        .collect()
+        .collect();
+    if keys.is_empty() {
+        return Ok(());
+    }
+    objects.delete_all(keys)
 }
