@@ -77,15 +77,7 @@ impl ExactSum {
 
     /// The exact sum, rounded to the nearest double.
     pub(crate) fn value(&self) -> f64 {
-        if self.special != 0.0 || self.special.is_nan() {
-            return self.special + self.rounded();
-        }
-        self.rounded()
-    }
-
-    fn rounded(&self) -> f64 {
         let mut all = self.clone();
-        all.special = 0.0;
         // The integer part joins the partials exactly: each step takes the nearest double
         // and keeps the (smaller, exact in i128) rest.
         let mut rest = self.longs;
@@ -94,7 +86,8 @@ impl ExactSum {
             all.add_f64(part);
             rest -= part as i128;
         }
-        if all.special != 0.0 || all.special.is_nan() {
+        // `special` is 0 or an infinity or NaN, which the finite part cannot change.
+        if !all.special.is_finite() {
             return all.special;
         }
         let p = &all.partials;
