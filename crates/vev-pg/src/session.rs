@@ -8,7 +8,7 @@
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
-use std::time::{Duration, SystemTime};
+use std::time::{Duration, Instant, SystemTime};
 
 use vev::{Connection, Db, Edn, EntityId, EntityRef, TxOp};
 
@@ -18,7 +18,7 @@ use crate::locks::{LockTable, SessionId};
 use crate::sql::consts::{self, Param};
 use crate::sql::select::{Agg, Count, Input, OutCol, Post, SelectPlan};
 use crate::sql::write::{CopyPlan, RowsPlan};
-use crate::sql::{self, Plan};
+use crate::sql::{self, Plan, QueryCost};
 use crate::types::SqlType;
 
 mod pending;
@@ -610,14 +610,21 @@ impl Session {
         db: &Db,
         query: &vev::Query,
         args: &[Edn],
+        cost: &QueryCost,
     ) -> Result<Vec<Vec<Edn>>, SqlError> {
-        let run = || db.q_prepared(query, args, &self.options);
-        // A query is CPU work on this async worker: `block_in_place` hands the worker's
-        // other tasks (the listener, other sessions, a cancel request's connection) to
-        // another thread while it runs, so a long query cannot starve them.
+        let run = || {
+            let start = Instant::now();
+            let result = db.q_prepared(query, args, &self.options);
+            cost.record(start.elapsed());
+            result
+        };
+        // A query is CPU work on this async worker: unless it is known to be short,
+        // `block_in_place` hands the worker's other tasks (the listener, other sessions, a
+        // cancel request's connection) to another thread while it runs, so a long query
+        // cannot starve them. A short one runs here: the hand-off would cost more.
         let multi_thread = tokio::runtime::Handle::try_current()
             .is_ok_and(|h| h.runtime_flavor() == tokio::runtime::RuntimeFlavor::MultiThread);
-        let result = if multi_thread {
+        let result = if multi_thread && !cost.short() {
             tokio::task::block_in_place(run)
         } else {
             run()
@@ -643,7 +650,11 @@ impl Session {
         let rows = match &p.lock {
             None => {
                 let db = self.view_for(Some(&p.tables))?;
-                arrange(self.query_rows(&db, &p.query, &args)?, &p.post, params)?
+                arrange(
+                    self.query_rows(&db, &p.query, &args, &p.cost)?,
+                    &p.post,
+                    params,
+                )?
             }
             Some(lock) => {
                 let mut held = Vec::new();
@@ -651,6 +662,7 @@ impl Session {
                 let found = Found {
                     tables: &p.tables,
                     query: &p.query,
+                    cost: &p.cost,
                     args: &args,
                     arrange: &arranged,
                     entities: &lock.columns,

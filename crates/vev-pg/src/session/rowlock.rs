@@ -11,6 +11,7 @@ use crate::sql::write::RowsPlan;
 pub(super) struct Found<'a> {
     pub(super) tables: &'a [String],
     pub(super) query: &'a vev::Query,
+    pub(super) cost: &'a crate::sql::QueryCost,
     pub(super) args: &'a [Edn],
     /// What happens to the query's rows before their entities are locked (a SELECT's
     /// ORDER BY and LIMIT: only the rows returned are locked).
@@ -45,7 +46,7 @@ impl Session {
             // in between: the basis tells.
             let basis = self.shared.conn.db().basis_t();
             let db = self.view_for(Some(f.tables))?;
-            let rows = (f.arrange)(self.query_rows(&db, f.query, f.args)?)?;
+            let rows = (f.arrange)(self.query_rows(&db, f.query, f.args, f.cost)?)?;
             let ids: Vec<EntityId> = rows
                 .iter()
                 .flat_map(|r| f.entities.iter().filter_map(|&k| r.get(k)))
@@ -81,6 +82,7 @@ impl Session {
         let found = Found {
             tables: std::slice::from_ref(&p.table.name),
             query: &p.query,
+            cost: &p.cost,
             args,
             arrange: &Ok,
             entities: &[0],

@@ -6,7 +6,9 @@ pub mod expr;
 pub mod select;
 pub mod write;
 
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
+use std::time::Duration;
 
 use sqlparser::ast::{
     AlterTableOperation, ColumnOption, ObjectType, Query, SetExpr, Statement, TableConstraint,
@@ -476,4 +478,69 @@ fn isolation(modes: &[sqlparser::ast::TransactionMode]) -> Option<bool> {
         }
         TransactionMode::AccessMode(_) => None,
     })
+}
+
+/// How long a statement's query took lately, kept with its plan (so with a prepared
+/// statement) for the session to decide where the next run goes: a query known to be short
+/// runs on its async worker, anything else through `block_in_place`, which hands the
+/// worker's other tasks to another thread first. That hand-off wakes a thread per query;
+/// for a point read (pgbench's select-only) it cost more than the query.
+#[derive(Debug, Default)]
+pub struct QueryCost {
+    /// Nanoseconds, decaying towards shorter runs and jumping to longer ones; 0 before
+    /// the first run.
+    recent_ns: AtomicU64,
+}
+
+impl QueryCost {
+    /// Runs up to this long may hold an async worker (tokio's guidance is to yield every
+    /// 10-100 µs).
+    pub const INLINE: Duration = Duration::from_micros(100);
+
+    /// Whether the query ran before and lately took at most `INLINE`. A parameter that
+    /// makes one run much longer than the ones before still runs once on the worker.
+    pub fn short(&self) -> bool {
+        let ns = self.recent_ns.load(Ordering::Relaxed);
+        ns != 0 && ns <= Self::INLINE.as_nanos() as u64
+    }
+
+    /// Note one run's time: a longer run replaces the estimate at once, a shorter one
+    /// moves it a quarter of the way.
+    pub fn record(&self, took: Duration) {
+        let took = u64::try_from(took.as_nanos()).unwrap_or(u64::MAX).max(1);
+        let old = self.recent_ns.load(Ordering::Relaxed);
+        let new = if old == 0 || took >= old {
+            took
+        } else {
+            old - (old - took) / 4
+        };
+        self.recent_ns.store(new, Ordering::Relaxed);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::QueryCost;
+    use std::time::Duration;
+
+    #[test]
+    fn a_query_is_short_only_after_short_runs() {
+        let cost = QueryCost::default();
+        assert!(!cost.short(), "never run: not known to be short");
+        cost.record(Duration::from_micros(20));
+        assert!(cost.short());
+        // One long run makes it long at once ...
+        cost.record(Duration::from_millis(50));
+        assert!(!cost.short());
+        // ... and short runs bring it back a quarter of the way each time.
+        let mut runs = 0;
+        while !cost.short() {
+            cost.record(Duration::from_micros(20));
+            runs += 1;
+            assert!(runs < 100, "never short again");
+        }
+        assert!(runs > 10, "back to short after {runs} runs");
+        cost.record(QueryCost::INLINE + Duration::from_nanos(1));
+        assert!(!cost.short());
+    }
 }

@@ -78,6 +78,8 @@ pub struct SelectPlan {
     pub lock: Option<RowLock>,
     /// The tables it reads.
     pub tables: Vec<String>,
+    /// How long its query took lately.
+    pub cost: Arc<super::QueryCost>,
 }
 
 /// `SELECT ... FOR UPDATE`: which find elements hold the row entities to lock.
@@ -149,6 +151,7 @@ pub fn compile(q: &Query, catalog: &Catalog) -> Result<Option<SelectPlan>, SqlEr
         post,
         lock,
         tables: b.scopes.iter().map(|s| s.table.name.clone()).collect(),
+        cost: Arc::default(),
     }))
 }
 

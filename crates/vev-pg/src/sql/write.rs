@@ -46,6 +46,8 @@ pub struct RowsPlan {
     pub params: Vec<Option<SqlType>>,
     /// UPDATE: the columns each further find element assigns. Empty for DELETE.
     pub sets: Vec<usize>,
+    /// How long its query took lately.
+    pub cost: Arc<super::QueryCost>,
 }
 
 pub fn insert(ins: &sqlparser::ast::Insert, catalog: &Catalog) -> Result<InsertPlan, SqlError> {
@@ -505,6 +507,7 @@ fn rows_plan(
         null_rejecting: b.null_rejecting.iter().copied().collect(),
         params: b.params.clone(),
         sets,
+        cost: Arc::default(),
     })
 }
 
