@@ -132,12 +132,17 @@ pub struct Query {
     /// The last run's rule set (`%`), compiled, with the EDN it came from: a run given an
     /// equal one reuses it rather than parsing and compiling it again (shared by clones).
     rules: Arc<std::sync::Mutex<Option<KeptRules>>>,
+    /// The empty rule set of a run given none, kept so that its `checked` flag lets later
+    /// runs skip the binding checks, as a kept rule set's does.
+    no_rules: Arc<CompiledRules>,
 }
 
 /// A rule set's EDN and what it compiled to.
 type KeptRules = (Edn, Arc<CompiledRules>);
 
-/// A rule set as a run uses it, and whether its bodies passed the binding checks.
+/// A rule set as a run uses it, and whether the query's clauses and the rules' bodies
+/// passed the binding checks with it (each `CompiledRules` belongs to one query: the checks
+/// depend only on the two, so they run until they pass once).
 #[derive(Default)]
 struct CompiledRules {
     set: RuleSet,
@@ -262,6 +267,7 @@ impl Query {
             ast: Arc::new(ast),
             plan: Arc::default(),
             rules: Arc::default(),
+            no_rules: Arc::default(),
         })
     }
 

@@ -125,6 +125,28 @@ fn a_prepared_query_takes_a_new_rule_set_each_run() {
 }
 
 #[test]
+fn a_prepared_query_keeps_only_its_passed_binding_checks() {
+    // Binding checks that passed once are skipped on later runs; the ones that failed
+    // run (and fail) again, and the checks that depend on the database run every time.
+    let conn = people(10);
+    let db = conn.db();
+    let opts = QueryOptions::default();
+    let unbound = Query::parse("[:find ?e ?x :where [?e :age ?a]]").unwrap();
+    for _ in 0..2 {
+        let err = unbound.run(&[Input::Db(&db)], &opts).unwrap_err();
+        assert_eq!(err.code(), "query/unbound-variable", "{err}");
+    }
+    let q = Query::parse("[:find (count ?e) . :where [?e :age ?a]]").unwrap();
+    for _ in 0..2 {
+        let got = q.run(&[Input::Db(&db)], &opts).unwrap();
+        assert_eq!(got, QueryResult::Scalar(Some(Edn::Integer(10))));
+    }
+    let empty = Connection::open_in_memory().db();
+    let err = q.run(&[Input::Db(&empty)], &opts).unwrap_err();
+    assert_eq!(err.code(), "query/unknown-attribute", "{err}");
+}
+
+#[test]
 fn row_limit_stops_with_a_typed_error() {
     let conn = people(300);
     let db = conn.db();

@@ -28,23 +28,24 @@ impl Query {
         sources: &[Option<&dyn Source>],
     ) -> Result<(), QueryError> {
         let rules = &compiled.set;
+        // Unknown functions and attributes depend on the options and the sources: every run.
         self.check_static(rules, opts, sources)?;
+        // The binding checks depend only on this query and `compiled` (its own): once they
+        // passed, a prepared query's later runs skip them.
+        if compiled.checked.load(std::sync::atomic::Ordering::Relaxed) {
+            return Ok(());
+        }
         let input_vars: HashSet<VarId> = self.bindings.iter().flat_map(|(_, b)| b.vars()).collect();
         check_bindings(&self.scope, &self.clauses, &input_vars, rules)?;
-        if !compiled.checked.load(std::sync::atomic::Ordering::Relaxed) {
-            for (_, branches) in rules.iter() {
-                for r in branches {
-                    check_bindings(
-                        &r.scope,
-                        &r.clauses,
-                        &r.head.iter().copied().collect(),
-                        rules,
-                    )?;
-                }
+        for (_, branches) in rules.iter() {
+            for r in branches {
+                check_bindings(
+                    &r.scope,
+                    &r.clauses,
+                    &r.head.iter().copied().collect(),
+                    rules,
+                )?;
             }
-            compiled
-                .checked
-                .store(true, std::sync::atomic::Ordering::Relaxed);
         }
         let bindable = bindable_vars(&self.clauses, &input_vars);
         for f in self.find.iter() {
@@ -57,6 +58,9 @@ impl Query {
                 });
             }
         }
+        compiled
+            .checked
+            .store(true, std::sync::atomic::Ordering::Relaxed);
         Ok(())
     }
 

@@ -47,7 +47,7 @@ impl Query {
         let mut bound = BoundInputs {
             sources: vec![None; inputs.len()],
             collections: vec![None; inputs.len()],
-            rules: Arc::default(),
+            rules: self.no_rules.clone(),
             rel: Rel::unit(),
             consts: HashMap::new(),
         };
