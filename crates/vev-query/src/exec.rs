@@ -202,7 +202,7 @@ impl<'a> Ctx<'a> {
                 self.record(
                     env,
                     clause,
-                    "implied by the range scan".into(),
+                    || "implied by the range scan".into(),
                     None,
                     rel.len,
                 );
@@ -212,7 +212,7 @@ impl<'a> Ctx<'a> {
                     self.record(
                         env,
                         m,
-                        "eavt[e] (one pass per entity)".into(),
+                        || "eavt[e] (one pass per entity)".into(),
                         None,
                         out.len,
                     );
@@ -286,11 +286,19 @@ impl<'a> Ctx<'a> {
         }
     }
 
-    fn record(&self, env: &Env<'_>, c: &CClause, method: String, est: Option<f64>, rows: usize) {
+    /// Note a step of the plan when the run records one (`method` is only made then).
+    fn record(
+        &self,
+        env: &Env<'_>,
+        c: &CClause,
+        method: impl FnOnce() -> String,
+        est: Option<f64>,
+        rows: usize,
+    ) {
         if env.record {
             self.plan.borrow_mut().push(PlanStep {
                 clause: (self.source_text)(c),
-                method,
+                method: method(),
                 estimated_rows: est.map(|e| e.round() as u64),
                 actual_rows: rows as u64,
                 elapsed: self.step_started.get().elapsed(),
@@ -357,7 +365,7 @@ impl<'a> Ctx<'a> {
             CClause::Pattern { src, terms, .. } if self.collection(env, *src).is_some() => {
                 let tuples = self.collection(env, *src).expect("checked");
                 let out = self.collection_join(rel, tuples, terms);
-                self.record(env, c, "collection scan".into(), None, out.len);
+                self.record(env, c, || "collection scan".into(), None, out.len);
                 Ok(out)
             }
             CClause::Pattern { src, terms, span } => {
@@ -371,7 +379,7 @@ impl<'a> Ctx<'a> {
             }
             CClause::Pred { name, args, span } => {
                 let out = self.apply_pred(env, rel, name, args, *span)?;
-                self.record(env, c, "filter".into(), None, out.len);
+                self.record(env, c, || "filter".into(), None, out.len);
                 Ok(out)
             }
             CClause::Fn {
@@ -381,7 +389,7 @@ impl<'a> Ctx<'a> {
                 span,
             } => {
                 let out = self.apply_fn(env, rel, name, args, binding, *span)?;
-                self.record(env, c, "function".into(), None, out.len);
+                self.record(env, c, || "function".into(), None, out.len);
                 Ok(out)
             }
             CClause::Not {
@@ -395,7 +403,7 @@ impl<'a> Ctx<'a> {
             } => {
                 let inner_env = env.nested(*src);
                 let out = self.apply_or(&inner_env, rel, c, join.as_ref(), branches, *span)?;
-                self.record(env, c, "or".into(), None, out.len);
+                self.record(env, c, || "or".into(), None, out.len);
                 Ok(out)
             }
             CClause::Rule {
@@ -424,7 +432,7 @@ impl<'a> Ctx<'a> {
                         needed: &needed,
                     },
                 )?;
-                self.record(env, c, "rule".into(), None, out.len);
+                self.record(env, c, || "rule".into(), None, out.len);
                 Ok(out)
             }
         }
@@ -459,7 +467,7 @@ impl<'a> Ctx<'a> {
         if let Some((out, method)) =
             self.scan_for_hash_join(env, rel, terms, span, source, remaining)?
         {
-            self.record(env, c, method, est, out.len);
+            self.record(env, c, || method, est, out.len);
             return Ok(out);
         }
         let out = p.join(rel, |n| self.check(n))?;
@@ -470,7 +478,7 @@ impl<'a> Ctx<'a> {
                 .borrow_mut()
                 .extend(range_preds(env, terms, remaining));
         }
-        self.record(env, c, p.index_name(), est, out.len);
+        self.record(env, c, || p.index_name(), est, out.len);
         Ok(out)
     }
 
@@ -503,7 +511,7 @@ impl<'a> Ctx<'a> {
             .collect();
         let mut rel = rel;
         rel.retain(|row| index.find(&matched, &all, row, &cols).is_none());
-        self.record(env, c, "not".into(), None, rel.len);
+        self.record(env, c, || "not".into(), None, rel.len);
         Ok(rel)
     }
 

@@ -574,3 +574,25 @@ fn a_pattern_without_its_source_is_an_error_in_every_plan() {
         assert!(q.run(&[Input::Db(&db)], opts).is_ok());
     }
 }
+
+#[test]
+fn an_unknown_attribute_in_a_not_join_of_a_named_source_is_an_error_in_every_plan() {
+    // Found by the query_run fuzz target: the optimized plan answered rows, the naive plan
+    // `query/unknown-attribute`.
+    let conn = people(10);
+    let db = conn.db();
+    let text =
+        "[:find ?n :in $b :where [$b ?e :name ?n] ($b not-join [?e] [?e :e ?a] [(< ?e 25)])]";
+    for first_naive in [false, true] {
+        let q = Query::parse(text).unwrap();
+        let (a, b) = if first_naive {
+            (naive_options(), QueryOptions::default())
+        } else {
+            (QueryOptions::default(), naive_options())
+        };
+        for opts in [a, b] {
+            let err = q.run(&[Input::Db(&db)], &opts).unwrap_err();
+            assert_eq!(err.code(), "query/unknown-attribute", "{err}");
+        }
+    }
+}

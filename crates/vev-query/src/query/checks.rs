@@ -17,6 +17,9 @@ use crate::rel::VarId;
 use crate::rules::RuleSet;
 use crate::source::Source;
 
+/// A check of one clause, given the source its patterns read when they name none.
+type Check<'a> = dyn FnMut(&CClause, Option<usize>) -> Result<(), QueryError> + 'a;
+
 impl Query {
     /// Every check that does not depend on the data, before anything runs: unknown names
     /// (`check_static`), variables no clause can bind (`check_bindings`, for the query and,
@@ -71,21 +74,23 @@ impl Query {
         opts: &QueryOptions,
         sources: &[Option<&dyn Source>],
     ) -> Result<(), QueryError> {
-        fn walk(
-            c: &CClause,
-            f: &mut dyn FnMut(&CClause) -> Result<(), QueryError>,
-        ) -> Result<(), QueryError> {
-            f(c)?;
+        /// Every clause with the source its patterns read when they name none (`$`, or the
+        /// one an enclosing `($b not ...)` / `($b or ...)` names).
+        fn walk(c: &CClause, default: Option<usize>, f: &mut Check<'_>) -> Result<(), QueryError> {
+            f(c, default)?;
             match c {
-                CClause::Not { clauses, .. } => clauses.iter().try_for_each(|x| walk(x, f)),
-                CClause::Or { branches, .. } => {
-                    branches.iter().flatten().try_for_each(|x| walk(x, f))
+                CClause::Not { src, clauses, .. } => {
+                    clauses.iter().try_for_each(|x| walk(x, src.or(default), f))
                 }
+                CClause::Or { src, branches, .. } => branches
+                    .iter()
+                    .flatten()
+                    .try_for_each(|x| walk(x, src.or(default), f)),
                 _ => Ok(()),
             }
         }
         let default_src = self.sources.get(&Symbol::new("$")).copied();
-        let mut check = |c: &CClause| -> Result<(), QueryError> {
+        let mut check = |c: &CClause, default_src: Option<usize>| -> Result<(), QueryError> {
             match c {
                 CClause::Pred { name, span, .. } | CClause::Fn { name, span, .. }
                     if !funcs::exists(&opts.registry, name.as_str()) =>
@@ -136,7 +141,7 @@ impl Query {
             Ok(())
         };
         for c in self.clauses.iter() {
-            walk(c, &mut check)?;
+            walk(c, default_src, &mut check)?;
             check_default_source(c, default_src)?;
         }
         for f in self.find.iter() {
