@@ -22,8 +22,9 @@ type Check<'a> = dyn FnMut(&CClause, Option<usize>) -> Result<(), QueryError> + 
 
 impl Query {
     /// Every check that does not depend on the data, before anything runs: unknown names
-    /// (`check_static`), variables no clause can bind (`check_bindings`, for the query and,
-    /// once per compiled rule set, for every rule body), and `:find` elements nothing binds.
+    /// (`check_static`, every run), then, until they pass once for a compiled rule set,
+    /// variables no clause can bind (`check_bindings`, for the query and every rule body) and
+    /// `:find` elements nothing binds.
     pub(super) fn check(
         &self,
         compiled: &CompiledRules,
@@ -74,21 +75,6 @@ impl Query {
         opts: &QueryOptions,
         sources: &[Option<&dyn Source>],
     ) -> Result<(), QueryError> {
-        /// Every clause with the source its patterns read when they name none (`$`, or the
-        /// one an enclosing `($b not ...)` / `($b or ...)` names).
-        fn walk(c: &CClause, default: Option<usize>, f: &mut Check<'_>) -> Result<(), QueryError> {
-            f(c, default)?;
-            match c {
-                CClause::Not { src, clauses, .. } => {
-                    clauses.iter().try_for_each(|x| walk(x, src.or(default), f))
-                }
-                CClause::Or { src, branches, .. } => branches
-                    .iter()
-                    .flatten()
-                    .try_for_each(|x| walk(x, src.or(default), f)),
-                _ => Ok(()),
-            }
-        }
         let default_src = self.sources.get(&Symbol::new("$")).copied();
         let mut check = |c: &CClause, default_src: Option<usize>| -> Result<(), QueryError> {
             match c {
@@ -142,7 +128,7 @@ impl Query {
         };
         for c in self.clauses.iter() {
             walk(c, default_src, &mut check)?;
-            check_default_source(c, default_src)?;
+            walk(c, default_src, &mut check_default_source)?;
         }
         for f in self.find.iter() {
             if let Find::Agg { name, .. } = f {
@@ -158,6 +144,22 @@ impl Query {
     }
 }
 
+/// `c` and the clauses inside it, first to last, each with the source its patterns read when
+/// they name none (`default`, or the one an enclosing `($b not ...)` / `($b or ...)` names).
+fn walk(c: &CClause, default: Option<usize>, f: &mut Check<'_>) -> Result<(), QueryError> {
+    f(c, default)?;
+    match c {
+        CClause::Not { src, clauses, .. } => {
+            clauses.iter().try_for_each(|x| walk(x, src.or(default), f))
+        }
+        CClause::Or { src, branches, .. } => branches
+            .iter()
+            .flatten()
+            .try_for_each(|x| walk(x, src.or(default), f)),
+        _ => Ok(()),
+    }
+}
+
 /// A pattern that names no source reads the default one (`$`, or the source its enclosing
 /// `not`/`or` names): with none given, that is an error whatever rows reach the pattern (so
 /// every plan reports it, however early it finds the relation empty).
@@ -169,13 +171,6 @@ fn check_default_source(c: &CClause, default: Option<usize>) -> Result<(), Query
             name: "$".to_owned(),
             span: Some(*span),
         }),
-        CClause::Not { src, clauses, .. } => clauses
-            .iter()
-            .try_for_each(|x| check_default_source(x, src.or(default))),
-        CClause::Or { src, branches, .. } => branches
-            .iter()
-            .flatten()
-            .try_for_each(|x| check_default_source(x, src.or(default))),
         _ => Ok(()),
     }
 }
