@@ -249,25 +249,15 @@ impl Store {
                 &[&replaced, &now],
             )
             .map_err(err)?;
-            if let Some(grace) = self.gc_grace {
-                let cutoff = now.saturating_sub(grace.as_millis() as i64);
-                crate::objects::delete_rows(
-                    tx,
-                    self.objects.as_deref(),
-                    &format!(
-                        "DELETE FROM {s}.ft_segment WHERE id IN \
-                         (SELECT id FROM {s}.ft_garbage WHERE since_ms <= $1)"
-                    ),
-                    &[&cutoff],
-                    err,
-                )?;
-                tx.execute(
-                    &format!("DELETE FROM {s}.ft_garbage WHERE since_ms <= $1"),
-                    &[&cutoff],
-                )
-                .map_err(err)?;
-            }
-            Ok(())
+            crate::objects::collect_garbage(
+                tx,
+                self.objects.as_deref(),
+                &format!("{s}.ft_segment"),
+                &format!("{s}.ft_garbage"),
+                self.gc_grace,
+                now,
+                err,
+            )
         })?;
         Ok(id)
     }

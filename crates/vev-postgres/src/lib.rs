@@ -751,25 +751,15 @@ impl Store {
             &[&named],
         )
         .map_err(err)?;
-        if let Some(grace) = self.gc_grace {
-            let cutoff = now.saturating_sub(grace.as_millis() as i64);
-            objects::delete_rows(
-                tx,
-                self.objects.as_deref(),
-                &format!(
-                    "DELETE FROM {s}.segment WHERE id IN \
-                     (SELECT id FROM {s}.garbage WHERE since_ms <= $1)"
-                ),
-                &[&cutoff],
-                err,
-            )?;
-            tx.execute(
-                &format!("DELETE FROM {s}.garbage WHERE since_ms <= $1"),
-                &[&cutoff],
-            )
-            .map_err(err)?;
-        }
-        Ok(())
+        objects::collect_garbage(
+            tx,
+            self.objects.as_deref(),
+            &format!("{s}.segment"),
+            &format!("{s}.garbage"),
+            self.gc_grace,
+            now,
+            err,
+        )
     }
 
     /// Segments waiting out the grace period before a checkpoint deletes them.

@@ -72,6 +72,39 @@ pub(crate) fn fetch(
     }
 }
 
+/// With a grace period (`None`: keep every segment), delete the rows of table `segments`
+/// whose ids have waited in table `garbage` (both schema-qualified) since before `now` less
+/// the grace period, their objects too (`delete_rows`), and then those waiting entries.
+pub(crate) fn collect_garbage(
+    c: &mut impl postgres::GenericClient,
+    objects: Option<&dyn SegmentObjects>,
+    segments: &str,
+    garbage: &str,
+    grace: Option<std::time::Duration>,
+    now: i64,
+    err: impl Fn(postgres::Error) -> StorageError,
+) -> Result<(), StorageError> {
+    let Some(grace) = grace else {
+        return Ok(());
+    };
+    let cutoff = now.saturating_sub(grace.as_millis() as i64);
+    delete_rows(
+        c,
+        objects,
+        &format!(
+            "DELETE FROM {segments} WHERE id IN (SELECT id FROM {garbage} WHERE since_ms <= $1)"
+        ),
+        &[&cutoff],
+        &err,
+    )?;
+    c.execute(
+        &format!("DELETE FROM {garbage} WHERE since_ms <= $1"),
+        &[&cutoff],
+    )
+    .map_err(&err)?;
+    Ok(())
+}
+
 /// Run `delete` (a `DELETE` of segment rows, `params` its parameters). With segments in an
 /// object store, the rows' payloads (their sealed object keys) come back and those objects
 /// are deleted too, inside the rows' transaction: if that fails, the rows stay for the next
