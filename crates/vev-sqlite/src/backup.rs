@@ -111,10 +111,7 @@ impl Store {
             Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => return Err(exists()),
             Err(e) => return Err(backup_io(dest, e)),
         }
-        if let Some(dir) = dest.parent().filter(|d| !d.as_os_str().is_empty()) {
-            // The new name, durable (best effort: some file systems cannot sync a directory).
-            let _ = std::fs::File::open(dir).and_then(|d| d.sync_all());
-        }
+        crate::sync_dir(dest);
         Ok(done)
     }
 }

@@ -87,6 +87,17 @@ impl FaultPlan {
                 n,
             });
         }
+        self.hit_named(op, n)
+    }
+
+    /// An operation that only `pause_next` and `fail_next` reach (not counted for
+    /// `fail_at`): creating a database, which the counted plans of the durability tests
+    /// predate.
+    pub(crate) fn hit_uncounted(&self, op: &str) -> Result<(), StorageError> {
+        self.hit_named(op, 0)
+    }
+
+    fn hit_named(&self, op: &str, n: u64) -> Result<(), StorageError> {
         let mut named = self.named();
         if named.pause.as_deref() == Some(op) {
             named.pause = None;
