@@ -73,6 +73,12 @@ pub trait SegmentStore: Send + Sync {
     }
 }
 
+/// How many locks the decoded index segments are spread over (`SegmentCache::lru`).
+const LRU_SHARDS: usize = 16;
+
+/// Datoms a shard may hold at least: a smaller cache has fewer shards.
+const LRU_SHARD_MIN: usize = 1 << 16;
+
 /// Decoded full-text segments kept, by their approximate size in memory.
 pub const FULLTEXT_CACHE_BYTES: usize = 256 << 20;
 
@@ -134,7 +140,11 @@ impl<V: Clone> Lru<V> {
 pub struct SegmentCache {
     store: Arc<dyn SegmentStore>,
     capacity_datoms: usize,
-    lru: Mutex<Lru<Node>>,
+    /// Decoded index segments in up to `LRU_SHARDS` caches by id, each holding up to its
+    /// share of `capacity_datoms` (at least `LRU_SHARD_MIN`): readers on several threads (a
+    /// parallel scan) then rarely wait on the same lock, which each takes for every segment
+    /// it walks into.
+    lru: Box<[Mutex<Lru<Node>>]>,
     /// The first corruption found: it stays.
     corruption: OnceLock<StorageError>,
     /// Failed loads so far, and the latest one's error.
@@ -151,7 +161,9 @@ impl SegmentCache {
         Arc::new(SegmentCache {
             store,
             capacity_datoms,
-            lru: Mutex::new(Lru::new()),
+            lru: (0..(capacity_datoms / LRU_SHARD_MIN).clamp(1, LRU_SHARDS))
+                .map(|_| Mutex::new(Lru::new()))
+                .collect(),
             corruption: OnceLock::new(),
             failures: AtomicU64::new(0),
             last_failure: Mutex::new(None),
@@ -227,15 +239,16 @@ impl SegmentCache {
 
     /// Decoded datoms held now.
     pub fn cached_datoms(&self) -> usize {
-        self.lock().size
+        self.lru.iter().map(|l| vev_core::sync::lock(l).size).sum()
     }
 
-    fn lock(&self) -> std::sync::MutexGuard<'_, Lru<Node>> {
-        vev_core::sync::lock(&self.lru)
+    /// The shard that holds segment `id`.
+    fn lock(&self, id: u64) -> std::sync::MutexGuard<'_, Lru<Node>> {
+        vev_core::sync::lock(&self.lru[(id % self.lru.len() as u64) as usize])
     }
 
     pub(crate) fn load(&self, s: &Stored) -> Node {
-        if let Some(hit) = self.lock().get(s.id) {
+        if let Some(hit) = self.lock(s.id).get(s.id) {
             return hit;
         }
         self.loads.fetch_add(1, AtomicOrdering::Relaxed);
@@ -287,7 +300,8 @@ impl SegmentCache {
     }
 
     pub(crate) fn insert(&self, id: u64, node: Node, size: usize) {
-        self.lock().insert(id, node, size, self.capacity_datoms);
+        let capacity = self.capacity_datoms / self.lru.len();
+        self.lock(id).insert(id, node, size, capacity);
     }
 }
 
@@ -343,7 +357,7 @@ fn encode_node(w: &mut Writer, delta: &mut DatomDelta, node: &Node) {
 fn decode_segment(bytes: &[u8], s: &Stored) -> DecodeResult<Node> {
     let bytes = crate::compress::unpack(bytes)?;
     let bytes = bytes.as_ref();
-    let mut r = Reader::new(bytes);
+    let mut r = Reader::sharing_strings(bytes);
     let kind = r.u8()?;
     if kind != KIND_SEGMENT {
         return err(format!(

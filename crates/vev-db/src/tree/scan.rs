@@ -360,6 +360,13 @@ impl Runs {
                 let mut next = *at;
                 let end = match p.at(*order, &mut next) {
                     None => leaf.len(),
+                    // Pending changes are sparse: usually the whole rest of the leaf is before
+                    // the next one, which one comparison with its last datom shows.
+                    Some((c, _))
+                        if order.cmp(&leaf[leaf.len() - 1], &c.datom) == Ordering::Less =>
+                    {
+                        leaf.len()
+                    }
                     Some((c, _)) => {
                         start
                             + 1

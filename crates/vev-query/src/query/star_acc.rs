@@ -69,7 +69,7 @@ impl Cell {
     }
 }
 
-/// A string of at most 16 bytes as its length and bytes (zero-padded): equal keys, equal
+/// A string of at most 16 bytes as its length and a word of its bytes: equal keys, equal
 /// strings. Other values have none.
 #[inline]
 fn short_key(v: &Value) -> Option<(u8, u128)> {
@@ -77,12 +77,22 @@ fn short_key(v: &Value) -> Option<(u8, u128)> {
         return None;
     };
     let b = s.as_bytes();
-    if b.len() > 16 {
-        return None;
-    }
-    let mut buf = [0u8; 16];
-    buf[..b.len()].copy_from_slice(b);
-    Some((b.len() as u8, u128::from_le_bytes(buf)))
+    let n = b.len();
+    // Overlapping loads that together cover every byte (with the length, equal keys are
+    // equal strings): no copy into a buffer, whose read back stalls on the copy's stores.
+    let word = |at: usize| u64::from_le_bytes(b[at..at + 8].try_into().unwrap_or_default());
+    let half = |at: usize| u32::from_le_bytes(b[at..at + 4].try_into().unwrap_or_default());
+    let (lo, hi) = match n {
+        0 => (0, 0),
+        1..=3 => (
+            u64::from(b[0]) | u64::from(b[n / 2]) << 8 | u64::from(b[n - 1]) << 16,
+            0,
+        ),
+        4..=7 => (u64::from(half(0)), u64::from(half(n - 4))),
+        8..=16 => (word(0), word(n - 8)),
+        _ => return None,
+    };
+    Some((n as u8, u128::from(lo) | u128::from(hi) << 64))
 }
 
 /// The distinct values of one variable that are not kept inline, numbered as first seen.
@@ -399,4 +409,43 @@ impl Groups {
 #[inline]
 pub(super) fn key_word(c: Cell) -> u64 {
     c.word()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+    use std::sync::Arc;
+
+    fn key(s: &str) -> Option<(u8, u128)> {
+        short_key(&Value::String(Arc::from(s)))
+    }
+
+    proptest! {
+        /// Short keys are equal exactly when the strings are (every length up to 16, and
+        /// strings that differ in one byte at any position).
+        #[test]
+        fn short_keys_tell_strings_apart(
+            a in proptest::collection::vec(any::<u8>(), 0..=17),
+            flip in any::<usize>(),
+            bit in 0u8..7,
+        ) {
+            let a = String::from_utf8_lossy(&a).chars().take(16).collect::<String>();
+            prop_assert_eq!(key(&a).is_some(), a.len() <= 16);
+            if a.is_empty() || a.len() > 16 {
+                return Ok(());
+            }
+            let mut b = a.clone().into_bytes();
+            let i = flip % b.len();
+            b[i] ^= 1 << bit;
+            if let Ok(b) = String::from_utf8(b) {
+                prop_assert_ne!(key(&a), key(&b));
+            }
+            let longer = format!("{a}\0");
+            if longer.len() <= 16 {
+                prop_assert_ne!(key(&a), key(&longer));
+            }
+            prop_assert_eq!(key(&a), key(&a.clone()));
+        }
+    }
 }
