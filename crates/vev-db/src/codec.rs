@@ -427,7 +427,10 @@ mod tests {
         assert_eq!(shared, plain);
         assert!(Arc::ptr_eq(&shared[0], &shared[2]));
         assert!(!Arc::ptr_eq(&shared[0], &shared[1]));
-        assert!(!Arc::ptr_eq(&shared[3], &shared[4]), "long strings are not shared");
+        assert!(
+            !Arc::ptr_eq(&shared[3], &shared[4]),
+            "long strings are not shared"
+        );
         assert!(!Arc::ptr_eq(&plain[0], &plain[2]));
     }
 

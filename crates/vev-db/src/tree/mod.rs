@@ -309,7 +309,7 @@ impl Tree {
     pub fn iter_from(&self, below: impl Fn(&Datom) -> bool) -> Iter {
         let mut it = Iter {
             stack: Vec::new(),
-            leaf: None,
+            leaf: scan::LeafAt::None,
             pos: 0,
             pending: self
                 .pending
@@ -324,7 +324,7 @@ impl Tree {
             match node {
                 Node::Leaf(items) => {
                     it.pos = items.partition_point(|d| below(d));
-                    it.leaf = Some(items);
+                    it.leaf = scan::LeafAt::Owned(items);
                     return it;
                 }
                 Node::Branch(b) => {

@@ -433,23 +433,19 @@ fn emit_rows(
     key: &mut Key,
 ) -> Result<(), Abort> {
     let kept = &star.kept;
+    // The usual entity has one value of each attribute: one row.
+    if kept.iter().all(|(i, _)| cells[*i].len() == 1) {
+        for (i, s) in kept {
+            row[*s] = cells[*i][0];
+        }
+        return fold_row(star, kinds, part, row, key);
+    }
     let mut at: SmallVec<[usize; 8]> = SmallVec::from_elem(0, kept.len());
     loop {
         for (k, (i, s)) in kept.iter().enumerate() {
             row[*s] = cells[*i][at[k]];
         }
-        let g = if let [s] = star.keys.as_slice() {
-            part.groups.find(&[key_word(row[*s])], kinds)
-        } else {
-            key.clear();
-            key.extend(star.keys.iter().map(|s| key_word(row[*s])));
-            part.groups.find(key, kinds)
-        };
-        let base = g * kinds.len();
-        for (j, (s, kind, _, _)) in star.aggs.iter().enumerate() {
-            part.groups.accs[base + j].add(*kind, row[*s], &part.dicts[*s])?;
-        }
-        part.rows += 1;
+        fold_row(star, kinds, part, row, key)?;
         // The next combination, last pattern fastest.
         let mut k = kept.len();
         loop {
@@ -464,6 +460,30 @@ fn emit_rows(
             at[k] = 0;
         }
     }
+}
+
+/// Fold one row into its group's accumulators.
+#[inline]
+fn fold_row(
+    star: &Star,
+    kinds: &[AccKind],
+    part: &mut Part,
+    row: &[Cell],
+    key: &mut Key,
+) -> Result<(), Abort> {
+    let g = if let [s] = star.keys.as_slice() {
+        part.groups.find(&[key_word(row[*s])], kinds)
+    } else {
+        key.clear();
+        key.extend(star.keys.iter().map(|s| key_word(row[*s])));
+        part.groups.find(key, kinds)
+    };
+    let base = g * kinds.len();
+    for (j, (s, kind, _, _)) in star.aggs.iter().enumerate() {
+        part.groups.accs[base + j].add(*kind, row[*s], &part.dicts[*s])?;
+    }
+    part.rows += 1;
+    Ok(())
 }
 
 /// Fold a later part's groups into `first`'s.
