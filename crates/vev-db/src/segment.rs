@@ -263,7 +263,7 @@ impl SegmentCache {
             }
             Err(e) => {
                 self.fail(e);
-                Node::Leaf(Arc::new(Vec::new()))
+                Node::Leaf(Arc::from(Vec::new()))
             }
         }
     }

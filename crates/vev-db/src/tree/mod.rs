@@ -58,7 +58,9 @@ const BRANCH_TARGET: usize = 12;
 
 #[derive(Clone)]
 pub(crate) enum Node {
-    Leaf(Arc<Vec<Datom>>),
+    /// Datoms in order, in one allocation with the reference counts (no `Vec` header
+    /// between: one cache miss less per leaf a scan walks into, and no spare capacity).
+    Leaf(Arc<[Datom]>),
     Branch(Arc<Branch>),
     /// A subtree persisted as a segment, loaded through the segment cache when first walked.
     /// Loading never yields another `Stored` node.
@@ -509,9 +511,16 @@ pub(crate) fn node_size(node: &Node) -> usize {
 /// the path copy.
 fn apply_node_owned(order: IndexOrder, node: Node, changes: &[Change]) -> Entries {
     match node {
-        Node::Leaf(items) => match Arc::try_unwrap(items) {
-            Ok(items) => leaf_merge_owned(order, items, changes),
-            Err(shared) => leaf_merge(order, &shared, changes),
+        Node::Leaf(mut items) => match Arc::get_mut(&mut items) {
+            // Unique: its datoms move out (a placeholder left behind), no value is cloned.
+            Some(owned) => {
+                let moved = owned
+                    .iter_mut()
+                    .map(|d| std::mem::replace(d, Datom::new(0, 0, vev_core::Value::Nil, 0, false)))
+                    .collect();
+                leaf_merge_owned(order, moved, changes)
+            }
+            None => leaf_merge(order, &items, changes),
         },
         Node::Stored(s) => apply_node_owned(order, s.load(), changes),
         Node::Branch(b) => apply_branch_owned(order, b, changes, false),
@@ -521,8 +530,8 @@ fn apply_node_owned(order: IndexOrder, node: Node, changes: &[Change]) -> Entrie
 /// A placeholder for a child taken out of its slot while it is rebuilt (shared, so taking a
 /// child allocates nothing).
 fn vacant() -> Node {
-    static EMPTY: std::sync::OnceLock<Arc<Vec<Datom>>> = std::sync::OnceLock::new();
-    Node::Leaf(EMPTY.get_or_init(|| Arc::new(Vec::new())).clone())
+    static EMPTY: std::sync::OnceLock<Arc<[Datom]>> = std::sync::OnceLock::new();
+    Node::Leaf(EMPTY.get_or_init(|| Arc::from(Vec::new())).clone())
 }
 
 fn apply_branch_owned(
@@ -751,7 +760,7 @@ pub(crate) fn leaf_entry(items: Vec<Datom>) -> Entry {
     Entry {
         min: items[0].clone(),
         size: items.len(),
-        node: Node::Leaf(Arc::new(items)),
+        node: Node::Leaf(Arc::from(items)),
     }
 }
 

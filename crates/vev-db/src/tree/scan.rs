@@ -126,7 +126,7 @@ pub(super) enum LeafAt {
     /// The child at the index of the stack's top branch.
     Child,
     /// A leaf held here: the tree's root, or one loaded from a stored segment.
-    Owned(Arc<Vec<Datom>>),
+    Owned(Arc<[Datom]>),
 }
 
 /// The datoms of the leaf at `at` (see `LeafAt`).
