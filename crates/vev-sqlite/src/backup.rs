@@ -111,7 +111,7 @@ impl Store {
             Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => return Err(exists()),
             Err(e) => return Err(backup_io(dest, e)),
         }
-        crate::sync_dir(dest);
+        crate::create::sync_dir(dest);
         Ok(done)
     }
 }

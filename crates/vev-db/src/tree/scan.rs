@@ -317,7 +317,7 @@ impl Iter {
     }
 
     /// Go down from the child at the top branch's index, through first children, to a leaf.
-    pub(super) fn descend(&mut self) {
+    fn descend(&mut self) {
         loop {
             let Some((branch, idx)) = self.stack.last() else {
                 self.leaf = LeafAt::None;
