@@ -50,7 +50,7 @@ fn json_type(t: ValueType) -> Option<&'static str> {
 
 fn value_json(v: &Value, ident: &str) -> Result<Json, BenchError> {
     Ok(match v {
-        Value::String(s) => json!(s.as_ref()),
+        Value::String(s) => json!(s.as_str()),
         Value::Long(n) => json!(n),
         Value::Ref(e) => json!(peer_id(*e)?),
         Value::Keyword(k) => json!(k.as_str()),

@@ -21,5 +21,5 @@ pub use txdata::{
     parse_tx, tx_from_edn, tx_from_spanned, AttrRef, EntityRef, SpannedOp, TempId, TxMap, TxOp,
     TxValue,
 };
-pub use value::Value;
+pub use value::{SmolStr, Value};
 pub use vev_edn::{Edn, Keyword, Symbol};

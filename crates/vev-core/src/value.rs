@@ -2,13 +2,17 @@
 //!
 //! Every variant corresponds to one `:db/valueType`. Values have a total order (variant rank
 //! first, then the natural order of the payload) so that they can be index keys; doubles and
-//! floats compare with `total_cmp`, so NaN has a place too. Cheap to clone: every payload larger
-//! than a word sits behind an `Arc`.
+//! floats compare with `total_cmp`, so NaN has a place too. Cheap to clone: a string of up to 23
+//! bytes is inline (`SmolStr`: no allocation, and an index search comparing strings follows no
+//! pointer), and every other payload larger than a word sits behind an `Arc`. A value is 24
+//! bytes, a datom 56.
 
 use std::cmp::Ordering;
 use std::fmt;
 use std::hash::{Hash, Hasher};
 use std::sync::Arc;
+
+pub use smol_str::SmolStr;
 
 use vev_edn::{BigDecimal, BigInt, Edn, Keyword, Symbol};
 
@@ -24,8 +28,9 @@ pub enum Value {
     Ref(EntityId),
     /// `:db.type/keyword`.
     Keyword(Keyword),
-    /// `:db.type/string`.
-    String(Arc<str>),
+    /// `:db.type/string`: up to 23 bytes inline (no allocation, and comparing two does not
+    /// follow a pointer), longer behind an `Arc`.
+    String(SmolStr),
     /// `:db.type/boolean`.
     Boolean(bool),
     /// `:db.type/long`: a signed 64-bit integer.
@@ -43,7 +48,8 @@ pub enum Value {
     Instant(i64),
     /// `:db.type/uuid`: the 16 bytes of the UUID, big-endian.
     Uuid([u8; 16]),
-    /// `:db.type/uri`: the URI's text, not validated.
+    /// `:db.type/uri`: the URI's text, not validated. (Not a `SmolStr`: one variant only may
+    /// be as large as a `String`, whose spare tag values then tag the others.)
     Uri(Arc<str>),
     /// `:db.type/bytes`: a byte array, compared bytewise.
     Bytes(Arc<[u8]>),
@@ -55,6 +61,9 @@ pub enum Value {
     /// Never stored in a datom: a map built inside a query (`hash-map`), or a query input.
     Map(Arc<std::collections::BTreeMap<Value, Value>>),
 }
+
+// A value is three words, so a datom is seven: a string's inline bytes must not grow it.
+const _: () = assert!(std::mem::size_of::<Value>() == 24);
 
 /// See `Value::sort_key`. Ordered by type, then `head`; `exact` is not compared.
 #[derive(Clone, Copy, Debug)]
@@ -122,7 +131,8 @@ impl Value {
         let (head, exact) = match self {
             Value::Nil => (0, true),
             Value::Ref(e) => (*e as u128, true),
-            Value::String(s) | Value::Uri(s) => head(s.as_bytes()),
+            Value::String(s) => head(s.as_bytes()),
+            Value::Uri(s) => head(s.as_bytes()),
             Value::Bytes(b) => head(b),
             Value::Boolean(b) => (*b as u128, true),
             Value::Long(n) | Value::Instant(n) => (flip(*n), true),
@@ -160,7 +170,7 @@ impl Value {
 
     /// A `:db.type/string` value.
     pub fn string(s: &str) -> Value {
-        Value::String(Arc::from(s))
+        Value::String(SmolStr::new(s))
     }
 
     /// A `:db.type/keyword` value from its text without the colon: `"person/name"`.
@@ -187,7 +197,8 @@ impl Value {
     /// The text of a `String` or a `Uri`, `None` for any other variant.
     pub fn as_str(&self) -> Option<&str> {
         match self {
-            Value::String(s) | Value::Uri(s) => Some(s),
+            Value::String(s) => Some(s),
+            Value::Uri(s) => Some(s),
             _ => None,
         }
     }
@@ -284,7 +295,8 @@ impl Ord for Value {
             (Nil, Nil) => Ordering::Equal,
             (Ref(a), Ref(b)) => a.cmp(b),
             (Keyword(a), Keyword(b)) => a.cmp(b),
-            (String(a), String(b)) | (Uri(a), Uri(b)) => a.cmp(b),
+            (String(a), String(b)) => a.as_str().cmp(b.as_str()),
+            (Uri(a), Uri(b)) => a.cmp(b),
             (Boolean(a), Boolean(b)) => a.cmp(b),
             (Long(a), Long(b)) => a.cmp(b),
             (BigInt(a), BigInt(b)) => a.cmp(b),
@@ -309,7 +321,8 @@ impl Hash for Value {
             Value::Nil => {}
             Value::Ref(e) => e.hash(state),
             Value::Keyword(k) => k.hash(state),
-            Value::String(s) | Value::Uri(s) => s.hash(state),
+            Value::String(s) => s.as_str().hash(state),
+            Value::Uri(s) => s.hash(state),
             Value::Boolean(b) => b.hash(state),
             Value::Long(n) => n.hash(state),
             Value::BigInt(n) => n.hash(state),
@@ -345,7 +358,7 @@ impl From<&str> for Value {
 
 impl From<String> for Value {
     fn from(s: String) -> Value {
-        Value::String(Arc::from(s))
+        Value::String(SmolStr::from(s))
     }
 }
 

@@ -10,7 +10,7 @@
 
 use std::sync::Arc;
 
-use vev_core::{Datom, Keyword, Symbol, Value};
+use vev_core::{Datom, Keyword, SmolStr, Symbol, Value};
 use vev_edn::{BigDecimal, BigInt};
 
 /// Why bytes could not be decoded.
@@ -161,9 +161,10 @@ pub struct Reader<'a> {
     strings: Option<StringMemo<'a>>,
 }
 
-type StringMemo<'a> = hashbrown::HashMap<&'a str, Arc<str>, foldhash::fast::RandomState>;
+type StringMemo<'a> = hashbrown::HashMap<&'a str, SmolStr, foldhash::fast::RandomState>;
 
-/// Strings longer than this are not shared (they are rarely repeated: names, texts).
+/// Strings longer than this are not shared (they are rarely repeated: names, texts); those
+/// up to `SmolStr::INLINE_CAP` bytes need no sharing, being inline.
 const SHARED_STRING_MAX: usize = 64;
 
 /// Values nest only through tuples; a tuple deeper than this is corrupt.
@@ -190,13 +191,14 @@ impl<'a> Reader<'a> {
     }
 
     /// A string value read from the bytes.
-    fn string_value(&mut self) -> DecodeResult<Arc<str>> {
+    fn string_value(&mut self) -> DecodeResult<SmolStr> {
         let s = self.str()?;
         match &mut self.strings {
+            _ if s.len() <= SmolStr::INLINE_CAP => Ok(SmolStr::new_inline(s)),
             Some(memo) if s.len() <= SHARED_STRING_MAX => {
-                Ok(memo.entry(s).or_insert_with(|| Arc::from(s)).clone())
+                Ok(memo.entry(s).or_insert_with(|| SmolStr::new(s)).clone())
             }
-            _ => Ok(Arc::from(s)),
+            _ => Ok(SmolStr::new(s)),
         }
     }
 
@@ -405,15 +407,17 @@ mod tests {
 
     #[test]
     fn a_sharing_reader_gives_equal_short_strings_one_allocation() {
+        let medium = |c: &str| c.repeat(SmolStr::INLINE_CAP + 2);
+        let (lima, riga) = (medium("l"), medium("r"));
         let long = "x".repeat(SHARED_STRING_MAX + 1);
-        let values = ["Oslo", "Lima", "Oslo", &long, &long];
+        let values = ["Oslo", &lima, "Oslo", &riga, &lima, &long, &long];
         let mut w = Writer::new();
         let mut delta = DatomDelta::new();
         for (i, v) in values.iter().enumerate() {
-            let d = Datom::new(i as u64, 7, Value::String(Arc::from(*v)), 1, true);
+            let d = Datom::new(i as u64, 7, Value::string(v), 1, true);
             delta.write(&mut w, &d);
         }
-        let read = |mut r: Reader<'_>| -> Vec<Arc<str>> {
+        let read = |mut r: Reader<'_>| -> Vec<SmolStr> {
             let mut delta = DatomDelta::new();
             (0..values.len())
                 .map(|_| match delta.read(&mut r).unwrap().v {
@@ -425,20 +429,19 @@ mod tests {
         let shared = read(Reader::sharing_strings(&w.buf));
         let plain = read(Reader::new(&w.buf));
         assert_eq!(shared, plain);
-        assert!(Arc::ptr_eq(&shared[0], &shared[2]));
-        assert!(!Arc::ptr_eq(&shared[0], &shared[1]));
-        assert!(
-            !Arc::ptr_eq(&shared[3], &shared[4]),
-            "long strings are not shared"
-        );
-        assert!(!Arc::ptr_eq(&plain[0], &plain[2]));
+        let same = |x: &SmolStr, y: &SmolStr| std::ptr::eq(x.as_ptr(), y.as_ptr());
+        assert!(!shared[0].is_heap_allocated(), "short strings are inline");
+        assert!(same(&shared[1], &shared[4]));
+        assert!(!same(&shared[1], &shared[3]));
+        assert!(!same(&shared[5], &shared[6]), "long strings are not shared");
+        assert!(!same(&plain[1], &plain[4]));
     }
 
     fn value() -> impl Strategy<Value = Value> {
         let leaf = prop_oneof![
             any::<u64>().prop_map(Value::Ref),
             "[a-z]{1,5}/[a-z]{1,5}".prop_map(|s| Value::Keyword(Keyword::new(&s))),
-            ".{0,12}".prop_map(|s| Value::String(Arc::from(s.as_str()))),
+            ".{0,30}".prop_map(|s| Value::string(&s)),
             any::<bool>().prop_map(Value::Boolean),
             any::<i64>().prop_map(Value::Long),
             any::<i64>().prop_map(|n| Value::BigInt(Arc::new(BigInt::from(n) * BigInt::from(n)))),

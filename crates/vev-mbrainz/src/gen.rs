@@ -235,7 +235,7 @@ fn kw(name: &str) -> Keyword {
 }
 
 fn string(s: &str) -> TxValue {
-    TxValue::Value(Value::String(Arc::from(s)))
+    TxValue::Value(Value::string(s))
 }
 
 fn long(n: i64) -> TxValue {

@@ -452,7 +452,8 @@ fn extreme(name: &str, args: &[Value]) -> Result<Value, QueryError> {
 pub(crate) fn to_str(v: &Value) -> String {
     match v {
         Value::Nil => String::new(),
-        Value::String(s) | Value::Uri(s) => String::from(&**s),
+        Value::String(s) => String::from(s.as_str()),
+        Value::Uri(s) => String::from(&**s),
         other => other.to_string(),
     }
 }

@@ -15,8 +15,8 @@ pub(crate) fn edn_to_value(edn: &Edn) -> Value {
     match edn {
         Edn::Nil => Value::Nil,
         Edn::Bool(b) => Value::Boolean(*b),
-        Edn::String(s) => Value::String(Arc::from(s.as_str())),
-        Edn::Char(c) => Value::String(Arc::from(c.to_string().as_str())),
+        Edn::String(s) => Value::String(s.as_str().into()),
+        Edn::Char(c) => Value::String((*c).into()),
         Edn::Integer(n) => Value::Long(*n),
         Edn::BigInt(n) => Value::BigInt(Arc::new((**n).clone())),
         Edn::Float(d) => Value::Double(*d),
@@ -57,7 +57,7 @@ pub(crate) fn coerce_to(attr: &Attribute, v: Value) -> Option<Value> {
         (ValueType::Float, Value::Double(d)) => Value::Float(d as f32),
         (ValueType::Float, Value::Long(n)) => Value::Float(n as f32),
         (ValueType::BigInt, Value::Long(n)) => Value::BigInt(Arc::new(n.into())),
-        (ValueType::Uri, Value::String(s)) => Value::Uri(s),
+        (ValueType::Uri, Value::String(s)) => Value::Uri(s.into()),
         (ValueType::Tuple, Value::Tuple(items)) => {
             if matches!(attr.tuple, Some(TupleSpec::Homogeneous(ValueType::Ref))) {
                 return Some(Value::Tuple(

@@ -19,8 +19,6 @@
 
 mod model;
 
-use std::sync::Arc;
-
 use proptest::prelude::*;
 use proptest::test_runner::TestCaseError;
 
@@ -270,7 +268,7 @@ impl Harness {
     fn value(&self, a: u8, v: u8) -> Value {
         match ATTRS[usize::from(a)] {
             (_, _, true, _, _) => Value::Ref(self.pool[usize::from(v) % self.pool.len()]),
-            ("m/key", ..) => Value::String(Arc::from(format!("k{}", v % 4))),
+            ("m/key", ..) => Value::from(format!("k{}", v % 4)),
             _ => Value::Long(i64::from(v % 4)),
         }
     }

@@ -35,7 +35,7 @@ use std::sync::Arc;
 
 use vev_core::ids::{t_of, BasisT};
 use vev_core::schema::{sys, Schema};
-use vev_core::{Component, Datom, EntityId, IndexOrder, StorageError, Value};
+use vev_core::{Component, Datom, EntityId, IndexOrder, SmolStr, StorageError, Value};
 
 pub use compact::{Compaction, FANOUT};
 pub(crate) use search::search;
@@ -484,7 +484,7 @@ fn collect_existing(before: &crate::db::State, a: EntityId, out: &mut TxDocs) {
 
 /// What `visit_values` calls with each value: entity, value, asserting tx, and the
 /// retracting tx of a retracted one.
-pub(crate) type ValueVisitor<'a> = dyn FnMut(EntityId, &Arc<str>, EntityId, Option<EntityId>) + 'a;
+pub(crate) type ValueVisitor<'a> = dyn FnMut(EntityId, &SmolStr, EntityId, Option<EntityId>) + 'a;
 
 /// Visit every string value attribute `a` has had in `state`: the current ones (with
 /// `None`), then from history each retracted one with the tx that retracted it.

@@ -10,9 +10,8 @@
 //! queries use and whose count is the term frequency.
 
 use std::cmp::Ordering;
-use std::sync::Arc;
 
-use vev_core::EntityId;
+use vev_core::{EntityId, SmolStr};
 use vev_query::fulltext::analyze;
 
 use crate::codec::{err, DecodeResult, Reader, Writer};
@@ -33,7 +32,7 @@ pub(crate) struct Doc {
     pub tx: EntityId,
     /// Terms in the value.
     pub len: u32,
-    pub value: Arc<str>,
+    pub value: SmolStr,
 }
 
 /// The postings of one (attribute, term).
@@ -315,7 +314,7 @@ impl Segment {
             let a = r.varint()?;
             let tx = tx0.wrapping_add(r.zigzag()? as u64);
             let len = u32::try_from(r.varint()?).or_else(|_| err("document length"))?;
-            let value: Arc<str> = Arc::from(r.str()?);
+            let value = SmolStr::new(r.str()?);
             docs.push(Doc {
                 e,
                 a,
@@ -421,7 +420,7 @@ mod tests {
             a,
             tx: 1000 + e,
             len: 0,
-            value: Arc::from(text),
+            value: SmolStr::new(text),
         }
     }
 

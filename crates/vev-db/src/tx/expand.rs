@@ -537,7 +537,7 @@ pub(crate) fn coerce(db: &Db, a: &Attribute, x: &Edn) -> Option<Value> {
 pub(crate) fn coerce_scalar(t: ValueType, x: &Edn) -> Option<Value> {
     Some(match (t, x) {
         (ValueType::Keyword, Edn::Keyword(k)) => Value::Keyword(k.clone()),
-        (ValueType::String, Edn::String(s)) => Value::String(Arc::from(s.as_str())),
+        (ValueType::String, Edn::String(s)) => Value::String(s.as_str().into()),
         (ValueType::Boolean, Edn::Bool(b)) => Value::Boolean(*b),
         (ValueType::Long, Edn::Integer(n)) => Value::Long(*n),
         (ValueType::BigInt, Edn::BigInt(n)) => Value::BigInt(Arc::new((**n).clone())),

@@ -20,8 +20,6 @@
 pub mod analyze;
 mod parse;
 
-use std::sync::Arc;
-
 use vev_core::{Component, EntityId, IndexOrder, Value};
 
 pub use parse::{Atom, FtQuery, Group, QUERY_CHARS_MAX};
@@ -67,7 +65,7 @@ pub struct Hit {
     /// The entity whose value matched.
     pub e: EntityId,
     /// The value (the document's text), when the search was asked for values.
-    pub value: Option<Arc<str>>,
+    pub value: Option<vev_core::SmolStr>,
     /// The transaction that asserted the value.
     pub tx: EntityId,
     /// Its BM25 score (higher is better).
@@ -200,7 +198,7 @@ pub fn matches(query: &FtQuery, terms: &[String]) -> bool {
 /// only, in a history view), analyzed one by one, matched and scored by the definitions
 /// above.
 pub fn scan_search<S: Source + ?Sized>(src: &S, a: EntityId, query: &FtQuery) -> Vec<Hit> {
-    let mut docs: Vec<(EntityId, Arc<str>, EntityId)> = Vec::new();
+    let mut docs: Vec<(EntityId, vev_core::SmolStr, EntityId)> = Vec::new();
     src.scan(IndexOrder::Aevt, &[Component::Entity(a)], &mut |d| {
         if let (true, Value::String(s)) = (d.added, &d.v) {
             docs.push((d.e, s.clone(), d.tx));
@@ -211,7 +209,10 @@ pub fn scan_search<S: Source + ?Sized>(src: &S, a: EntityId, query: &FtQuery) ->
 }
 
 /// The reference search over a list of documents `(entity, text, tx)`.
-pub fn search_documents(docs: &[(EntityId, Arc<str>, EntityId)], query: &FtQuery) -> Vec<Hit> {
+pub fn search_documents(
+    docs: &[(EntityId, vev_core::SmolStr, EntityId)],
+    query: &FtQuery,
+) -> Vec<Hit> {
     let analyzed: Vec<Vec<String>> = docs.iter().map(|d| analyze::terms(&d.1)).collect();
     let total_len: u64 = analyzed.iter().map(|t| t.len() as u64).sum();
     let terms = scoring_terms(query, analyzed.iter().flatten().map(String::as_str));
@@ -247,11 +248,11 @@ pub fn search_documents(docs: &[(EntityId, Arc<str>, EntityId)], query: &FtQuery
 mod tests {
     use super::*;
 
-    fn docs(texts: &[&str]) -> Vec<(EntityId, Arc<str>, EntityId)> {
+    fn docs(texts: &[&str]) -> Vec<(EntityId, vev_core::SmolStr, EntityId)> {
         texts
             .iter()
             .enumerate()
-            .map(|(i, t)| (i as u64 + 1, Arc::from(*t), 100))
+            .map(|(i, t)| (i as u64 + 1, vev_core::SmolStr::new(t), 100))
             .collect()
     }
 

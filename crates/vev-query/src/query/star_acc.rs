@@ -415,10 +415,9 @@ pub(super) fn key_word(c: Cell) -> u64 {
 mod tests {
     use super::*;
     use proptest::prelude::*;
-    use std::sync::Arc;
 
     fn key(s: &str) -> Option<(u8, u128)> {
-        short_key(&Value::String(Arc::from(s)))
+        short_key(&Value::string(s))
     }
 
     proptest! {
