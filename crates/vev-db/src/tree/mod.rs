@@ -76,8 +76,9 @@ pub(crate) type Sizes = SmallVec<[usize; BRANCH_MAX]>;
 pub(crate) struct Branch {
     pub(crate) children: Children,
     /// The first datom of each child; shared between versions while no child's first datom
-    /// changes (the common case), so a path copy does not clone them.
-    pub(crate) mins: Arc<Vec<Datom>>,
+    /// changes (the common case), so a path copy does not clone them. A slice in the `Arc`'s
+    /// own allocation: a descent reads the datoms one pointer after the branch, not two.
+    pub(crate) mins: Arc<[Datom]>,
     pub(crate) sizes: Sizes,
 }
 
@@ -512,18 +513,28 @@ pub(crate) fn node_size(node: &Node) -> usize {
 fn apply_node_owned(order: IndexOrder, node: Node, changes: &[Change]) -> Entries {
     match node {
         Node::Leaf(mut items) => match Arc::get_mut(&mut items) {
-            // Unique: its datoms move out (a placeholder left behind), no value is cloned.
-            Some(owned) => {
-                let moved = owned
-                    .iter_mut()
-                    .map(|d| std::mem::replace(d, Datom::new(0, 0, vev_core::Value::Nil, 0, false)))
-                    .collect();
-                leaf_merge_owned(order, moved, changes)
-            }
+            Some(owned) => leaf_merge_owned(order, take_datoms(owned), changes),
             None => leaf_merge(order, &items, changes),
         },
         Node::Stored(s) => apply_node_owned(order, s.load(), changes),
         Node::Branch(b) => apply_branch_owned(order, b, changes, false),
+    }
+}
+
+/// The datoms of a slice no one else holds, moved out (a placeholder left behind): no
+/// value is cloned.
+fn take_datoms(owned: &mut [Datom]) -> Vec<Datom> {
+    owned
+        .iter_mut()
+        .map(|d| std::mem::replace(d, Datom::new(0, 0, vev_core::Value::Nil, 0, false)))
+        .collect()
+}
+
+/// The datoms of a shared slice: moved out when this is its last holder, else cloned.
+fn unwrap_datoms(mut datoms: Arc<[Datom]>) -> Vec<Datom> {
+    match Arc::get_mut(&mut datoms) {
+        Some(owned) => take_datoms(owned),
+        None => datoms.to_vec(),
     }
 }
 
@@ -594,7 +605,7 @@ fn apply_branch_owned(
         mins,
         sizes,
     } = Arc::unwrap_or_clone(b);
-    let mins = Arc::unwrap_or_clone(mins);
+    let mins = unwrap_datoms(mins);
     let mut out: Vec<Entry> = Vec::with_capacity(n + rebuilt.len());
     let mut rebuilt = rebuilt.into_iter().peekable();
     for (i, ((node, min), size)) in children.into_iter().zip(mins).zip(sizes).enumerate() {
@@ -619,7 +630,7 @@ fn apply_branch_parallel(order: IndexOrder, b: Branch, changes: &[Change]) -> En
     // Split the changes among the children (moving the children and their first datoms).
     let mut work: Vec<(Entry, &[Change])> = Vec::with_capacity(n);
     let mut rest = changes;
-    let mins_owned = Arc::unwrap_or_clone(mins);
+    let mins_owned = unwrap_datoms(mins);
     let bounds: Vec<usize> = (1..n)
         .map(|i| {
             let bound = &mins_owned[i];
@@ -809,7 +820,7 @@ pub(crate) fn branch_entry(entries: Vec<Entry>) -> Entry {
     let size = sizes.iter().sum();
     let b = Branch {
         children,
-        mins: Arc::new(mins),
+        mins: Arc::from(mins),
         sizes,
     };
     Entry {
