@@ -518,6 +518,36 @@ pub(crate) fn lookup_unique(db: &Db, a: u64, value: &Value) -> Option<u64> {
     db.holder_of(a, value)
 }
 
+/// The holders in db-before of the unique values a stage of the transactor will ask about,
+/// looked up together (`Db::holders_of`): a transaction of many new entities would otherwise
+/// descend AVET from the root once per identity, twice (upsert, then the uniqueness check).
+pub(crate) struct Holders {
+    keys: Vec<(u64, Value)>,
+    found: Vec<Option<u64>>,
+}
+
+impl Holders {
+    /// Look up these `(attribute, value)` keys (any order, repeats allowed).
+    pub(crate) fn prefetch(db: &Db, keys: impl Iterator<Item = (u64, Value)>) -> Holders {
+        let mut keys: Vec<(u64, Value)> = keys.collect();
+        keys.sort_unstable();
+        keys.dedup();
+        let found = db.holders_of(&keys);
+        Holders { keys, found }
+    }
+
+    /// `lookup_unique(db, a, value)`: from the prefetched keys, else looked up now.
+    pub(crate) fn get(&self, db: &Db, a: u64, value: &Value) -> Option<u64> {
+        match self
+            .keys
+            .binary_search_by(|(ka, kv)| ka.cmp(&a).then_with(|| kv.cmp(value)))
+        {
+            Ok(i) => self.found[i],
+            Err(_) => lookup_unique(db, a, value),
+        }
+    }
+}
+
 /// Interpret an EDN form as a value of a non-ref attribute's type.
 pub(crate) fn coerce(db: &Db, a: &Attribute, x: &Edn) -> Option<Value> {
     match (a.value_type, &a.tuple) {

@@ -10,7 +10,7 @@ use vev_core::ids::{self, EntityId};
 use vev_core::schema::TupleSpec;
 use vev_core::{Attribute, Component, Datom, Edn, IndexOrder, TxError, Value};
 
-use super::expand::lookup_unique;
+use super::expand::Holders;
 use super::resolve::ResolvedTerm;
 use crate::db::Db;
 
@@ -229,10 +229,12 @@ impl Gen<'_> {
             kept.push((e, a, v));
         }
         let mut unique_in_tx: HashMap<(EntityId, Value), EntityId> = HashMap::new();
+        let unique = kept.iter().filter(|(_, a, _)| a.unique.is_some());
+        let holders = Holders::prefetch(self.db, unique.map(|(_, a, v)| (a.id, v.clone())));
         let mut out = Vec::with_capacity(kept.len());
         for (e, a, v) in kept {
             if a.unique.is_some() {
-                self.check_unique(e, &a, &v, &mut unique_in_tx)?;
+                self.check_unique(e, &a, &v, &holders, &mut unique_in_tx)?;
             }
             out.push(Datom::new(e, a.id, v, self.tx, true));
         }
@@ -244,6 +246,7 @@ impl Gen<'_> {
         e: EntityId,
         a: &Attribute,
         v: &Value,
+        holders: &Holders,
         in_tx: &mut HashMap<(EntityId, Value), EntityId>,
     ) -> Result<(), TxError> {
         let conflict = |existing| TxError::UniqueConflict {
@@ -252,7 +255,7 @@ impl Gen<'_> {
             existing,
             entity: EntityName::Id(e),
         };
-        if let Some(holder) = lookup_unique(self.db, a.id, v) {
+        if let Some(holder) = holders.get(self.db, a.id, v) {
             if holder != e && !self.retract_set.contains(&(holder, a.id, v.clone())) {
                 return Err(conflict(holder));
             }
@@ -299,6 +302,8 @@ impl Gen<'_> {
             }
         }
         let mut unique_in_tx = HashMap::new();
+        // Composite values are computed one by one: nothing to look up ahead.
+        let holders = Holders::prefetch(self.db, std::iter::empty());
         for (e, c) in touched {
             let Some(attr) = schema.attribute(c).cloned() else {
                 continue;
@@ -331,7 +336,7 @@ impl Gen<'_> {
             }
             if let Some(v) = new {
                 if attr.unique.is_some() {
-                    self.check_unique(e, &attr, &v, &mut unique_in_tx)?;
+                    self.check_unique(e, &attr, &v, &holders, &mut unique_in_tx)?;
                 }
                 datoms.push(Datom::new(e, c, v, self.tx, true));
             }

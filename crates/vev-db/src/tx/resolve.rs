@@ -6,7 +6,7 @@ use vev_core::ids::{user_id, EntityId};
 use vev_core::schema::Unique;
 use vev_core::{TempId, TxError, Value};
 
-use super::expand::lookup_unique;
+use super::expand::Holders;
 use super::{Term, TermEntity, TermValue};
 use crate::db::Db;
 
@@ -121,6 +121,17 @@ fn upsert(
     terms: &[Term],
     assigned: &mut HashMap<TempId, EntityId>,
 ) -> Result<(), TxError> {
+    let upserting = |term: &Term| match term {
+        Term::Add {
+            e: TermEntity::Temp(t),
+            a,
+            v: TermValue::Val(x),
+        } if a.unique == Some(Unique::Identity) && !matches!(t, TempId::Tx) => {
+            Some((a.id, x.clone()))
+        }
+        _ => None,
+    };
+    let holders = Holders::prefetch(db, terms.iter().filter_map(upserting));
     for _ in 0..UPSERT_PASSES_MAX {
         let mut changed = false;
         for term in terms {
@@ -142,7 +153,7 @@ fn upsert(
                     None => continue,
                 },
             };
-            let Some(holder) = lookup_unique(db, a.id, &value) else {
+            let Some(holder) = holders.get(db, a.id, &value) else {
                 continue;
             };
             match assigned.get(t) {
