@@ -521,6 +521,8 @@ pub(crate) fn lookup_unique(db: &Db, a: u64, value: &Value) -> Option<u64> {
 /// The holders in db-before of the unique values a stage of the transactor will ask about,
 /// looked up together (`Db::holders_of`): a transaction of many new entities would otherwise
 /// descend AVET from the root once per identity, twice (upsert, then the uniqueness check).
+/// The default holds no keys: every question is looked up when asked.
+#[derive(Default)]
 pub(crate) struct Holders {
     keys: Vec<(u64, Value)>,
     found: Vec<Option<u64>>,

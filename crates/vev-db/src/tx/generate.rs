@@ -303,7 +303,7 @@ impl Gen<'_> {
         }
         let mut unique_in_tx = HashMap::new();
         // Composite values are computed one by one: nothing to look up ahead.
-        let holders = Holders::prefetch(self.db, std::iter::empty());
+        let holders = Holders::default();
         for (e, c) in touched {
             let Some(attr) = schema.attribute(c).cloned() else {
                 continue;
