@@ -106,6 +106,16 @@ impl S3Objects {
         }
     }
 
+    /// A listed path's key relative to the prefix.
+    fn relative(&self, path: String) -> String {
+        let strip = if self.prefix.is_empty() {
+            0
+        } else {
+            self.prefix.len() + 1
+        };
+        path[strip.min(path.len())..].to_owned()
+    }
+
     /// Run `f` on the store's runtime and wait for it.
     fn run<T: Send + 'static>(
         &self,
@@ -141,15 +151,7 @@ impl S3Objects {
                 .try_collect::<Vec<_>>()
                 .await
         })?;
-        let strip = if self.prefix.is_empty() {
-            0
-        } else {
-            self.prefix.len() + 1
-        };
-        Ok(keys
-            .into_iter()
-            .map(|k| k[strip.min(k.len())..].to_owned())
-            .collect())
+        Ok(keys.into_iter().map(|k| self.relative(k)).collect())
     }
 
     /// A failure as a storage error: no answer (refused, timed out, a server error after
@@ -281,6 +283,24 @@ impl SegmentObjects for S3Objects {
                 .await
                 .map(drop)
         })
+    }
+
+    fn list(&self, prefix: &str) -> Result<Vec<String>, StorageError> {
+        let store = self.store.clone();
+        // `object_store` lists by whole path segments: `segments/` names the directory.
+        let dir = self.path(prefix.trim_end_matches('/'));
+        let keys = self.run("list", async move {
+            store
+                .list(Some(&dir))
+                .map_ok(|m| m.location.to_string())
+                .try_collect::<Vec<_>>()
+                .await
+        })?;
+        Ok(keys
+            .into_iter()
+            .map(|k| self.relative(k))
+            .filter(|k| k.starts_with(prefix))
+            .collect())
     }
 
     fn location(&self) -> &str {

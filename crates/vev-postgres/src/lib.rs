@@ -43,7 +43,7 @@ mod verify;
 pub use follow::{Checked, Follower, LISTEN_APPLICATION};
 pub use lease::LeaseWait;
 use lease::{fence_sql, Lease};
-pub use objects::{Objects, SegmentObjects};
+pub use objects::{Objects, SegmentObjects, Swept};
 pub use session::{is_postgres_url, Target};
 use session::{pg_error, Session};
 pub use verify::VerifyReport;
@@ -220,6 +220,8 @@ pub struct Store {
     channel: String,
     /// The root (basis-t, `next_segment`) the latest database read here is built on.
     root_seen: Mutex<Option<(i64, i64)>>,
+    /// When this writer last swept orphan objects (`objects::sweep_orphans`).
+    swept_at: Mutex<Option<std::time::Instant>>,
 }
 
 impl Drop for Store {
@@ -298,6 +300,7 @@ impl Store {
             next_fulltext: Mutex::new(1),
             gc_grace: opts.gc_grace,
             root_seen: Mutex::new(None),
+            swept_at: Mutex::new(None),
         };
         if store.lease.is_some() {
             if version != FORMAT_VERSION {
@@ -693,7 +696,52 @@ impl Store {
             .map_err(|e| pg_error(location, "root write", &e))
         })?;
         *vev_core::sync::lock(&self.root_seen) = Some((cp.t as i64, next));
+        self.sweep_when_due();
         Ok(())
+    }
+
+    /// Sweep orphan objects at a writer's first checkpoint and then once per
+    /// `SWEEP_INTERVAL`. The checkpoint has landed by now, so a failed sweep (the object
+    /// store or PostgreSQL unreachable) does not fail it: the next checkpoint tries again.
+    fn sweep_when_due(&self) {
+        if self.objects.is_none() {
+            return;
+        }
+        let due = vev_core::sync::lock(&self.swept_at)
+            .is_none_or(|at| at.elapsed() >= objects::SWEEP_INTERVAL);
+        if due && self.sweep_orphans().is_ok() {
+            *vev_core::sync::lock(&self.swept_at) = Some(std::time::Instant::now());
+        }
+    }
+
+    /// Delete the objects that writers of older lease generations uploaded and no row
+    /// names (they crashed or were fenced before committing them). A writer's; without an
+    /// object store there is nothing to sweep.
+    pub fn sweep_orphans(&self) -> Result<objects::Swept, StorageError> {
+        let Some(objects) = &self.objects else {
+            return Ok(objects::Swept::default());
+        };
+        let generation = self.writable_lease()?.generation;
+        let s = &self.schema;
+        let listed = objects::list_ours(objects.as_ref())?;
+        // A session of its own: the writer's commits need not wait for this read.
+        let session = Session::new(self.target.clone(), String::new());
+        let named = session.with("orphan sweep", |c| {
+            objects::named_keys(
+                c,
+                [&format!("{s}.segment"), &format!("{s}.ft_segment")],
+                |e| pg_error(self.location(), "orphan sweep", &e),
+            )
+        })?;
+        let orphans = objects::orphans(&listed, &named, generation);
+        let swept = objects::Swept {
+            listed: listed.len() as u64,
+            deleted: orphans.len() as u64,
+        };
+        if !orphans.is_empty() {
+            objects.delete_all(orphans)?;
+        }
+        Ok(swept)
     }
 
     /// As on SQLite: the segments the old root names and `cp` does not, and those of

@@ -13,6 +13,13 @@
 //! committed before its object exists. Garbage: the objects of rows the grace period has
 //! passed are deleted inside the fenced transaction that deletes the rows (a failure keeps
 //! the rows, so the next checkpoint deletes again; deleting a missing object succeeds).
+//!
+//! Orphans, objects no row will ever name (uploaded by a writer that crashed or was fenced
+//! before its rows committed), are swept by a later writer (`Store::sweep_orphans`): it lists the
+//! objects first, then reads every row's key, and deletes the unnamed objects of *older*
+//! lease generations only. Their writer is fenced since this writer took the lease, so every
+//! row it could commit was committed before, and is seen; an object of the current
+//! generation is never swept, since the row naming it may be about to commit.
 
 use std::sync::Arc;
 
@@ -27,6 +34,9 @@ pub trait SegmentObjects: Send + Sync + std::fmt::Debug {
     fn get(&self, key: &str) -> Result<Option<Vec<u8>>, StorageError>;
     /// Delete the objects `keys`; a missing one is no error.
     fn delete_all(&self, keys: Vec<String>) -> Result<(), StorageError>;
+    /// The keys of every object whose key starts with `prefix` (relative to `location`, as
+    /// `put_all` takes them), in no particular order.
+    fn list(&self, prefix: &str) -> Result<Vec<String>, StorageError>;
     /// The objects' location without credentials (`s3://bucket/prefix`).
     fn location(&self) -> &str;
 }
@@ -52,6 +62,70 @@ pub(crate) fn segment_key(id: u64, generation: i64) -> String {
 /// The key of full-text segment `id` written under lease `generation`.
 pub(crate) fn fulltext_key(id: u64, generation: i64) -> String {
     format!("fulltext/{id}-{generation}")
+}
+
+/// The lease generation a segment or full-text key was written under (`None` for a key
+/// that is not one of ours).
+fn key_generation(key: &str) -> Option<i64> {
+    let name = key
+        .strip_prefix("segments/")
+        .or_else(|| key.strip_prefix("fulltext/"))?;
+    let (id, generation) = name.split_once('-')?;
+    id.parse::<u64>().ok()?;
+    generation.parse().ok()
+}
+
+/// How often a writer sweeps orphans after its first checkpoint's sweep.
+pub(crate) const SWEEP_INTERVAL: std::time::Duration = std::time::Duration::from_secs(3600);
+
+/// What a sweep of orphan objects found.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Swept {
+    /// Segment and full-text objects listed.
+    pub listed: u64,
+    /// Orphans of older lease generations deleted.
+    pub deleted: u64,
+}
+
+/// The keys of the segment and full-text objects under `objects`' location.
+pub(crate) fn list_ours(objects: &dyn SegmentObjects) -> Result<Vec<String>, StorageError> {
+    let mut listed = objects.list("segments/")?;
+    listed.extend(objects.list("fulltext/")?);
+    Ok(listed)
+}
+
+/// The object keys the rows of `tables` (schema-qualified; `payload` a sealed key) name.
+pub(crate) fn named_keys(
+    c: &mut impl postgres::GenericClient,
+    tables: [&str; 2],
+    err: impl Fn(postgres::Error) -> StorageError,
+) -> Result<std::collections::HashSet<Vec<u8>>, StorageError> {
+    let mut named = std::collections::HashSet::new();
+    for table in tables {
+        for row in c
+            .query(&format!("SELECT payload FROM {table}"), &[])
+            .map_err(&err)?
+        {
+            named.insert(crate::unseal(&|| format!("a row of {table}"), row.get(0))?);
+        }
+    }
+    Ok(named)
+}
+
+/// Of `listed` (listed before `named` was read: see the module doc for why that order is
+/// safe), the objects no row names and a writer of a lease generation older than
+/// `generation`, the sweeping writer's, wrote.
+pub(crate) fn orphans(
+    listed: &[String],
+    named: &std::collections::HashSet<Vec<u8>>,
+    generation: i64,
+) -> Vec<String> {
+    listed
+        .iter()
+        .filter(|k| !named.contains(k.as_bytes()))
+        .filter(|k| key_generation(k).is_some_and(|g| g < generation))
+        .cloned()
+        .collect()
 }
 
 /// The payload of the object a row names: `key` (the row's unsealed payload) fetched, its
@@ -131,4 +205,20 @@ pub(crate) fn delete_rows(
         return Ok(());
     }
     objects.delete_all(keys)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::key_generation;
+
+    #[test]
+    fn generations_are_read_from_our_keys_only() {
+        assert_eq!(key_generation("segments/12-3"), Some(3));
+        assert_eq!(key_generation("fulltext/7-41"), Some(41));
+        assert_eq!(key_generation("segments/12"), None);
+        assert_eq!(key_generation("segments/x-3"), None);
+        assert_eq!(key_generation("segments/12-3.tmp"), None);
+        assert_eq!(key_generation("vev-database"), None);
+        assert_eq!(key_generation("other/12-3"), None);
+    }
 }

@@ -122,6 +122,7 @@ fn objstore_storage() {
     objstore::segments_are_objects_and_collected(&pg, &moto);
     objstore::typed_errors(&pg, &moto, dir);
     objstore::copy_there_and_back(&pg, &moto);
+    objstore::orphans_are_swept(&pg, &moto);
 }
 
 /// A schema of layout version 1 (before compressed blobs): a reader reads it and leaves it

@@ -1,7 +1,8 @@
 //! The object store's own scenarios (run by `objstore_storage` in `postgres.rs`): segments
 //! stored as objects and collected after the grace period, a reader in another connection
 //! loading them lazily, a missing object found by `verify`, the typed errors of the object
-//! store, and a database copied from a file into the object store and back.
+//! store, a database copied from a file into the object store and back, and the objects
+//! of a writer that never committed them swept by the next one.
 
 use std::path::Path;
 use std::time::Duration;
@@ -207,4 +208,79 @@ pub fn copy_there_and_back(pg: &TempServer, moto: &MotoServer) {
         back.db().tx_range(Some(1), None).unwrap().len(),
         source.db().tx_range(Some(1), None).unwrap().len()
     );
+}
+
+/// The lease generation of a segment or full-text key (`segments/ID-GENERATION`).
+fn generation(key: &str) -> i64 {
+    key.rsplit('-').next().unwrap().parse().unwrap()
+}
+
+pub fn orphans_are_swept(pg: &TempServer, moto: &MotoServer) {
+    let url = moto.url(BUCKET, "orphans", &pg.create_db("orphans").unwrap());
+    // The default grace period: no garbage is deleted here, only orphans.
+    let opts = OpenOptions {
+        checkpoint_on_close: false,
+        ..writer_opts(2000)
+    };
+    {
+        let conn = Connection::open_with(&url, &opts).unwrap();
+        conn.transact_edn(super::SCHEMA).unwrap();
+        conn.transact_edn(FULLTEXT).unwrap();
+        tx_many(&conn, 0..3000);
+        conn.transact_edn(r#"[{:k/text "the quick brown fox"}]"#)
+            .unwrap();
+        conn.checkpoint().unwrap();
+    }
+    let named = keys(&url);
+    let first = segment_keys(&url);
+    let g1 = generation(&first[0]);
+    let (id, _) = first[0]["segments/".len()..].split_once('-').unwrap();
+    // What a writer of generation g1 (or before) that died before its rows committed left,
+    // one of them with the id of a named segment; what the next writer (g1 + 1) is about to
+    // name; a later generation's; an object that is not a segment.
+    let dead = vec![
+        format!("segments/900001-{g1}"),
+        format!("fulltext/900002-{g1}"),
+        format!("segments/{id}-{}", g1 - 1),
+    ];
+    let alive = vec![
+        format!("segments/900003-{}", g1 + 1),
+        format!("segments/900004-{}", g1 + 7),
+        "segments/notes.txt".to_owned(),
+    ];
+    let objects = S3Objects::new(&Target::parse(&url).unwrap()).unwrap();
+    let junk = dead
+        .iter()
+        .chain(&alive)
+        .map(|k| (k.clone(), b"junk".to_vec()));
+    objects.put_all(junk.collect()).unwrap();
+    // The next writer sweeps at its first checkpoint.
+    let conn = Connection::open_with(&url, &opts).unwrap();
+    tx_many(&conn, 3000..3500);
+    conn.checkpoint().unwrap();
+    let after = keys(&url);
+    let new: Vec<&String> = after
+        .iter()
+        .filter(|k| k.starts_with("segments/") && !named.contains(k) && !alive.contains(k))
+        .collect();
+    assert!(!new.is_empty(), "{after:?}");
+    assert!(new.iter().all(|k| generation(k) == g1 + 1), "{new:?}");
+    for k in &dead {
+        assert!(!after.contains(k), "orphan {k} was not swept: {after:?}");
+    }
+    for k in alive.iter().chain(&named) {
+        assert!(after.contains(k), "{k} was deleted: {after:?}");
+    }
+    // Every object a row names is still there.
+    conn.verify().unwrap().unwrap();
+    let reader = Connection::open_with(&url, &OpenOptions::read_only()).unwrap();
+    assert_eq!(ns(&reader.db()), (0..3500).collect::<Vec<_>>());
+    let found = reader
+        .db()
+        .q(
+            r#"[:find ?v . :where [(fulltext $ :k/text "fox") [[?e ?v]]]]"#,
+            &[],
+        )
+        .unwrap();
+    assert!(found.to_edn().to_string().contains("quick"));
 }
