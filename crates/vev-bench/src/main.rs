@@ -136,6 +136,8 @@ enum StorageBackend {
     Sqlite,
     /// A throwaway PostgreSQL 15, against a bare INSERT's floor (`storage_pg.rs`).
     Postgres,
+    /// As `postgres`, with the segments in a throwaway S3-compatible object store (moto).
+    S3,
 }
 
 #[derive(Args)]
@@ -165,7 +167,7 @@ struct StorageArgs {
     #[arg(long, default_value_t = 2_000)]
     concurrent_txs: usize,
     /// Where the databases live (`postgres`: the storage-in-PostgreSQL suite, whose options
-    /// are the `--pg-*` ones).
+    /// are the `--pg-*` ones; `s3`: the same with the segments in an object store).
     #[arg(long, value_enum, default_value = "sqlite")]
     backend: StorageBackend,
     /// PostgreSQL: timed small transactions of Vev and of the floor each.
@@ -570,7 +572,7 @@ fn main() -> ExitCode {
             });
             exit(result)
         }
-        Command::Storage(args) if args.backend == StorageBackend::Postgres => {
+        Command::Storage(args) if args.backend != StorageBackend::Sqlite => {
             let cfg = storage_pg::PgConfig {
                 txs: args.pg_txs,
                 lag_txs: args.pg_lag_txs,
@@ -578,7 +580,8 @@ fn main() -> ExitCode {
                 readers: args.pg_readers,
                 open_datoms: args.pg_open_datoms,
             };
-            exit(storage_pg::run(&cfg).map(|r| print!("{r}")))
+            let s3 = args.backend == StorageBackend::S3;
+            exit(storage_pg::run(&cfg, s3).map(|r| print!("{r}")))
         }
         Command::StoragePgRead(args) => {
             exit(storage_pg::read_child(&args.url, args.seconds).map(|l| println!("{l}")))

@@ -1,6 +1,9 @@
-//! `vev-bench storage --backend postgres`: Vev's storage in PostgreSQL (issue 23), on a
+//! `vev-bench storage --backend postgres|s3`: Vev's shared storage (issue 23), on a
 //! throwaway PostgreSQL 15 with its default durability (`fsync`, `synchronous_commit` on),
-//! started here on a loopback port and stopped at the end. In one run:
+//! started here on a loopback port and stopped at the end; with `s3`, the segments in an
+//! S3-compatible object store (a throwaway moto server, PyPI `moto[server]` pinned in
+//! `scripts/moto-requirements.txt`, on another loopback port) and the log, root and lease in
+//! that PostgreSQL. In one run:
 //!
 //! 1. Durable small transactions: one new account (`:acct/id`, `:acct/balance`) per
 //!    transaction through a writer `Connection`, against the floor of a bare
@@ -21,6 +24,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::Value as Json;
 use vev::{BulkProgress, Connection, OpenOptions};
+use vev_objstore::testing::MotoServer;
 use vev_postgres::testing::TempServer;
 
 use crate::error::BenchError;
@@ -43,13 +47,65 @@ pub struct PgConfig {
     pub open_datoms: u64,
 }
 
-/// Run everything; the markdown report.
-pub fn run(cfg: &PgConfig) -> Result<String, BenchError> {
+/// The bucket the object-store databases live in (one prefix each).
+const BUCKET: &str = "vev-bench";
+
+/// Where the suite's databases live: PostgreSQL, and with `moto` their segments in an
+/// object store.
+struct Stores {
+    pg: TempServer,
+    moto: Option<MotoServer>,
+}
+
+impl Stores {
+    /// A new database `name`: its URL, and the PostgreSQL URL of its log (the same without
+    /// an object store).
+    fn create(&self, name: &str) -> Result<(String, String), BenchError> {
+        let log = self
+            .pg
+            .create_db(name)
+            .map_err(|e| BenchError::Server { message: e })?;
+        Ok(match &self.moto {
+            None => (log.clone(), log),
+            Some(m) => (m.url(BUCKET, name, &log), log),
+        })
+    }
+
+    /// Where the segments are, for headings.
+    fn segments_in(&self) -> &'static str {
+        match self.moto {
+            None => "PostgreSQL",
+            Some(_) => "the object store",
+        }
+    }
+}
+
+/// Run everything; the markdown report. `s3`: the segments in a moto object store.
+pub fn run(cfg: &PgConfig, s3: bool) -> Result<String, BenchError> {
     let pg = TempServer::start().map_err(|e| BenchError::Server { message: e })?;
+    let moto = if s3 {
+        vev_objstore::testing::credentials();
+        let exe = std::env::current_exe().map_err(BenchError::io("find", "vev-bench"))?;
+        // The venv beside the build's own files (`target/release/`).
+        let dir = exe.parent().unwrap_or(std::path::Path::new("."));
+        let moto = MotoServer::start(dir, &[]).map_err(|e| BenchError::Server { message: e })?;
+        moto.create_bucket(BUCKET)
+            .map_err(|e| BenchError::Server { message: e })?;
+        Some(moto)
+    } else {
+        None
+    };
+    let pg = Stores { pg, moto };
     let mut out = String::new();
+    let title = match pg.moto {
+        None => "## Vev on PostgreSQL storage (PostgreSQL 15 on 127.0.0.1, default durability)",
+        Some(_) => {
+            "## Vev on object-store storage (segments in moto on 127.0.0.1; log, root and \
+             lease in PostgreSQL 15 on 127.0.0.1, default durability)"
+        }
+    };
     out.push_str(&format!(
-        "## Vev on PostgreSQL storage (PostgreSQL 15 on 127.0.0.1, default durability)\n\n\
-         Machine: {} cores; load average before: {}.\n\n",
+        "{title}\n\nMachine: {} cores; load average before: {}.\n\n",
         std::thread::available_parallelism().map_or(0, |n| n.get()),
         load_average()
     ));
@@ -66,11 +122,6 @@ fn load_average() -> String {
     std::fs::read_to_string("/proc/loadavg")
         .map(|s| s.split_whitespace().take(3).collect::<Vec<_>>().join(" "))
         .unwrap_or_else(|_| "unknown".to_owned())
-}
-
-fn create(pg: &TempServer, name: &str) -> Result<String, BenchError> {
-    pg.create_db(name)
-        .map_err(|e| BenchError::Server { message: e })
 }
 
 const ACCOUNT_SCHEMA: &str = r#"[
@@ -91,12 +142,12 @@ fn us_stats(samples: &[f64]) -> String {
 }
 
 /// Phase 1: Vev's durable commit against a bare INSERT's.
-fn latency(pg: &TempServer, txs: usize) -> Result<String, BenchError> {
+fn latency(pg: &Stores, txs: usize) -> Result<String, BenchError> {
     eprintln!("postgres: {txs} small transactions, Vev and the floor interleaved");
-    let url = create(pg, "latency")?;
+    let (url, log) = pg.create("latency")?;
     let conn = Connection::open(&url)?;
     conn.transact_edn(ACCOUNT_SCHEMA)?;
-    let mut floor = postgres::Client::connect(&url, postgres::NoTls)?;
+    let mut floor = postgres::Client::connect(&log, postgres::NoTls)?;
     floor.batch_execute("CREATE TABLE floor (id bigint PRIMARY KEY, balance bigint NOT NULL)")?;
     let insert = floor.prepare("INSERT INTO floor VALUES ($1, $2)")?;
     let (mut vev_us, mut floor_us) = (Vec::new(), Vec::new());
@@ -121,19 +172,20 @@ fn latency(pg: &TempServer, txs: usize) -> Result<String, BenchError> {
     Ok(format!(
         "### Durable small transactions ({} each after {warmup} untimed)\n\n\
          | | p50 µs | p90 µs | p99 µs |\n|---|---:|---:|---:|\n\
-         | Vev on PostgreSQL (`transact_edn`, 1 entity, 2 datoms + the tx's) | {} |\n\
+         | Vev, segments in {} (`transact_edn`, 1 entity, 2 datoms + the tx's) | {} |\n\
          | floor: bare `INSERT` of the same row, autocommit | {} |\n\n\
          Vev / floor at p50: **{ratio:.2}x** (target ≤ 1.5x).\n\n",
         vev_us.len(),
+        pg.segments_in(),
         us_stats(&vev_us),
         us_stats(&floor_us)
     ))
 }
 
 /// Phase 2: how long after the writer's acknowledgement a following reader has each commit.
-fn lag(pg: &TempServer, txs: usize) -> Result<String, BenchError> {
+fn lag(pg: &Stores, txs: usize) -> Result<String, BenchError> {
     eprintln!("postgres: a reader's lag over {txs} transactions");
-    let url = create(pg, "lag")?;
+    let (url, _) = pg.create("lag")?;
     let writer = Connection::open(&url)?;
     writer.transact_edn(ACCOUNT_SCHEMA)?;
     let reader = Connection::open_with(&url, &OpenOptions::read_only())?;
@@ -199,9 +251,9 @@ fn people_queries() -> Vec<(&'static str, &'static str, &'static [&'static str])
 }
 
 /// Phase 3: per-process read throughput of 1, 2, 4 reader processes on one database.
-fn read_throughput(pg: &TempServer, cfg: &PgConfig) -> Result<String, BenchError> {
+fn read_throughput(pg: &Stores, cfg: &PgConfig) -> Result<String, BenchError> {
     eprintln!("postgres: loading the people database");
-    let url = create(pg, "people")?;
+    let (url, _) = pg.create("people")?;
     let fixture = QueryFixture::build(1, &queries::all());
     {
         let conn = Connection::open(&url)?;
@@ -247,11 +299,12 @@ fn read_throughput(pg: &TempServer, cfg: &PgConfig) -> Result<String, BenchError
     }
     Ok(format!(
         "### Read throughput of reader processes on one shared database\n\n\
-         The query benchmark's people database (20,000 people, {} datoms) in PostgreSQL, \
+         The query benchmark's people database (20,000 people, {} datoms) in {}, \
          checkpointed; each process opens it read-only and runs {} ({}) round robin for \
          {} s (after one untimed round).\n\n\
          | processes | queries/s per process | total |\n|---:|---|---:|\n{rows}\n",
         fixture.db(PEOPLE).datoms.len(),
+        pg.segments_in(),
         names.len(),
         names.join(", "),
         cfg.read_seconds
@@ -294,8 +347,8 @@ pub fn read_child(url: &str, seconds: f64) -> Result<String, BenchError> {
 }
 
 /// Phase 4: bulk-load `datoms` datoms, then open the database in a new process.
-fn open_large(pg: &TempServer, datoms: u64) -> Result<String, BenchError> {
-    let url = create(pg, "large")?;
+fn open_large(pg: &Stores, datoms: u64) -> Result<String, BenchError> {
+    let (url, log) = pg.create("large")?;
     let accounts = datoms / fx::ACCOUNT_ATTRS as u64;
     eprintln!("postgres: bulk-loading {accounts} accounts ({datoms} datoms)");
     let conn = Connection::open(&url)?;
@@ -305,9 +358,19 @@ fn open_large(pg: &TempServer, datoms: u64) -> Result<String, BenchError> {
         &mut |_: &BulkProgress| {},
     )?;
     drop(conn);
-    let size: i64 = postgres::Client::connect(&url, postgres::NoTls)?
+    let size: i64 = postgres::Client::connect(&log, postgres::NoTls)?
         .query_one("SELECT pg_database_size(current_database())", &[])?
         .get(0);
+    let objects = match &pg.moto {
+        None => String::new(),
+        Some(_) => {
+            let target = vev_objstore::Target::parse(&url)?;
+            let n = vev_objstore::S3Objects::new(&target)?
+                .keys(usize::MAX)?
+                .len();
+            format!("; {n} objects")
+        }
+    };
     let mut opens = Vec::new();
     for _ in 0..3 {
         opens.push(crate::storage_bulk::open_in_child(
@@ -326,10 +389,12 @@ fn open_large(pg: &TempServer, datoms: u64) -> Result<String, BenchError> {
         .collect::<Vec<_>>()
         .join("; ");
     Ok(format!(
-        "### Opening a large database from PostgreSQL\n\n\
-         {} datoms ({} accounts bulk-loaded in {:.1} s, checkpointed; database {:.0} MB), \
+        "### Opening a large database from {}\n\n\
+         {} datoms ({} accounts bulk-loaded in {:.1} s, checkpointed; PostgreSQL database \
+         {:.0} MB{objects}), \
          opened as a writer in a new process that then looks one account up \
          (`vev-bench storage-open`), three times: {cells}. Target < 2 s.\n\n",
+        pg.segments_in(),
         done.datoms,
         accounts,
         done.elapsed.as_secs_f64(),
