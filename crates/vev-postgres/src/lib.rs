@@ -108,6 +108,39 @@ pub(crate) fn seal(mut payload: Vec<u8>) -> Vec<u8> {
     payload
 }
 
+/// `Store::sweep_orphans` for the writer of `generation`: list the objects, then read
+/// the rows' keys on a PostgreSQL connection of its own (so the writer's commits need not
+/// wait), then delete the orphans.
+fn sweep(
+    objects: &dyn SegmentObjects,
+    target: Target,
+    schema: &str,
+    location: &str,
+    generation: i64,
+) -> Result<objects::Swept, StorageError> {
+    let listed = objects::list_ours(objects)?;
+    let session = Session::new(target, String::new());
+    let named = session.with("orphan sweep", |c| {
+        objects::named_keys(
+            c,
+            [
+                &format!("{schema}.segment"),
+                &format!("{schema}.ft_segment"),
+            ],
+            |e| pg_error(location, "orphan sweep", &e),
+        )
+    })?;
+    let orphans = objects::orphans(&listed, &named, generation);
+    let swept = objects::Swept {
+        listed: listed.len() as u64,
+        deleted: orphans.len() as u64,
+    };
+    if !orphans.is_empty() {
+        objects.delete_all(orphans)?;
+    }
+    Ok(swept)
+}
+
 /// Check and strip a frame's CRC-32.
 pub(crate) fn unseal(
     what: &dyn Fn() -> String,
@@ -701,47 +734,45 @@ impl Store {
     }
 
     /// Sweep orphan objects at a writer's first checkpoint and then once per
-    /// `SWEEP_INTERVAL`. The checkpoint has landed by now, so a failed sweep (the object
-    /// store or PostgreSQL unreachable) does not fail it: the next checkpoint tries again.
+    /// `SWEEP_INTERVAL`, on a thread of its own: listing a large bucket takes seconds, and
+    /// neither this checkpoint nor a commit waits for it. A failed or interrupted sweep
+    /// loses nothing (it only deletes objects no row names); the next one is due an
+    /// interval later.
     fn sweep_when_due(&self) {
-        if self.objects.is_none() {
+        let Some(objects) = &self.objects else {
             return;
+        };
+        let Ok(lease) = self.writable_lease() else {
+            return;
+        };
+        {
+            let mut at = vev_core::sync::lock(&self.swept_at);
+            if at.is_some_and(|at| at.elapsed() < objects::SWEEP_INTERVAL) {
+                return;
+            }
+            *at = Some(std::time::Instant::now());
         }
-        let due = vev_core::sync::lock(&self.swept_at)
-            .is_none_or(|at| at.elapsed() >= objects::SWEEP_INTERVAL);
-        if due && self.sweep_orphans().is_ok() {
-            *vev_core::sync::lock(&self.swept_at) = Some(std::time::Instant::now());
-        }
+        let (objects, target) = (objects.clone(), self.target.clone());
+        let (schema, location) = (self.schema.clone(), self.location.clone());
+        let generation = lease.generation;
+        std::thread::spawn(move || sweep(objects.as_ref(), target, &schema, &location, generation));
     }
 
-    /// Delete the objects that writers of older lease generations uploaded and no row
-    /// names (they crashed or were fenced before committing them). A writer's; without an
-    /// object store there is nothing to sweep.
+    /// Sweep orphan objects now: delete the objects that writers of older lease
+    /// generations uploaded and no row names (they crashed or were fenced before
+    /// committing them). A writer's; without an object store there is nothing to sweep.
     pub fn sweep_orphans(&self) -> Result<objects::Swept, StorageError> {
         let Some(objects) = &self.objects else {
             return Ok(objects::Swept::default());
         };
         let generation = self.writable_lease()?.generation;
-        let s = &self.schema;
-        let listed = objects::list_ours(objects.as_ref())?;
-        // A session of its own: the writer's commits need not wait for this read.
-        let session = Session::new(self.target.clone(), String::new());
-        let named = session.with("orphan sweep", |c| {
-            objects::named_keys(
-                c,
-                [&format!("{s}.segment"), &format!("{s}.ft_segment")],
-                |e| pg_error(self.location(), "orphan sweep", &e),
-            )
-        })?;
-        let orphans = objects::orphans(&listed, &named, generation);
-        let swept = objects::Swept {
-            listed: listed.len() as u64,
-            deleted: orphans.len() as u64,
-        };
-        if !orphans.is_empty() {
-            objects.delete_all(orphans)?;
-        }
-        Ok(swept)
+        sweep(
+            objects.as_ref(),
+            self.target.clone(),
+            &self.schema,
+            self.location(),
+            generation,
+        )
     }
 
     /// As on SQLite: the segments the old root names and `cp` does not, and those of

@@ -254,11 +254,16 @@ pub fn orphans_are_swept(pg: &TempServer, moto: &MotoServer) {
         .chain(&alive)
         .map(|k| (k.clone(), b"junk".to_vec()));
     objects.put_all(junk.collect()).unwrap();
-    // The next writer sweeps at its first checkpoint.
+    // The next writer sweeps after its first checkpoint, on a thread of its own.
     let conn = Connection::open_with(&url, &opts).unwrap();
     tx_many(&conn, 3000..3500);
     conn.checkpoint().unwrap();
-    let after = keys(&url);
+    let deadline = std::time::Instant::now() + Duration::from_secs(60);
+    let mut after = keys(&url);
+    while dead.iter().any(|k| after.contains(k)) && std::time::Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(50));
+        after = keys(&url);
+    }
     let new: Vec<&String> = after
         .iter()
         .filter(|k| k.starts_with("segments/") && !named.contains(k) && !alive.contains(k))
