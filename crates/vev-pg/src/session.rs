@@ -1034,7 +1034,8 @@ pub fn post(rows: Vec<Vec<Edn>>, p: &Post, params: &[Param]) -> Result<Vec<Vec<E
 }
 
 /// The rows of a query a SELECT returns, in its order, before the projection to its
-/// output columns: the one row of an aggregate over nothing, ORDER BY, OFFSET and LIMIT.
+/// output columns: the one row of an aggregate over nothing, HAVING, ORDER BY, OFFSET and
+/// LIMIT.
 fn arrange(mut rows: Vec<Vec<Edn>>, p: &Post, params: &[Param]) -> Result<Vec<Vec<Edn>>, SqlError> {
     if let Some(aggs) = &p.global {
         if rows.is_empty() {
@@ -1047,6 +1048,15 @@ fn arrange(mut rows: Vec<Vec<Edn>>, p: &Post, params: &[Param]) -> Result<Vec<Ve
                     .collect(),
             );
         }
+    }
+    if let Some(h) = &p.having {
+        let mut kept = Vec::with_capacity(rows.len());
+        for row in rows {
+            if crate::sql::having::test(h, &row, params)? == Some(true) {
+                kept.push(row);
+            }
+        }
+        rows = kept;
     }
     if !p.order.is_empty() {
         rows.sort_by(|a, b| {
@@ -1098,6 +1108,32 @@ fn project(rows: Vec<Vec<Edn>>, p: &Post) -> Vec<Vec<Edn>> {
         .collect()
 }
 
+/// Two values neither of which is NULL in SQL's order: numbers by value whatever their
+/// types (HAVING's comparisons).
+pub(crate) fn compare_values(a: &Edn, b: &Edn) -> std::cmp::Ordering {
+    compare_sql(a, b, false, false)
+}
+
+/// An integer or decimal as an exact decimal.
+fn exact(e: &Edn) -> Option<bigdecimal::BigDecimal> {
+    match e {
+        Edn::Integer(x) => Some((*x).into()),
+        Edn::BigInt(x) => Some(bigdecimal::BigDecimal::new((**x).clone(), 0)),
+        Edn::BigDec(x) => Some((**x).clone()),
+        _ => None,
+    }
+}
+
+/// A number as a float (to compare a float with an integer or decimal).
+fn float(e: &Edn) -> Option<f64> {
+    match e {
+        Edn::Integer(x) => Some(*x as f64),
+        Edn::Float(x) => Some(*x),
+        Edn::BigInt(_) | Edn::BigDec(_) => e.to_string().trim_end_matches(['N', 'M']).parse().ok(),
+        _ => None,
+    }
+}
+
 /// SQL's sort order of two values: NULLs last ascending (first descending, unless told),
 /// numbers by value.
 fn compare_sql(a: &Edn, b: &Edn, nulls_first: bool, desc: bool) -> std::cmp::Ordering {
@@ -1129,6 +1165,13 @@ fn compare_sql(a: &Edn, b: &Edn, nulls_first: bool, desc: bool) -> std::cmp::Ord
         (Edn::Float(x), Edn::Float(y)) => x
             .partial_cmp(y)
             .unwrap_or_else(|| x.is_nan().cmp(&y.is_nan())),
+        _ if std::mem::discriminant(a) != std::mem::discriminant(b) => match (exact(a), exact(b)) {
+            (Some(x), Some(y)) => x.cmp(&y),
+            _ => match (float(a), float(b)) {
+                (Some(x), Some(y)) => x.total_cmp(&y),
+                _ => a.cmp(b),
+            },
+        },
         _ => a.cmp(b),
     };
     if desc {

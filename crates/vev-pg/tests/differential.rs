@@ -403,6 +403,23 @@ const REGRESSIONS: &[&str] = &[
     "UPDATE reg3 SET r = n",
     "SELECT * FROM reg3",
     "DROP TABLE reg3",
+    // HAVING: aggregates shown and hidden, keys, NULLs, numerics against integers, and the
+    // one row of an aggregate without GROUP BY kept or dropped.
+    "CREATE TABLE hav (id int PRIMARY KEY, k text, v int, n numeric)",
+    "INSERT INTO hav VALUES (1, 'a', 1, 1.5), (2, 'a', 2, NULL), (3, 'b', 5, 2.5), \
+     (4, 'c', NULL, NULL), (5, 'c', 7, 0.5), (6, 'c', 8, 1)",
+    "SELECT k, count(*) FROM hav GROUP BY k HAVING count(*) > 1",
+    "SELECT k FROM hav GROUP BY k HAVING sum(v) >= 8 AND max(v) < 8",
+    "SELECT k, sum(v) FROM hav GROUP BY k HAVING NOT (min(v) = 1) OR k = 'a'",
+    "SELECT k FROM hav GROUP BY k HAVING avg(v) > 3.5",
+    "SELECT k FROM hav GROUP BY k HAVING sum(n) > 1",
+    "SELECT k FROM hav GROUP BY k HAVING sum(n) = 1.5",
+    "SELECT k FROM hav GROUP BY k HAVING max(n) IS NULL OR min(v) IS NULL",
+    "SELECT count(*) FROM hav HAVING count(*) > 10",
+    "SELECT count(*) FROM hav WHERE id > 100 HAVING count(*) = 0",
+    "SELECT k, count(v) FROM hav GROUP BY k HAVING count(v) <> 2 ORDER BY 2 DESC, 1",
+    "SELECT k FROM hav GROUP BY k HAVING k > 'a' AND count(*) > -1",
+    "DROP TABLE hav",
 ];
 
 async fn run_regressions(pair: &Pair, stats: &mut Stats) {

@@ -1152,3 +1152,36 @@ fn statement_timeout_cancels_a_long_query() {
         assert_eq!(count(&c, "SELECT count(*) FROM big").await, 2000);
     });
 }
+
+/// HAVING with a parameter (typed by the aggregate it is compared with, over the extended
+/// protocol), and a column neither grouped nor aggregated refused as PostgreSQL does.
+#[test]
+fn having_keeps_the_groups_its_condition_holds_for() {
+    with_server(|addr| async move {
+        let (c, _conn) = connect(addr).await;
+        exec(
+            &c,
+            "CREATE TABLE hv (id int PRIMARY KEY, k text, v int); \
+             INSERT INTO hv VALUES (1, 'a', 1), (2, 'a', 2), (3, 'b', 5)",
+        )
+        .await;
+        let keys = |rows: Vec<tokio_postgres::Row>| -> Vec<String> {
+            rows.iter().map(|r| r.get(0)).collect()
+        };
+        let sql = "SELECT k FROM hv GROUP BY k HAVING count(*) >= $1 ORDER BY k";
+        assert_eq!(keys(c.query(sql, &[&2i64]).await.unwrap()), ["a"]);
+        assert_eq!(keys(c.query(sql, &[&1i64]).await.unwrap()), ["a", "b"]);
+        let sql = "SELECT k FROM hv GROUP BY k HAVING sum(v) > $1 ORDER BY k";
+        assert_eq!(keys(c.query(sql, &[&3i64]).await.unwrap()), ["b"]);
+        let err = c
+            .query("SELECT k FROM hv GROUP BY k HAVING v > 1", &[])
+            .await
+            .expect_err("v is neither grouped nor aggregated");
+        assert_eq!(sqlstate(&err), "42803", "{err:?}");
+        let err = c
+            .query("SELECT k FROM hv GROUP BY k HAVING sum(v) / 2 > 1", &[])
+            .await
+            .expect_err("an aggregate inside an expression is not supported yet");
+        assert_eq!(sqlstate(&err), "0A000", "{err:?}");
+    });
+}

@@ -458,6 +458,11 @@ impl Builder {
                 let refs: Vec<&Term> = terms.iter().collect();
                 Ok(self.call("coalesce", &refs, ty))
             }
+            // Aggregates are find elements (`select::aggregate`), only at the top of a select
+            // item or a HAVING comparison.
+            ("count" | "sum" | "avg" | "min" | "max", _) => Err(SqlError::unsupported(format!(
+                "the aggregate {name} inside an expression ({f})"
+            ))),
             _ => Err(SqlError::new(
                 "42883",
                 format!("function {name}({} arguments) does not exist", args.len()),

@@ -3,6 +3,7 @@
 
 pub mod consts;
 pub mod expr;
+pub mod having;
 pub mod select;
 pub mod write;
 

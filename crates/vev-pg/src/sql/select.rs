@@ -61,6 +61,8 @@ pub struct Post {
     /// Aggregates without GROUP BY: each find element's aggregate (one row even over no
     /// rows).
     pub global: Option<Vec<Agg>>,
+    /// HAVING: which rows to keep (before ORDER BY).
+    pub having: Option<super::having::Having>,
 }
 
 /// A compiled SELECT over tables.
@@ -93,9 +95,9 @@ pub struct RowLock {
 }
 
 /// One element of `:find`.
-struct Find {
-    text: String,
-    agg: Option<Agg>,
+pub(crate) struct Find {
+    pub(crate) text: String,
+    pub(crate) agg: Option<Agg>,
 }
 
 /// Compile a SELECT with a FROM list. `None`: the query has no FROM (see `consts`).
@@ -124,8 +126,11 @@ pub fn compile(q: &Query, catalog: &Catalog) -> Result<Option<SelectPlan>, SqlEr
     let mut columns = Vec::new();
     let mut post = Post::default();
     select_list(&mut b, sel, &mut finds, &mut columns, &mut post)?;
-    let has_agg = finds.iter().any(|f| f.agg.is_some());
+    let has_agg = finds.iter().any(|f| f.agg.is_some()) || sel.having.is_some();
     group_by(&mut b, sel, &mut finds, has_agg)?;
+    if let Some(h) = &sel.having {
+        post.having = Some(super::having::compile(&mut b, h, &mut finds)?);
+    }
     if let Some(ob) = &q.order_by {
         order_by(&mut b, ob, sel, &columns, &mut finds, &mut post)?;
     }
@@ -463,7 +468,7 @@ fn item_expr(
 }
 
 /// `count(*)`, `count(x)`, `sum`, `avg`, `min`, `max` as a find element.
-fn aggregate(
+pub(crate) fn aggregate(
     b: &mut Builder,
     e: &Expr,
 ) -> Result<Option<(String, SqlType, Option<Agg>)>, SqlError> {
@@ -534,9 +539,6 @@ fn group_by(
             ));
         }
         return Ok(());
-    }
-    if sel.having.is_some() {
-        return Err(SqlError::unsupported("HAVING"));
     }
     for e in exprs {
         let t = b.expr(e, None)?;

@@ -493,6 +493,8 @@ pub struct Select {
     pub comma_joins: bool,
     pub filter: Option<Expr>,
     pub group_by: Vec<Expr>,
+    /// HAVING over the groups' aggregates and keys.
+    pub having: Option<Expr>,
     /// Output position (from 0), descending, NULLS FIRST/LAST.
     pub order: Vec<(usize, bool, Option<bool>)>,
     /// ORDER BY the item expressions rather than their positions.
@@ -549,6 +551,9 @@ impl Select {
             let keys: Vec<String> = self.group_by.iter().map(Expr::render).collect();
             s.push_str(&format!(" GROUP BY {}", keys.join(", ")));
         }
+        if let Some(h) = &self.having {
+            s.push_str(&format!(" HAVING {}", h.render()));
+        }
         if !self.order.is_empty() {
             let keys: Vec<String> = self
                 .order
@@ -584,6 +589,12 @@ impl Select {
     /// Smaller statements that may fail the same way: each is one step simpler.
     pub fn shrinks(&self) -> Vec<Select> {
         let mut out = Vec::new();
+        if self.having.is_some() {
+            out.push(Select {
+                having: None,
+                ..self.clone()
+            });
+        }
         if let Some(f) = &self.filter {
             out.push(Select {
                 filter: None,
@@ -699,6 +710,7 @@ pub fn select(rng: &mut Rng, schema: &Schema) -> Select {
         from,
         filter: rng.chance(70).then(|| condition(rng, &cols, 2)),
         group_by: Vec::new(),
+        having: None,
         order: Vec::new(),
         order_by_expr: false,
         limit: None,
@@ -771,7 +783,49 @@ fn grouped(rng: &mut Rng, cols: &Columns, s: &mut Select) {
         items.swap(i, rng.below(i + 1));
     }
     s.items = Ok(items);
+    if rng.chance(35) {
+        s.having = Some(having(rng, cols, &keys, 1));
+    }
     s.group_by = keys;
+}
+
+/// A HAVING condition: aggregates (or GROUP BY keys) compared with literals, or tested for
+/// NULL, combined with AND, OR and NOT.
+fn having(rng: &mut Rng, cols: &Columns, keys: &[Expr], depth: u32) -> Expr {
+    if depth > 0 && rng.chance(30) {
+        let a = having(rng, cols, keys, depth - 1);
+        return match rng.below(3) {
+            0 => Expr::And(Box::new(a), Box::new(having(rng, cols, keys, depth - 1))),
+            1 => Expr::Or(Box::new(a), Box::new(having(rng, cols, keys, depth - 1))),
+            _ => Expr::Not(Box::new(a)),
+        };
+    }
+    let subject = match keys {
+        [] => aggregate(rng, cols),
+        _ if rng.chance(20) => rng.pick(keys).clone(),
+        _ => aggregate(rng, cols),
+    };
+    let ty = ty_of(&subject);
+    if rng.chance(10) {
+        return Expr::IsNull(Box::new(subject), rng.chance(50));
+    }
+    // An average is a double in Vev and a numeric in PostgreSQL: compare it with < and >
+    // only, so that no answer turns on the last digit.
+    let op = match subject {
+        Expr::Agg("avg", ..) => *rng.pick(&["<", ">"]),
+        _ if ty == Ty::Bool => *rng.pick(&["=", "<>"]),
+        _ => *rng.pick(&["=", "<>", "<", "<=", ">", ">="]),
+    };
+    let lit = match subject {
+        // Counts are small: compare with small numbers, so that both answers occur.
+        Expr::Agg("count", ..) => Lit::Int(rng.range(0, 4)),
+        _ => value(rng, ty),
+    };
+    let lit_ty = match subject {
+        Expr::Agg("count", ..) => Ty::BigInt,
+        _ => ty,
+    };
+    Expr::Cmp(Box::new(subject), op, Box::new(Expr::Lit(lit, lit_ty)))
 }
 
 fn aggregate(rng: &mut Rng, cols: &Columns) -> Expr {

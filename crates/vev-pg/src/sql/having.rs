@@ -1,0 +1,212 @@
+//! HAVING: a condition on a grouped row, compiled to a test of the query's find elements
+//! (its aggregates, which become hidden find elements when the select list does not show
+//! them, and its GROUP BY keys), constants and parameters, applied to the query's rows
+//! before ORDER BY and LIMIT. SQL's three-valued logic: a comparison with NULL is unknown,
+//! and a row is kept only when the condition is true.
+
+use sqlparser::ast::{BinaryOperator, Expr, UnaryOperator, Value as SqlValue};
+use vev::Edn;
+
+use super::consts::Param;
+use super::expr::{literal_edn, placeholder, Builder};
+use super::select::Find;
+use crate::error::SqlError;
+use crate::types::SqlType;
+
+/// A compiled HAVING condition.
+#[derive(Clone, Debug)]
+pub enum Having {
+    And(Box<Having>, Box<Having>),
+    Or(Box<Having>, Box<Having>),
+    Not(Box<Having>),
+    Compare(Operand, Cmp, Operand),
+    /// `IS NULL` (`false`) or `IS NOT NULL` (`true`).
+    IsNull(Operand, bool),
+}
+
+/// A comparison operator.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Cmp {
+    Eq,
+    NotEq,
+    Lt,
+    LtEq,
+    Gt,
+    GtEq,
+}
+
+/// A value a HAVING condition reads.
+#[derive(Clone, Debug)]
+pub enum Operand {
+    /// A find element of the query's rows.
+    Find(usize),
+    Const(Edn),
+    /// `$n`, as a value of its type.
+    Param(usize, Option<SqlType>),
+}
+
+/// Compile `e`; aggregates it names that are not find elements yet are added to `finds`.
+pub(crate) fn compile(
+    b: &mut Builder,
+    e: &Expr,
+    finds: &mut Vec<Find>,
+) -> Result<Having, SqlError> {
+    Ok(match e {
+        Expr::Nested(x) => compile(b, x, finds)?,
+        Expr::BinaryOp { left, op, right } => match op {
+            BinaryOperator::And => Having::And(
+                Box::new(compile(b, left, finds)?),
+                Box::new(compile(b, right, finds)?),
+            ),
+            BinaryOperator::Or => Having::Or(
+                Box::new(compile(b, left, finds)?),
+                Box::new(compile(b, right, finds)?),
+            ),
+            _ => {
+                let cmp = match op {
+                    BinaryOperator::Eq => Cmp::Eq,
+                    BinaryOperator::NotEq => Cmp::NotEq,
+                    BinaryOperator::Lt => Cmp::Lt,
+                    BinaryOperator::LtEq => Cmp::LtEq,
+                    BinaryOperator::Gt => Cmp::Gt,
+                    BinaryOperator::GtEq => Cmp::GtEq,
+                    other => return Err(SqlError::unsupported(format!("{other} in HAVING"))),
+                };
+                // The side that reads the rows types the other (a literal or a parameter).
+                let (l, lt) = operand(b, left, None, finds)?;
+                let (r, rt) = operand(b, right, lt, finds)?;
+                let l = match (l, lt) {
+                    (Operand::Param(n, None), None) => Operand::Param(n, rt),
+                    (l, _) => l,
+                };
+                Having::Compare(l, cmp, r)
+            }
+        },
+        Expr::UnaryOp {
+            op: UnaryOperator::Not,
+            expr,
+        } => Having::Not(Box::new(compile(b, expr, finds)?)),
+        Expr::IsNull(x) => Having::IsNull(operand(b, x, None, finds)?.0, false),
+        Expr::IsNotNull(x) => Having::IsNull(operand(b, x, None, finds)?.0, true),
+        other => return Err(SqlError::unsupported(format!("HAVING {other}"))),
+    })
+}
+
+/// One side of a comparison: an aggregate, a GROUP BY key, a literal or a parameter.
+fn operand(
+    b: &mut Builder,
+    e: &Expr,
+    expected: Option<SqlType>,
+    finds: &mut Vec<Find>,
+) -> Result<(Operand, Option<SqlType>), SqlError> {
+    if let Some((text, ty, agg)) = super::select::aggregate(b, e)? {
+        let at = match finds.iter().position(|f| f.text == text) {
+            Some(at) => at,
+            None => {
+                finds.push(Find {
+                    text,
+                    agg: Some(agg.unwrap_or(super::select::Agg::Other)),
+                });
+                finds.len() - 1
+            }
+        };
+        return Ok((Operand::Find(at), Some(ty)));
+    }
+    match e {
+        Expr::Nested(x) => operand(b, x, expected, finds),
+        Expr::Value(v) => match &v.value {
+            SqlValue::Placeholder(p) => {
+                let n = placeholder(p)?;
+                // Read when the rows are, not by the query.
+                let ty = b.param(n, expected).ty;
+                b.used_params.remove(&n);
+                Ok((Operand::Param(n, ty), ty))
+            }
+            other => {
+                let (edn, ty) = literal_edn(other, expected)?;
+                Ok((Operand::Const(edn), ty))
+            }
+        },
+        Expr::UnaryOp {
+            op: UnaryOperator::Minus,
+            expr,
+        } => match &**expr {
+            Expr::Value(v) if matches!(v.value, SqlValue::Number(..)) => {
+                let SqlValue::Number(n, long) = &v.value else {
+                    unreachable!("matched a number")
+                };
+                let negative = SqlValue::Number(format!("-{n}"), *long);
+                let (edn, ty) = literal_edn(&negative, expected)?;
+                Ok((Operand::Const(edn), ty))
+            }
+            other => Err(SqlError::unsupported(format!("HAVING -{other}"))),
+        },
+        _ => {
+            let t = b.expr(e, expected)?;
+            let at = finds
+                .iter()
+                .position(|f| f.agg.is_none() && f.text == t.text)
+                .ok_or_else(|| {
+                    SqlError::new(
+                        "42803",
+                        format!(
+                            "{e} in HAVING must appear in the GROUP BY clause or be used in an \
+                             aggregate function"
+                        ),
+                    )
+                })?;
+            Ok((Operand::Find(at), t.ty))
+        }
+    }
+}
+
+/// Whether `row` passes `h`: `Some(true)` keeps it; `None` is SQL's unknown.
+pub fn test(h: &Having, row: &[Edn], params: &[Param]) -> Result<Option<bool>, SqlError> {
+    Ok(match h {
+        Having::And(a, b) => match (test(a, row, params)?, test(b, row, params)?) {
+            (Some(false), _) | (_, Some(false)) => Some(false),
+            (Some(true), Some(true)) => Some(true),
+            _ => None,
+        },
+        Having::Or(a, b) => match (test(a, row, params)?, test(b, row, params)?) {
+            (Some(true), _) | (_, Some(true)) => Some(true),
+            (Some(false), Some(false)) => Some(false),
+            _ => None,
+        },
+        Having::Not(a) => test(a, row, params)?.map(|v| !v),
+        Having::IsNull(x, negated) => {
+            Some(crate::sqlfns::is_null_edn(&value(x, row, params)?) != *negated)
+        }
+        Having::Compare(l, cmp, r) => {
+            let (l, r) = (value(l, row, params)?, value(r, row, params)?);
+            if crate::sqlfns::is_null_edn(&l) || crate::sqlfns::is_null_edn(&r) {
+                return Ok(None);
+            }
+            let ord = crate::session::compare_values(&l, &r);
+            Some(match cmp {
+                Cmp::Eq => ord.is_eq(),
+                Cmp::NotEq => ord.is_ne(),
+                Cmp::Lt => ord.is_lt(),
+                Cmp::LtEq => ord.is_le(),
+                Cmp::Gt => ord.is_gt(),
+                Cmp::GtEq => ord.is_ge(),
+            })
+        }
+    })
+}
+
+fn value(o: &Operand, row: &[Edn], params: &[Param]) -> Result<Edn, SqlError> {
+    Ok(match o {
+        Operand::Find(i) => row[*i].clone(),
+        Operand::Const(e) => e.clone(),
+        Operand::Param(n, ty) => match params.get(n - 1) {
+            Some(p) => p.typed(*ty)?.0,
+            None => {
+                return Err(SqlError::new(
+                    "08P01",
+                    format!("there is no parameter ${n}"),
+                ))
+            }
+        },
+    })
+}
