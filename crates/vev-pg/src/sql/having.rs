@@ -182,7 +182,7 @@ pub fn test(h: &Having, row: &[Edn], params: &[Param]) -> Result<Option<bool>, S
             if crate::sqlfns::is_null_edn(&l) || crate::sqlfns::is_null_edn(&r) {
                 return Ok(None);
             }
-            let ord = crate::session::compare_values(&l, &r);
+            let ord = super::compare::compare_values(&l, &r);
             Some(match cmp {
                 Cmp::Eq => ord.is_eq(),
                 Cmp::NotEq => ord.is_ne(),

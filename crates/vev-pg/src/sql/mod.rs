@@ -1,6 +1,7 @@
 //! SQL text to plans: each statement becomes a Datalog query, transaction data, or a
 //! session command. Nothing here runs a statement (`session` does).
 
+pub mod compare;
 pub mod consts;
 pub mod expr;
 pub mod having;
