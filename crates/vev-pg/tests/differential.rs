@@ -420,6 +420,18 @@ const REGRESSIONS: &[&str] = &[
     "SELECT k, count(v) FROM hav GROUP BY k HAVING count(v) <> 2 ORDER BY 2 DESC, 1",
     "SELECT k FROM hav GROUP BY k HAVING k > 'a' AND count(*) > -1",
     "DROP TABLE hav",
+    // ON CONFLICT DO NOTHING: keys in the table and repeated within the statement skipped
+    // (the count says how many went in); a target other than the key is 42P10.
+    "CREATE TABLE upk (id int PRIMARY KEY, v text)",
+    "INSERT INTO upk VALUES (1, 'a'), (2, 'b')",
+    "INSERT INTO upk VALUES (2, 'x'), (3, 'c'), (3, 'd') ON CONFLICT DO NOTHING",
+    "INSERT INTO upk VALUES (1, 'y') ON CONFLICT (id) DO NOTHING",
+    "INSERT INTO upk VALUES (4, 'e') ON CONFLICT (v) DO NOTHING",
+    "SELECT * FROM upk",
+    "DELETE FROM upk WHERE id = 1",
+    "INSERT INTO upk VALUES (1, 'z'), (5, 'f') ON CONFLICT DO NOTHING",
+    "SELECT * FROM upk",
+    "DROP TABLE upk",
 ];
 
 async fn run_regressions(pair: &Pair, stats: &mut Stats) {

@@ -5,14 +5,18 @@
 //!   (`:vev.sql/absent`) inside the transaction refuses a key that exists already (an
 //!   identity would otherwise upsert, which is not what INSERT means). A key deleted
 //!   earlier in the same transaction is the one exception: the row's entity is reused
-//!   (`reinsert_deleted`).
+//!   (`reinsert_deleted`). `ON CONFLICT DO NOTHING` leaves out the rows whose key the
+//!   statement's database holds.
 //! - UPDATE and DELETE first find their rows with a Datalog query (the WHERE compiled as for
 //!   SELECT, the SET expressions as find elements computed by the `vev.sql/*` functions),
 //!   then assert the new values (or retract for NULL) and retract the rows' entities.
 
 use std::sync::Arc;
 
-use sqlparser::ast::{AssignmentTarget, Expr, FromTable, ObjectName, SetExpr, TableObject};
+use sqlparser::ast::{
+    AssignmentTarget, ConflictTarget, Expr, FromTable, ObjectName, OnConflict, OnConflictAction,
+    OnInsert, SetExpr, TableObject,
+};
 use vev::{Edn, EntityId, EntityRef, Keyword, TxMap, TxOp, TxValue};
 
 use super::consts::{self, Ctx};
@@ -33,6 +37,9 @@ pub struct InsertPlan {
     /// The VALUES rows: one expression per target column.
     pub rows: Vec<Vec<Expr>>,
     pub params: Vec<Option<SqlType>>,
+    /// `ON CONFLICT [(key)] DO NOTHING`: rows whose primary key exists (or repeats an
+    /// earlier row's) are skipped rather than refused.
+    pub skip_conflicts: bool,
 }
 
 /// A statement that finds rows with a query, then writes to them.
@@ -51,13 +58,27 @@ pub struct RowsPlan {
 }
 
 pub fn insert(ins: &sqlparser::ast::Insert, catalog: &Catalog) -> Result<InsertPlan, SqlError> {
-    if ins.returning.is_some() || ins.on.is_some() {
-        return Err(SqlError::unsupported("INSERT ... RETURNING / ON CONFLICT"));
+    if ins.returning.is_some() {
+        return Err(SqlError::unsupported("INSERT ... RETURNING"));
     }
     let TableObject::TableName(name) = &ins.table else {
         return Err(SqlError::unsupported("INSERT into a table function"));
     };
     let table = catalog.table(&table_name(name)?)?.clone();
+    let skip_conflicts = match &ins.on {
+        None => false,
+        Some(OnInsert::OnConflict(OnConflict {
+            conflict_target,
+            action: OnConflictAction::DoNothing,
+        })) => {
+            conflict_target_is_key(conflict_target.as_ref(), &table)?;
+            true
+        }
+        Some(OnInsert::OnConflict(_)) => {
+            return Err(SqlError::unsupported("INSERT ... ON CONFLICT DO UPDATE"))
+        }
+        Some(_) => return Err(SqlError::unsupported("INSERT ... ON DUPLICATE KEY UPDATE")),
+    };
     let columns: Vec<usize> = if ins.columns.is_empty() {
         (0..table.columns.len())
             .filter(|c| table.columns[*c].attr.is_some())
@@ -118,7 +139,38 @@ pub fn insert(ins: &sqlparser::ast::Insert, catalog: &Catalog) -> Result<InsertP
         columns,
         rows: values.rows.iter().map(|r| r.content.clone()).collect(),
         params,
+        skip_conflicts,
     })
+}
+
+/// ON CONFLICT's target: none, or the table's primary key (the only unique constraint a
+/// table has here); anything else matches no constraint (PostgreSQL's 42P10).
+fn conflict_target_is_key(target: Option<&ConflictTarget>, table: &Table) -> Result<(), SqlError> {
+    let no_match = || {
+        SqlError::new(
+            "42P10",
+            "there is no unique or exclusion constraint matching the ON CONFLICT specification",
+        )
+    };
+    match target {
+        None => Ok(()),
+        Some(ConflictTarget::Columns {
+            columns,
+            predicate: None,
+        }) => {
+            let named: Vec<Option<usize>> = columns
+                .iter()
+                .map(|c| table.column(&ident_name(c)).map(|(i, _)| i))
+                .collect();
+            let key: Vec<Option<usize>> = table.primary_key.iter().map(|&c| Some(c)).collect();
+            if named == key && !key.is_empty() {
+                Ok(())
+            } else {
+                Err(no_match())
+            }
+        }
+        Some(other) => Err(SqlError::unsupported(format!("ON CONFLICT {other}"))),
+    }
 }
 
 /// A column name of an INSERT's column list.
@@ -146,9 +198,20 @@ fn note_param_type(e: &Expr, ty: SqlType, params: &mut Vec<Option<SqlType>>) {
 impl InsertPlan {
     /// The transaction data of the rows, with `ctx` for parameters and the time. `next_row`
     /// numbers the tempids (unique within the session's transaction).
-    pub fn tx(&self, ctx: &Ctx, next_row: &mut u64) -> Result<(Vec<TxOp>, usize), SqlError> {
+    ///
+    /// With `skip_conflicts`, `db` is the database the statement sees: a row whose primary
+    /// key it holds, or an earlier row of the statement has, is left out. The guard still
+    /// covers the rows kept, so a key another transaction commits meanwhile is refused at
+    /// this one's commit (23505) rather than skipped.
+    pub fn tx(
+        &self,
+        ctx: &Ctx,
+        next_row: &mut u64,
+        db: &vev::Db,
+    ) -> Result<(Vec<TxOp>, usize), SqlError> {
         let mut ops = Vec::with_capacity(self.rows.len() + 1);
         let mut keys: Vec<Vec<Edn>> = vec![Vec::new(); self.table.primary_key.len()];
+        let mut n = 0;
         for row in &self.rows {
             let mut values: Vec<Option<Edn>> = vec![None; self.table.columns.len()];
             for (e, c) in row.iter().zip(&self.columns) {
@@ -157,11 +220,40 @@ impl InsertPlan {
                 let v = conform(v, col)?;
                 values[*c] = v;
             }
+            if self.skip_conflicts && self.conflicts(db, &values, &keys) {
+                continue;
+            }
             ops.push(TxOp::Map(row_map(&self.table, &values, next_row)?));
             collect_keys(&self.table, &values, &mut keys);
+            n += 1;
         }
         ops.extend(key_guards(&self.table, keys));
-        Ok((ops, self.rows.len()))
+        Ok((ops, n))
+    }
+
+    /// Whether a row's primary key is in `db` or among `earlier` (the statement's rows
+    /// kept so far).
+    fn conflicts(&self, db: &vev::Db, values: &[Option<Edn>], earlier: &[Vec<Edn>]) -> bool {
+        self.table.primary_key.iter().zip(earlier).any(|(c, seen)| {
+            let (Some(v), Some(attr)) = (&values[*c], &self.table.columns[*c].attr) else {
+                return false;
+            };
+            if seen.contains(v) {
+                return true;
+            }
+            let Some(a) = db.schema().attribute_by_ident(attr) else {
+                return false;
+            };
+            let Some(value) = vev::coerce_value(db, a, v) else {
+                return false;
+            };
+            db.datoms(
+                vev::IndexOrder::Avet,
+                &[vev::Component::Entity(a.id), vev::Component::Value(value)],
+            )
+            .next()
+            .is_some()
+        })
     }
 }
 

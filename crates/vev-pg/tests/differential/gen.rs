@@ -5,7 +5,9 @@
 //! overflow), doubles, reals and numerics are multiples of 1/4 (sums are exact), text is ASCII (C collation
 //! and byte order agree), a LIMIT comes only after an ORDER BY over every output column (so
 //! the rows it keeps are determined), and primary keys are never updated (PostgreSQL checks
-//! uniqueness row by row during an UPDATE). SELECTs are kept as a small AST so that a
+//! uniqueness row by row during an UPDATE). An average in HAVING is compared with `<` or
+//! `>` only (a double in Vev, a numeric in PostgreSQL). An INSERT that repeats a key says
+//! `ON CONFLICT DO NOTHING` now and then. SELECTs are kept as a small AST so that a
 //! failing one can be shrunk (`Select::shrinks`).
 
 /// SplitMix64: a fixed seed gives the same statements on every machine.
@@ -878,10 +880,16 @@ pub fn insert(rng: &mut Rng, schema: &mut Schema, table: usize, rows: usize) -> 
     }
     let names: Vec<&str> = cols.iter().map(|&c| t.cols[c].name.as_str()).collect();
     format!(
-        "INSERT INTO {} ({}) VALUES {}",
+        "INSERT INTO {} ({}) VALUES {}{}",
         t.name,
         names.join(", "),
-        values.join(", ")
+        values.join(", "),
+        // A duplicate key skipped rather than refused, now and then.
+        match duplicate_at.map(|_| rng.below(4)) {
+            Some(0) => " ON CONFLICT DO NOTHING",
+            Some(1) => " ON CONFLICT (id) DO NOTHING",
+            _ => "",
+        }
     )
 }
 
