@@ -17,10 +17,11 @@ use crate::error::SqlError;
 use crate::locks::{LockTable, SessionId};
 use crate::sql::consts::{self, Param};
 use crate::sql::select::{Agg, Count, Input, OutCol, Post, SelectPlan};
-use crate::sql::write::{CopyPlan, InsertPlan, RowsPlan};
+use crate::sql::write::{CopyPlan, RowsPlan};
 use crate::sql::{self, Plan, QueryCost};
 use crate::types::SqlType;
 
+mod insert;
 mod pending;
 mod rowlock;
 mod serial;
@@ -665,43 +666,6 @@ impl Session {
             columns: p.columns.clone(),
             rows: project(rows, &p.post),
         })
-    }
-
-    /// INSERT: its rows as transaction data, written (pending in a transaction block).
-    async fn insert(&mut self, p: &InsertPlan, params: &[Param]) -> Result<Outcome, SqlError> {
-        let now = now_ms();
-        // Outside a transaction block, DO NOTHING tries again when another
-        // transaction committed one of its keys after it looked (as PostgreSQL
-        // skips such a row); inside one, the commit is refused (`docs/sql.md`).
-        // Each refusal means one more of its keys is in the database (skipped
-        // next time), so it succeeds within one try per row.
-        let mut tries = if p.skip_conflicts && self.txn.is_none() {
-            p.rows.len() + 1
-        } else {
-            1
-        };
-        loop {
-            let db = match p.skip_conflicts {
-                true => self.view_for(Some(std::slice::from_ref(&p.table.name)))?,
-                false => self.shared.conn.db(),
-            };
-            let (ops, n) = {
-                let ctx = self.ctx(params, now);
-                let mut next = self.next_row;
-                let out = p.tx(&ctx, &mut next, &db)?;
-                self.next_row = next;
-                out
-            };
-            tries -= 1;
-            match self
-                .write(ops, Touch::Tables(std::slice::from_ref(&p.table.name)))
-                .await
-            {
-                Err(e) if e.code == "23505" && tries > 0 => continue,
-                Err(e) => return Err(e),
-                Ok(()) => return Ok(Outcome::Command(format!("INSERT 0 {n}"))),
-            }
-        }
     }
 
     /// UPDATE or DELETE: find the rows, lock them, find them again if a lock had to wait

@@ -432,6 +432,24 @@ const REGRESSIONS: &[&str] = &[
     "INSERT INTO upk VALUES (1, 'z'), (5, 'f') ON CONFLICT DO NOTHING",
     "SELECT * FROM upk",
     "DROP TABLE upk",
+    // ON CONFLICT DO UPDATE: EXCLUDED and the existing row, a WHERE that holds or not, a
+    // key twice in one statement (21000), no target (42601).
+    "CREATE TABLE ups (id int PRIMARY KEY, v int, t text)",
+    "INSERT INTO ups VALUES (1, 10, 'a'), (2, 20, 'b')",
+    "INSERT INTO ups VALUES (2, 5, 'x'), (3, 30, 'c') \
+     ON CONFLICT (id) DO UPDATE SET v = ups.v + EXCLUDED.v",
+    "SELECT * FROM ups",
+    "INSERT INTO ups VALUES (1, 1, 'y') ON CONFLICT (id) DO UPDATE SET t = EXCLUDED.t, v = NULL \
+     WHERE ups.v > 100",
+    "INSERT INTO ups VALUES (1, 1, 'y') ON CONFLICT (id) DO UPDATE SET t = EXCLUDED.t || '!' \
+     WHERE ups.v < 100",
+    "SELECT * FROM ups",
+    "INSERT INTO ups VALUES (4, 1, 'p'), (4, 2, 'q') ON CONFLICT (id) DO UPDATE SET v = EXCLUDED.v",
+    "INSERT INTO ups VALUES (1, 1, 'p'), (1, 2, 'q') ON CONFLICT (id) DO UPDATE SET v = EXCLUDED.v",
+    "INSERT INTO ups VALUES (5, 1, 'z') ON CONFLICT DO UPDATE SET v = 1",
+    "INSERT INTO ups (id, t) VALUES (3, 'n') ON CONFLICT (id) DO UPDATE SET v = EXCLUDED.v",
+    "SELECT * FROM ups",
+    "DROP TABLE ups",
 ];
 
 async fn run_regressions(pair: &Pair, stats: &mut Stats) {

@@ -1,6 +1,7 @@
-//! `INSERT ... ON CONFLICT DO NOTHING` through tokio-postgres: inside a transaction block
-//! (the transaction's own rows count), and from concurrent autocommit clients whose keys
-//! overlap (each conflicting row skipped, never refused).
+//! `INSERT ... ON CONFLICT` through tokio-postgres: `DO NOTHING` inside a transaction block
+//! (the transaction's own rows count) and from concurrent autocommit clients whose keys
+//! overlap (each conflicting row skipped, never refused); `DO UPDATE` as a counter bumped by
+//! racing clients (no update lost) and as one statement that commits whole or not at all.
 
 mod common;
 
@@ -74,6 +75,66 @@ fn concurrent_do_nothing_inserts_of_overlapping_keys_never_fail() {
         assert_eq!(
             total, 200,
             "every key was inserted by exactly one statement"
+        );
+    });
+}
+
+#[test]
+fn do_update_counts_from_racing_clients_without_losing_one() {
+    with_server(|addr| async move {
+        let (c, _conn) = connect(addr).await;
+        exec(&c, "CREATE TABLE cnt (k int PRIMARY KEY, n int NOT NULL)").await;
+        let mut tasks = Vec::new();
+        for _ in 0..6 {
+            tasks.push(tokio::spawn(async move {
+                let (c, _conn) = connect(addr).await;
+                for _ in 0..30 {
+                    let n = c
+                        .execute(
+                            "INSERT INTO cnt VALUES ($1, 1) \
+                             ON CONFLICT (k) DO UPDATE SET n = cnt.n + EXCLUDED.n",
+                            &[&7i32],
+                        )
+                        .await
+                        .unwrap();
+                    assert_eq!(n, 1);
+                }
+            }));
+        }
+        for t in tasks {
+            t.await.unwrap();
+        }
+        assert_eq!(count(&c, "SELECT sum(n) FROM cnt WHERE k = 7").await, 180);
+    });
+}
+
+#[test]
+fn do_update_is_one_statement_that_commits_whole_or_not_at_all() {
+    with_server(|addr| async move {
+        let (c, _conn) = connect(addr).await;
+        exec(&c, "CREATE TABLE kv (k int PRIMARY KEY, v text NOT NULL)").await;
+        exec(&c, "INSERT INTO kv VALUES (1, 'one'), (2, 'two')").await;
+        let sql = "INSERT INTO kv VALUES (1, 'uno'), (3, 'tres') \
+                   ON CONFLICT (k) DO UPDATE SET v = kv.v || '/' || EXCLUDED.v";
+        assert_eq!(inserted(&c, sql).await, 2);
+        // The update of 2 breaks NOT NULL: the new row 4 must not stay either.
+        let err = c
+            .execute(
+                "INSERT INTO kv VALUES (4, 'cuatro'), (2, 'dos') \
+                 ON CONFLICT (k) DO UPDATE SET v = NULL",
+                &[],
+            )
+            .await
+            .expect_err("v is NOT NULL");
+        assert_eq!(common::sqlstate(&err), "23502", "{err:?}");
+        let rows = c
+            .query("SELECT k, v FROM kv ORDER BY k", &[])
+            .await
+            .unwrap();
+        let rows: Vec<(i32, String)> = rows.iter().map(|r| (r.get(0), r.get(1))).collect();
+        assert_eq!(
+            rows,
+            [(1, "one/uno".into()), (2, "two".into()), (3, "tres".into())]
         );
     });
 }

@@ -6,6 +6,7 @@ pub mod consts;
 pub mod expr;
 pub mod having;
 pub mod select;
+pub mod upsert;
 pub mod write;
 
 use std::sync::atomic::{AtomicU64, Ordering};

@@ -5,23 +5,20 @@
 //!   (`:vev.sql/absent`) inside the transaction refuses a key that exists already (an
 //!   identity would otherwise upsert, which is not what INSERT means). A key deleted
 //!   earlier in the same transaction is the one exception: the row's entity is reused
-//!   (`reinsert_deleted`). `ON CONFLICT DO NOTHING` leaves out the rows whose key the
-//!   statement's database holds.
+//!   (`reinsert_deleted`). `ON CONFLICT` is `upsert.rs`'s.
 //! - UPDATE and DELETE first find their rows with a Datalog query (the WHERE compiled as for
 //!   SELECT, the SET expressions as find elements computed by the `vev.sql/*` functions),
 //!   then assert the new values (or retract for NULL) and retract the rows' entities.
 
 use std::sync::Arc;
 
-use sqlparser::ast::{
-    AssignmentTarget, ConflictTarget, Expr, FromTable, ObjectName, OnConflict, OnConflictAction,
-    OnInsert, SetExpr, TableObject,
-};
+use sqlparser::ast::{AssignmentTarget, Expr, FromTable, ObjectName, SetExpr, TableObject};
 use vev::{Edn, EntityId, EntityRef, Keyword, TxMap, TxOp, TxValue};
 
 use super::consts::{self, Ctx};
 use super::expr::{ident_name, Builder};
 use super::select::{inputs, scope_of, table_name, Input};
+use super::upsert::{OnConflict, Row};
 use crate::catalog::{Catalog, Column, Rows, Table};
 use crate::error::SqlError;
 use crate::types::SqlType;
@@ -37,9 +34,8 @@ pub struct InsertPlan {
     /// The VALUES rows: one expression per target column.
     pub rows: Vec<Vec<Expr>>,
     pub params: Vec<Option<SqlType>>,
-    /// `ON CONFLICT [(key)] DO NOTHING`: rows whose primary key exists (or repeats an
-    /// earlier row's) are skipped rather than refused.
-    pub skip_conflicts: bool,
+    /// What a row whose primary key exists becomes (`upsert.rs`).
+    pub on_conflict: OnConflict,
 }
 
 /// A statement that finds rows with a query, then writes to them.
@@ -65,20 +61,7 @@ pub fn insert(ins: &sqlparser::ast::Insert, catalog: &Catalog) -> Result<InsertP
         return Err(SqlError::unsupported("INSERT into a table function"));
     };
     let table = catalog.table(&table_name(name)?)?.clone();
-    let skip_conflicts = match &ins.on {
-        None => false,
-        Some(OnInsert::OnConflict(OnConflict {
-            conflict_target,
-            action: OnConflictAction::DoNothing,
-        })) => {
-            conflict_target_is_key(conflict_target.as_ref(), &table)?;
-            true
-        }
-        Some(OnInsert::OnConflict(_)) => {
-            return Err(SqlError::unsupported("INSERT ... ON CONFLICT DO UPDATE"))
-        }
-        Some(_) => return Err(SqlError::unsupported("INSERT ... ON DUPLICATE KEY UPDATE")),
-    };
+    let on_conflict = super::upsert::on_conflict(ins, &table)?;
     let columns: Vec<usize> = if ins.columns.is_empty() {
         (0..table.columns.len())
             .filter(|c| table.columns[*c].attr.is_some())
@@ -139,38 +122,8 @@ pub fn insert(ins: &sqlparser::ast::Insert, catalog: &Catalog) -> Result<InsertP
         columns,
         rows: values.rows.iter().map(|r| r.content.clone()).collect(),
         params,
-        skip_conflicts,
+        on_conflict,
     })
-}
-
-/// ON CONFLICT's target: none, or the table's primary key (the only unique constraint a
-/// table has here); anything else matches no constraint (PostgreSQL's 42P10).
-fn conflict_target_is_key(target: Option<&ConflictTarget>, table: &Table) -> Result<(), SqlError> {
-    let no_match = || {
-        SqlError::new(
-            "42P10",
-            "there is no unique or exclusion constraint matching the ON CONFLICT specification",
-        )
-    };
-    match target {
-        None => Ok(()),
-        Some(ConflictTarget::Columns {
-            columns,
-            predicate: None,
-        }) => {
-            let named: Vec<Option<usize>> = columns
-                .iter()
-                .map(|c| table.column(&ident_name(c)).map(|(i, _)| i))
-                .collect();
-            let key: Vec<Option<usize>> = table.primary_key.iter().map(|&c| Some(c)).collect();
-            if named == key && !key.is_empty() {
-                Ok(())
-            } else {
-                Err(no_match())
-            }
-        }
-        Some(other) => Err(SqlError::unsupported(format!("ON CONFLICT {other}"))),
-    }
 }
 
 /// A column name of an INSERT's column list.
@@ -196,39 +149,55 @@ fn note_param_type(e: &Expr, ty: SqlType, params: &mut Vec<Option<SqlType>>) {
 }
 
 impl InsertPlan {
-    /// The transaction data of the rows, with `ctx` for parameters and the time. `next_row`
-    /// numbers the tempids (unique within the session's transaction).
-    ///
-    /// With `skip_conflicts`, `db` is the database the statement sees: a row whose primary
-    /// key it holds, or an earlier row of the statement has, is left out. The guard still
-    /// covers the rows kept, so a key another transaction commits meanwhile is refused at
-    /// this one's commit (23505) rather than skipped.
-    pub fn tx(
-        &self,
-        ctx: &Ctx,
-        next_row: &mut u64,
-        db: &vev::Db,
-    ) -> Result<(Vec<TxOp>, usize), SqlError> {
-        let mut ops = Vec::with_capacity(self.rows.len() + 1);
-        let mut keys: Vec<Vec<Edn>> = vec![Vec::new(); self.table.primary_key.len()];
-        let mut n = 0;
+    /// Each VALUES row's value per table column (`None`: NULL or not given), with `ctx`
+    /// for parameters and the time.
+    pub fn values(&self, ctx: &Ctx) -> Result<Vec<Vec<Option<Edn>>>, SqlError> {
+        let mut rows = Vec::with_capacity(self.rows.len());
         for row in &self.rows {
             let mut values: Vec<Option<Edn>> = vec![None; self.table.columns.len()];
             for (e, c) in row.iter().zip(&self.columns) {
                 let col = &self.table.columns[*c];
                 let (v, _) = consts::eval(e, Some(col.ty), ctx)?;
-                let v = conform(v, col)?;
-                values[*c] = v;
+                values[*c] = conform(v, col)?;
             }
-            if self.skip_conflicts && self.conflicts(db, &values, &keys) {
-                continue;
-            }
-            ops.push(TxOp::Map(row_map(&self.table, &values, next_row)?));
-            collect_keys(&self.table, &values, &mut keys);
-            n += 1;
+            rows.push(values);
+        }
+        Ok(rows)
+    }
+
+    /// The transaction data of new rows: a map each under a tempid (`next_row` numbers
+    /// them, unique within the session's transaction), and the guard of their keys.
+    pub fn ops(
+        &self,
+        rows: &[Vec<Option<Edn>>],
+        next_row: &mut u64,
+    ) -> Result<Vec<TxOp>, SqlError> {
+        let mut ops = Vec::with_capacity(rows.len() + 1);
+        let mut keys: Vec<Vec<Edn>> = vec![Vec::new(); self.table.primary_key.len()];
+        for values in rows {
+            ops.push(TxOp::Map(row_map(&self.table, values, next_row)?));
+            collect_keys(&self.table, values, &mut keys);
         }
         ops.extend(key_guards(&self.table, keys));
-        Ok((ops, n))
+        Ok(ops)
+    }
+
+    /// `rows` split into those whose primary key neither `db` (the database the statement
+    /// sees) nor an earlier row holds, and the others, each in order. The guard still
+    /// covers the first, so a key another transaction commits meanwhile is refused at this
+    /// one's commit (23505).
+    pub fn split_conflicts(&self, db: &vev::Db, rows: Vec<Row>) -> (Vec<Row>, Vec<Row>) {
+        let mut keys: Vec<Vec<Edn>> = vec![Vec::new(); self.table.primary_key.len()];
+        let (mut new, mut old) = (Vec::new(), Vec::new());
+        for values in rows {
+            if self.conflicts(db, &values, &keys) {
+                old.push(values);
+            } else {
+                collect_keys(&self.table, &values, &mut keys);
+                new.push(values);
+            }
+        }
+        (new, old)
     }
 
     /// Whether a row's primary key is in `db` or among `earlier` (the statement's rows

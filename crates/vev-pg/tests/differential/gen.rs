@@ -7,7 +7,7 @@
 //! the rows it keeps are determined), and primary keys are never updated (PostgreSQL checks
 //! uniqueness row by row during an UPDATE). An average in HAVING is compared with `<` or
 //! `>` only (a double in Vev, a numeric in PostgreSQL). An INSERT that repeats a key says
-//! `ON CONFLICT DO NOTHING` now and then. SELECTs are kept as a small AST so that a
+//! `ON CONFLICT DO NOTHING` or `DO UPDATE SET col = EXCLUDED.col` now and then. SELECTs are kept as a small AST so that a
 //! failing one can be shrunk (`Select::shrinks`).
 
 /// SplitMix64: a fixed seed gives the same statements on every machine.
@@ -884,11 +884,15 @@ pub fn insert(rng: &mut Rng, schema: &mut Schema, table: usize, rows: usize) -> 
         t.name,
         names.join(", "),
         values.join(", "),
-        // A duplicate key skipped rather than refused, now and then.
-        match duplicate_at.map(|_| rng.below(4)) {
-            Some(0) => " ON CONFLICT DO NOTHING",
-            Some(1) => " ON CONFLICT (id) DO NOTHING",
-            _ => "",
+        // A duplicate key skipped or updated rather than refused, now and then.
+        match duplicate_at.map(|_| rng.below(5)) {
+            Some(0) => " ON CONFLICT DO NOTHING".to_owned(),
+            Some(1) => " ON CONFLICT (id) DO NOTHING".to_owned(),
+            Some(2) if names.len() > 1 => {
+                let col = names[1 + rng.below(names.len() - 1)];
+                format!(" ON CONFLICT (id) DO UPDATE SET {col} = EXCLUDED.{col}")
+            }
+            _ => String::new(),
         }
     )
 }

@@ -1,0 +1,120 @@
+//! INSERT, with `ON CONFLICT` (`sql/upsert.rs`): the rows as transaction data, the rows
+//! whose keys exist skipped or updated, tried again when another client commits one of its
+//! new keys first (outside a transaction block).
+
+use vev::{Edn, TxOp};
+
+use super::{now_ms, serial, Outcome, Session, Touch, Txn};
+use crate::error::SqlError;
+use crate::sql::consts::Param;
+use crate::sql::upsert::{self, OnConflict};
+use crate::sql::write::InsertPlan;
+use crate::sql::{self, Plan};
+
+impl Session {
+    /// INSERT: its rows as transaction data, written (pending in a transaction block),
+    /// and with `ON CONFLICT DO UPDATE` the updates of the rows whose keys exist.
+    ///
+    /// Outside a transaction block, a statement whose new key another client commits
+    /// between the look and the commit is tried again (PostgreSQL would skip or update
+    /// such a row); each refusal means one more of its keys exists, so it succeeds within
+    /// one try per row. Inside one, the commit is refused with 23505 (`docs/sql.md`).
+    pub(super) async fn insert(
+        &mut self,
+        p: &InsertPlan,
+        params: &[Param],
+    ) -> Result<Outcome, SqlError> {
+        let retry = !matches!(p.on_conflict, OnConflict::Refuse) && self.txn.is_none();
+        let mut tries = if retry { p.rows.len() + 1 } else { 1 };
+        loop {
+            tries -= 1;
+            match self.insert_once(p, params).await {
+                Err(e) if e.code == "23505" && tries > 0 => continue,
+                Err(e) => return Err(e),
+                Ok(n) => return Ok(Outcome::Command(format!("INSERT 0 {n}"))),
+            }
+        }
+    }
+
+    async fn insert_once(&mut self, p: &InsertPlan, params: &[Param]) -> Result<usize, SqlError> {
+        let tables = std::slice::from_ref(&p.table.name);
+        let rows = {
+            let ctx = self.ctx(params, now_ms());
+            p.values(&ctx)?
+        };
+        let (new, old) = match p.on_conflict {
+            OnConflict::Refuse => (rows, Vec::new()),
+            _ => {
+                let db = self.view_for(Some(tables))?;
+                p.split_conflicts(&db, rows)
+            }
+        };
+        let mut next = self.next_row;
+        let ops = p.ops(&new, &mut next)?;
+        self.next_row = next;
+        if !matches!(p.on_conflict, OnConflict::Update(_)) {
+            self.write(ops, Touch::Tables(tables)).await?;
+            return Ok(new.len());
+        }
+        // DO UPDATE: the new rows and the updates in one transaction.
+        let mut keys: Vec<Vec<Option<Edn>>> = Vec::new();
+        for row in &old {
+            let key = upsert::key_of(&p.table, row);
+            if keys.contains(&key) || new.iter().any(|n| upsert::key_of(&p.table, n) == key) {
+                return Err(upsert::twice());
+            }
+            keys.push(key);
+        }
+        let implicit = self.txn.is_none();
+        if implicit {
+            self.txn = Some(Txn {
+                serial: self.default_serializable().then(serial::Serial::default),
+                ..Txn::default()
+            });
+        }
+        let result = self.upsert_rows(p, params, ops, &new, &old).await;
+        if !implicit {
+            return result;
+        }
+        match result {
+            Ok(n) => match self.commit().await? {
+                Outcome::End("COMMIT") => Ok(n),
+                _ => Err(SqlError::internal("the INSERT's transaction rolled back")),
+            },
+            Err(e) => {
+                if let Some(t) = self.txn.take() {
+                    self.shared.locks.release(self.id, &t.locks);
+                }
+                Err(e)
+            }
+        }
+    }
+
+    /// DO UPDATE's writes: the new rows (`ops`), then an UPDATE of each row of `old`.
+    async fn upsert_rows(
+        &mut self,
+        p: &InsertPlan,
+        params: &[Param],
+        ops: Vec<TxOp>,
+        new: &[Vec<Option<Edn>>],
+        old: &[Vec<Option<Edn>>],
+    ) -> Result<usize, SqlError> {
+        self.write(ops, Touch::Tables(std::slice::from_ref(&p.table.name)))
+            .await?;
+        let mut n = new.len();
+        for row in old {
+            let (text, extra) = upsert::update_sql(&p.table, &p.on_conflict, row, params.len())?;
+            let stmts = sql::parse(&text)?;
+            let plan = match stmts.first() {
+                Some(st) => self.plan(st)?,
+                None => return Err(SqlError::internal(format!("no statement in {text}"))),
+            };
+            let Plan::Update(u) = &plan else {
+                return Err(SqlError::internal(format!("not an UPDATE: {text}")));
+            };
+            let all: Vec<Param> = params.iter().cloned().chain(extra).collect();
+            n += self.write_rows(u, &all).await?;
+        }
+        Ok(n)
+    }
+}
