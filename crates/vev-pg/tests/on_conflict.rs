@@ -12,6 +12,15 @@ async fn inserted(c: &tokio_postgres::Client, sql: &str) -> u64 {
     c.execute(sql, &[]).await.unwrap()
 }
 
+/// The rows of table `kv`, by key.
+async fn kv(c: &tokio_postgres::Client) -> Vec<(i32, String)> {
+    let rows = c
+        .query("SELECT k, v FROM kv ORDER BY k", &[])
+        .await
+        .unwrap();
+    rows.iter().map(|r| (r.get(0), r.get(1))).collect()
+}
+
 #[test]
 fn do_nothing_skips_the_rows_a_transaction_already_has() {
     with_server(|addr| async move {
@@ -24,13 +33,8 @@ fn do_nothing_skips_the_rows_a_transaction_already_has() {
                    ON CONFLICT (k) DO NOTHING";
         assert_eq!(inserted(&c, sql).await, 1, "only 11 is new");
         exec(&c, "COMMIT").await;
-        let rows = c
-            .query("SELECT k, v FROM kv ORDER BY k", &[])
-            .await
-            .unwrap();
-        let rows: Vec<(i32, String)> = rows.iter().map(|r| (r.get(0), r.get(1))).collect();
         assert_eq!(
-            rows,
+            kv(&c).await,
             [(1, "one".into()), (10, "a".into()), (11, "c".into())]
         );
         // With a parameter, over the extended protocol.
@@ -127,13 +131,8 @@ fn do_update_is_one_statement_that_commits_whole_or_not_at_all() {
             .await
             .expect_err("v is NOT NULL");
         assert_eq!(common::sqlstate(&err), "23502", "{err:?}");
-        let rows = c
-            .query("SELECT k, v FROM kv ORDER BY k", &[])
-            .await
-            .unwrap();
-        let rows: Vec<(i32, String)> = rows.iter().map(|r| (r.get(0), r.get(1))).collect();
         assert_eq!(
-            rows,
+            kv(&c).await,
             [(1, "one/uno".into()), (2, "two".into()), (3, "tres".into())]
         );
     });

@@ -43,6 +43,22 @@ fn tx_many(conn: &Connection, ns: std::ops::Range<i64>) {
     }
 }
 
+/// A full-text search of `conn`'s database for "fox" finds the quick brown fox.
+fn assert_fox_found(conn: &Connection) {
+    let found = conn
+        .db()
+        .q(
+            r#"[:find ?v . :where [(fulltext $ :k/text "fox") [[?e ?v]]]]"#,
+            &[],
+        )
+        .unwrap();
+    assert!(
+        found.to_edn().to_string().contains("quick"),
+        "{}",
+        found.to_edn()
+    );
+}
+
 const FULLTEXT: &str = r#"[{:db/ident :k/text :db/valueType :db.type/string :db/cardinality :db.cardinality/one :db/fulltext true}]"#;
 
 pub fn segments_are_objects_and_collected(pg: &TempServer, moto: &MotoServer) {
@@ -73,18 +89,7 @@ pub fn segments_are_objects_and_collected(pg: &TempServer, moto: &MotoServer) {
     // A reader in another connection: the root from PostgreSQL, segments from objects.
     let reader = Connection::open_with(&url, &OpenOptions::read_only()).unwrap();
     assert_eq!(ns(&reader.db()), (0..3000).collect::<Vec<_>>());
-    let found = reader
-        .db()
-        .q(
-            r#"[:find ?v . :where [(fulltext $ :k/text "fox") [[?e ?v]]]]"#,
-            &[],
-        )
-        .unwrap();
-    assert!(
-        found.to_edn().to_string().contains("quick"),
-        "{}",
-        found.to_edn()
-    );
+    assert_fox_found(&reader);
     // Rewritten segments: with no grace period the next checkpoint deletes the old objects.
     tx_many(&conn, 3000..6000);
     conn.checkpoint().unwrap();
@@ -280,12 +285,5 @@ pub fn orphans_are_swept(pg: &TempServer, moto: &MotoServer) {
     conn.verify().unwrap().unwrap();
     let reader = Connection::open_with(&url, &OpenOptions::read_only()).unwrap();
     assert_eq!(ns(&reader.db()), (0..3500).collect::<Vec<_>>());
-    let found = reader
-        .db()
-        .q(
-            r#"[:find ?v . :where [(fulltext $ :k/text "fox") [[?e ?v]]]]"#,
-            &[],
-        )
-        .unwrap();
-    assert!(found.to_edn().to_string().contains("quick"));
+    assert_fox_found(&reader);
 }
