@@ -453,13 +453,7 @@ impl Session {
             Plan::Truncate(names) => self.truncate(names).await,
             Plan::AddPrimaryKey { table, columns } => self.add_primary_key(table, columns).await,
             Plan::Begin { serializable } => {
-                if self.txn.is_none() {
-                    let serializable = serializable.unwrap_or_else(|| self.default_serializable());
-                    self.txn = Some(Txn {
-                        serial: serializable.then(serial::Serial::default),
-                        ..Txn::default()
-                    });
-                }
+                self.begin(*serializable);
                 Ok(Outcome::Begin)
             }
             Plan::SetIsolation {
@@ -468,9 +462,7 @@ impl Session {
             } => self.set_isolation(*serializable, *session),
             Plan::Commit => self.commit().await,
             Plan::Rollback => {
-                if let Some(t) = self.txn.take() {
-                    self.shared.locks.release(self.id, &t.locks);
-                }
+                self.rollback();
                 Ok(Outcome::End("ROLLBACK"))
             }
             Plan::Set { .. } | Plan::Show(_) | Plan::Explain(_) => self.setting_command(plan),
@@ -704,6 +696,25 @@ impl Session {
                 let _gate = self.shared.commit_gate.read().await;
                 transact(&self.shared.conn, ops).await
             }
+        }
+    }
+
+    /// Start a transaction block unless one is open (`serializable`: its isolation, else
+    /// the session's default).
+    fn begin(&mut self, serializable: Option<bool>) {
+        if self.txn.is_none() {
+            let serializable = serializable.unwrap_or_else(|| self.default_serializable());
+            self.txn = Some(Txn {
+                serial: serializable.then(serial::Serial::default),
+                ..Txn::default()
+            });
+        }
+    }
+
+    /// End the transaction block, if any, writing nothing and releasing its row locks.
+    fn rollback(&mut self) {
+        if let Some(t) = self.txn.take() {
+            self.shared.locks.release(self.id, &t.locks);
         }
     }
 

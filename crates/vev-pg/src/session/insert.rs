@@ -2,13 +2,13 @@
 //! whose keys exist skipped or updated, tried again when another client commits one of its
 //! new keys first (outside a transaction block).
 
-use vev::{Edn, TxOp};
+use vev::TxOp;
 
-use super::{now_ms, serial, Outcome, Session, Touch, Txn};
+use super::{now_ms, Outcome, Session, Touch};
 use crate::error::SqlError;
 use crate::sql::consts::Param;
 use crate::sql::upsert::{self, OnConflict};
-use crate::sql::write::InsertPlan;
+use crate::sql::write::{InsertPlan, Split};
 use crate::sql::{self, Plan};
 
 impl Session {
@@ -42,37 +42,30 @@ impl Session {
             let ctx = self.ctx(params, now_ms());
             p.values(&ctx)?
         };
-        let (new, old) = match p.on_conflict {
-            OnConflict::Refuse => (rows, Vec::new()),
+        let split = match p.on_conflict {
+            OnConflict::Refuse => Split {
+                new: rows,
+                ..Split::default()
+            },
             _ => {
                 let db = self.view_for(Some(tables))?;
                 p.split_conflicts(&db, rows)
             }
         };
         let mut next = self.next_row;
-        let ops = p.ops(&new, &mut next)?;
+        let ops = p.ops(&split.new, &mut next)?;
         self.next_row = next;
         if !matches!(p.on_conflict, OnConflict::Update(_)) {
             self.write(ops, Touch::Tables(tables)).await?;
-            return Ok(new.len());
+            return Ok(split.new.len());
         }
         // DO UPDATE: the new rows and the updates in one transaction.
-        let mut keys: Vec<Vec<Option<Edn>>> = Vec::new();
-        for row in &old {
-            let key = upsert::key_of(&p.table, row);
-            if keys.contains(&key) || new.iter().any(|n| upsert::key_of(&p.table, n) == key) {
-                return Err(upsert::twice());
-            }
-            keys.push(key);
+        if split.repeated {
+            return Err(upsert::twice());
         }
         let implicit = self.txn.is_none();
-        if implicit {
-            self.txn = Some(Txn {
-                serial: self.default_serializable().then(serial::Serial::default),
-                ..Txn::default()
-            });
-        }
-        let result = self.upsert_rows(p, params, ops, &new, &old).await;
+        self.begin(None);
+        let result = self.upsert_rows(p, params, ops, &split).await;
         if !implicit {
             return result;
         }
@@ -82,37 +75,41 @@ impl Session {
                 _ => Err(SqlError::internal("the INSERT's transaction rolled back")),
             },
             Err(e) => {
-                if let Some(t) = self.txn.take() {
-                    self.shared.locks.release(self.id, &t.locks);
-                }
+                self.rollback();
                 Err(e)
             }
         }
     }
 
-    /// DO UPDATE's writes: the new rows (`ops`), then an UPDATE of each row of `old`.
+    /// DO UPDATE's writes: the new rows (`ops`), then one UPDATE (planned once) for each
+    /// row whose key exists.
     async fn upsert_rows(
         &mut self,
         p: &InsertPlan,
         params: &[Param],
         ops: Vec<TxOp>,
-        new: &[Vec<Option<Edn>>],
-        old: &[Vec<Option<Edn>>],
+        split: &Split,
     ) -> Result<usize, SqlError> {
         self.write(ops, Touch::Tables(std::slice::from_ref(&p.table.name)))
             .await?;
-        let mut n = new.len();
-        for row in old {
-            let (text, extra) = upsert::update_sql(&p.table, &p.on_conflict, row, params.len())?;
-            let stmts = sql::parse(&text)?;
-            let plan = match stmts.first() {
-                Some(st) => self.plan(st)?,
-                None => return Err(SqlError::internal(format!("no statement in {text}"))),
-            };
-            let Plan::Update(u) = &plan else {
-                return Err(SqlError::internal(format!("not an UPDATE: {text}")));
-            };
-            let all: Vec<Param> = params.iter().cloned().chain(extra).collect();
+        let mut n = split.new.len();
+        if split.old.is_empty() {
+            return Ok(n);
+        }
+        let text = upsert::update_sql(&p.table, &p.on_conflict, params.len())?;
+        let plan = match sql::parse(&text)?.first() {
+            Some(st) => self.plan(st)?,
+            None => return Err(SqlError::internal(format!("no statement in {text}"))),
+        };
+        let Plan::Update(u) = &plan else {
+            return Err(SqlError::internal(format!("not an UPDATE: {text}")));
+        };
+        for row in &split.old {
+            let all: Vec<Param> = params
+                .iter()
+                .cloned()
+                .chain(upsert::excluded(&p.table, row))
+                .collect();
             n += self.write_rows(u, &all).await?;
         }
         Ok(n)

@@ -1,5 +1,6 @@
 //! SQL's order of values: ORDER BY's (NULLs placed as asked) and HAVING's comparisons.
 
+use bigdecimal::ToPrimitive;
 use vev::Edn;
 
 /// Two values neither of which is NULL in SQL's order: numbers by value whatever their
@@ -23,7 +24,8 @@ fn float(e: &Edn) -> Option<f64> {
     match e {
         Edn::Integer(x) => Some(*x as f64),
         Edn::Float(x) => Some(*x),
-        Edn::BigInt(_) | Edn::BigDec(_) => e.to_string().trim_end_matches(['N', 'M']).parse().ok(),
+        Edn::BigInt(x) => x.to_f64(),
+        Edn::BigDec(x) => x.to_f64(),
         _ => None,
     }
 }

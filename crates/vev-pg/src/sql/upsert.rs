@@ -111,20 +111,10 @@ pub fn twice() -> SqlError {
 /// A row's value per table column (`None`: NULL).
 pub type Row = Vec<Option<Edn>>;
 
-/// `row`'s primary key values (one per key column; `None` where NULL).
-pub fn key_of(table: &Table, row: &[Option<Edn>]) -> Vec<Option<Edn>> {
-    table.primary_key.iter().map(|&c| row[c].clone()).collect()
-}
-
-/// The UPDATE that `DO UPDATE` makes of the proposed `row` (whose key exists), as SQL text,
-/// and the parameters it adds after the statement's `given` ones: the proposed row's value
-/// of each table column, `EXCLUDED.col` being `$(given + 1 + col)`.
-pub fn update_sql(
-    table: &Table,
-    on: &OnConflict,
-    row: &[Option<Edn>],
-    given: usize,
-) -> Result<(String, Vec<Param>), SqlError> {
+/// The UPDATE that `DO UPDATE` makes of a proposed row whose key exists, as SQL text: the
+/// same for every row of the statement, whose values it reads as parameters after the
+/// statement's `given` ones, `EXCLUDED.col` being `$(given + 1 + col)` (`excluded`).
+pub fn update_sql(table: &Table, on: &OnConflict, given: usize) -> Result<String, SqlError> {
     let OnConflict::Update(update) = on else {
         return Err(SqlError::internal("update_sql without DO UPDATE"));
     };
@@ -175,7 +165,12 @@ pub fn update_sql(
     if let Some(w) = selection {
         sql.push_str(&format!(" AND ({w})"));
     }
-    let params = table
+    Ok(sql)
+}
+
+/// `update_sql`'s parameters for the proposed `row`: its value of each table column.
+pub fn excluded(table: &Table, row: &[Option<Edn>]) -> Vec<Param> {
+    table
         .columns
         .iter()
         .zip(row)
@@ -183,6 +178,5 @@ pub fn update_sql(
             Some(v) => Param::Typed(v.clone(), col.ty),
             None => Param::Null,
         })
-        .collect();
-    Ok((sql, params))
+        .collect()
 }

@@ -186,44 +186,65 @@ impl InsertPlan {
     /// sees) nor an earlier row holds, and the others, each in order. The guard still
     /// covers the first, so a key another transaction commits meanwhile is refused at this
     /// one's commit (23505).
-    pub fn split_conflicts(&self, db: &vev::Db, rows: Vec<Row>) -> (Vec<Row>, Vec<Row>) {
-        let mut keys: Vec<Vec<Edn>> = vec![Vec::new(); self.table.primary_key.len()];
-        let (mut new, mut old) = (Vec::new(), Vec::new());
+    pub fn split_conflicts(&self, db: &vev::Db, rows: Vec<Row>) -> Split {
+        let mut earlier: Vec<Vec<Edn>> = vec![Vec::new(); self.table.primary_key.len()];
+        let mut split = Split::default();
         for values in rows {
-            if self.conflicts(db, &values, &keys) {
-                old.push(values);
+            let repeats = self.repeats(&values, &earlier);
+            split.repeated |= repeats;
+            let exists = repeats || self.held(db, &values);
+            collect_keys(&self.table, &values, &mut earlier);
+            if exists {
+                split.old.push(values);
             } else {
-                collect_keys(&self.table, &values, &mut keys);
-                new.push(values);
+                split.new.push(values);
             }
         }
-        (new, old)
+        split
     }
 
-    /// Whether a row's primary key is in `db` or among `earlier` (the statement's rows
-    /// kept so far).
-    fn conflicts(&self, db: &vev::Db, values: &[Option<Edn>], earlier: &[Vec<Edn>]) -> bool {
-        self.table.primary_key.iter().zip(earlier).any(|(c, seen)| {
+    /// Whether a row's primary key is among `earlier` (the statement's rows before it).
+    fn repeats(&self, values: &[Option<Edn>], earlier: &[Vec<Edn>]) -> bool {
+        self.table
+            .primary_key
+            .iter()
+            .zip(earlier)
+            .any(|(c, seen)| values[*c].as_ref().is_some_and(|v| seen.contains(v)))
+    }
+
+    /// Whether a row's primary key is in `db`.
+    fn held(&self, db: &vev::Db, values: &[Option<Edn>]) -> bool {
+        self.table.primary_key.iter().any(|c| {
             let (Some(v), Some(attr)) = (&values[*c], &self.table.columns[*c].attr) else {
                 return false;
             };
-            if seen.contains(v) {
-                return true;
-            }
             let Some(a) = db.schema().attribute_by_ident(attr) else {
                 return false;
             };
-            let Some(value) = vev::coerce_value(db, a, v) else {
-                return false;
-            };
-            db.datoms(
-                vev::IndexOrder::Avet,
-                &[vev::Component::Entity(a.id), vev::Component::Value(value)],
-            )
-            .next()
-            .is_some()
+            vev::coerce_value(db, a, v).is_some_and(|value| key_held(db, a.id, value))
         })
     }
+}
+
+/// An INSERT's rows by whether their primary key exists.
+#[derive(Debug, Default)]
+pub struct Split {
+    /// Rows whose key neither the database nor an earlier row holds.
+    pub new: Vec<Row>,
+    /// The others.
+    pub old: Vec<Row>,
+    /// Whether some row's key repeats an earlier row's.
+    pub repeated: bool,
+}
+
+/// Whether some entity holds `value` of the unique attribute `a` in `db`.
+fn key_held(db: &vev::Db, a: EntityId, value: vev::Value) -> bool {
+    db.datoms(
+        vev::IndexOrder::Avet,
+        &[vev::Component::Entity(a), vev::Component::Value(value)],
+    )
+    .next()
+    .is_some()
 }
 
 /// A value made to fit its column: `None` for NULL, an error for NULL in a NOT NULL column
@@ -349,14 +370,7 @@ pub fn absent_fn(db: &vev::Db, args: &[Edn]) -> Result<Vec<TxOp>, String> {
     for v in values {
         let value = vev::coerce_value(db, &a, v)
             .ok_or_else(|| format!("22P02: invalid value {v} for column {attr}"))?;
-        let dup = !seen.insert(value.clone())
-            || db
-                .datoms(
-                    vev::IndexOrder::Avet,
-                    &[vev::Component::Entity(a.id), vev::Component::Value(value)],
-                )
-                .next()
-                .is_some();
+        let dup = !seen.insert(value.clone()) || key_held(db, a.id, value);
         if dup {
             return Err(format!(
                 "23505: duplicate key value violates unique constraint \"{}_pkey\": Key ({})=({}) already exists.",
