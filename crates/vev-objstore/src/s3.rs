@@ -141,11 +141,17 @@ impl S3Objects {
 
     /// Up to `n` keys under the prefix (relative to it), in no particular order.
     pub fn keys(&self, n: usize) -> Result<Vec<String>, StorageError> {
-        let store = self.store.clone();
         let prefix = (!self.prefix.is_empty()).then(|| Path::from(self.prefix.as_str()));
+        self.list_under(prefix, n)
+    }
+
+    /// Up to `n` keys of the objects under `dir` (all of them: `None`), relative to the
+    /// prefix.
+    fn list_under(&self, dir: Option<Path>, n: usize) -> Result<Vec<String>, StorageError> {
+        let store = self.store.clone();
         let keys = self.run("list", async move {
             store
-                .list(prefix.as_ref())
+                .list(dir.as_ref())
                 .take(n)
                 .map_ok(|m| m.location.to_string())
                 .try_collect::<Vec<_>>()
@@ -286,21 +292,11 @@ impl SegmentObjects for S3Objects {
     }
 
     fn list(&self, prefix: &str) -> Result<Vec<String>, StorageError> {
-        let store = self.store.clone();
         // `object_store` lists by whole path segments: `segments/` names the directory.
         let dir = self.path(prefix.trim_end_matches('/'));
-        let keys = self.run("list", async move {
-            store
-                .list(Some(&dir))
-                .map_ok(|m| m.location.to_string())
-                .try_collect::<Vec<_>>()
-                .await
-        })?;
-        Ok(keys
-            .into_iter()
-            .map(|k| self.relative(k))
-            .filter(|k| k.starts_with(prefix))
-            .collect())
+        let mut keys = self.list_under(Some(dir), usize::MAX)?;
+        keys.retain(|k| k.starts_with(prefix));
+        Ok(keys)
     }
 
     fn location(&self) -> &str {

@@ -43,7 +43,7 @@ mod verify;
 pub use follow::{Checked, Follower, LISTEN_APPLICATION};
 pub use lease::LeaseWait;
 use lease::{fence_sql, Lease};
-pub use objects::{Objects, SegmentObjects, Swept};
+pub use objects::{Objects, SegmentObjects};
 pub use session::{is_postgres_url, Target};
 use session::{pg_error, Session};
 pub use verify::VerifyReport;
@@ -108,16 +108,16 @@ pub(crate) fn seal(mut payload: Vec<u8>) -> Vec<u8> {
     payload
 }
 
-/// `Store::sweep_orphans` for the writer of `generation`: list the objects, then read
-/// the rows' keys on a PostgreSQL connection of its own (so the writer's commits need not
-/// wait), then delete the orphans.
-fn sweep(
+/// Sweep orphan objects for the writer of `generation` (`objects.rs`'s module doc): list
+/// the objects, then read the rows' keys on a PostgreSQL connection of its own (so the
+/// writer's commits need not wait), then delete the orphans.
+fn sweep_orphans(
     objects: &dyn SegmentObjects,
     target: Target,
     schema: &str,
     location: &str,
     generation: i64,
-) -> Result<objects::Swept, StorageError> {
+) -> Result<(), StorageError> {
     let listed = objects::list_ours(objects)?;
     let session = Session::new(target, String::new());
     let named = session.with("orphan sweep", |c| {
@@ -131,14 +131,10 @@ fn sweep(
         )
     })?;
     let orphans = objects::orphans(&listed, &named, generation);
-    let swept = objects::Swept {
-        listed: listed.len() as u64,
-        deleted: orphans.len() as u64,
-    };
-    if !orphans.is_empty() {
-        objects.delete_all(orphans)?;
+    if orphans.is_empty() {
+        return Ok(());
     }
-    Ok(swept)
+    objects.delete_all(orphans)
 }
 
 /// Check and strip a frame's CRC-32.
@@ -253,7 +249,7 @@ pub struct Store {
     channel: String,
     /// The root (basis-t, `next_segment`) the latest database read here is built on.
     root_seen: Mutex<Option<(i64, i64)>>,
-    /// When this writer last swept orphan objects (`objects::sweep_orphans`).
+    /// When this writer last swept orphan objects (`sweep_when_due`).
     swept_at: Mutex<Option<std::time::Instant>>,
 }
 
@@ -755,24 +751,9 @@ impl Store {
         let (objects, target) = (objects.clone(), self.target.clone());
         let (schema, location) = (self.schema.clone(), self.location.clone());
         let generation = lease.generation;
-        std::thread::spawn(move || sweep(objects.as_ref(), target, &schema, &location, generation));
-    }
-
-    /// Sweep orphan objects now: delete the objects that writers of older lease
-    /// generations uploaded and no row names (they crashed or were fenced before
-    /// committing them). A writer's; without an object store there is nothing to sweep.
-    pub fn sweep_orphans(&self) -> Result<objects::Swept, StorageError> {
-        let Some(objects) = &self.objects else {
-            return Ok(objects::Swept::default());
-        };
-        let generation = self.writable_lease()?.generation;
-        sweep(
-            objects.as_ref(),
-            self.target.clone(),
-            &self.schema,
-            self.location(),
-            generation,
-        )
+        std::thread::spawn(move || {
+            sweep_orphans(objects.as_ref(), target, &schema, &location, generation)
+        });
     }
 
     /// As on SQLite: the segments the old root names and `cp` does not, and those of

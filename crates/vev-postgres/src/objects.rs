@@ -15,7 +15,7 @@
 //! the rows, so the next checkpoint deletes again; deleting a missing object succeeds).
 //!
 //! Orphans, objects no row will ever name (uploaded by a writer that crashed or was fenced
-//! before its rows committed), are swept by a later writer (`Store::sweep_orphans`): it lists the
+//! before its rows committed), are swept by a later writer (`sweep_orphans` in `lib.rs`): it lists the
 //! objects first, then reads every row's key, and deletes the unnamed objects of *older*
 //! lease generations only. Their writer is fenced since this writer took the lease, so every
 //! row it could commit was committed before, and is seen; an object of the current
@@ -77,15 +77,6 @@ fn key_generation(key: &str) -> Option<i64> {
 
 /// How often a writer sweeps orphans after its first checkpoint's sweep.
 pub(crate) const SWEEP_INTERVAL: std::time::Duration = std::time::Duration::from_secs(3600);
-
-/// What a sweep of orphan objects found.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct Swept {
-    /// Segment and full-text objects listed.
-    pub listed: u64,
-    /// Orphans of older lease generations deleted.
-    pub deleted: u64,
-}
 
 /// The keys of the segment and full-text objects under `objects`' location.
 pub(crate) fn list_ours(objects: &dyn SegmentObjects) -> Result<Vec<String>, StorageError> {
