@@ -472,6 +472,14 @@ impl Db {
         }
     }
 
+    /// Whether both values share one state (the same database after the same
+    /// transactions, and no checkpoint or catch-up in between), whatever their views.
+    /// A cheap pointer comparison: two values of equal content made apart are not
+    /// identical.
+    pub fn same_state(&self, other: &Db) -> bool {
+        Arc::ptr_eq(&self.state, &other.state)
+    }
+
     /// `current`, keeping this value (and so its unshared nodes) when it has no view filter.
     pub(crate) fn into_current(self) -> Db {
         if self.view.is_current() {

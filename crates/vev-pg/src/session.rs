@@ -111,6 +111,10 @@ struct View {
     /// How many of the pending operations are applied.
     applied: usize,
     db: Db,
+    /// The pending operations applied at once to the latest database (`db` is its result),
+    /// for COMMIT to commit as it is if nothing was committed since; `None` once the view
+    /// was extended by a later statement's operations.
+    prepared: Option<vev::Prepared>,
     /// Entities the pending writes created, by their tempid, both ways.
     tempids: HashMap<EntityId, String>,
     ids: HashMap<String, EntityId>,
@@ -314,7 +318,7 @@ impl Session {
         let conn = &self.shared.conn;
         if let Some(v) = &mut txn.view {
             if v.basis == latest.basis_t() && !txn.folded {
-                if v.applied < txn.pending.len() {
+                if v.applied < txn.pending.len() && !rebuild_view(v.applied, txn.pending.len()) {
                     let ops: Vec<TxOp> = txn.pending[v.applied..]
                         .iter()
                         .map(|op| resolve_tempids(op, &v.ids))
@@ -323,24 +327,30 @@ impl Session {
                     note_tempids(&report, &mut v.tempids, &mut v.ids);
                     v.db = report.db_after;
                     v.applied = txn.pending.len();
+                    v.prepared = None;
                 }
-                return Ok(v.db.clone());
+                if v.applied == txn.pending.len() {
+                    return Ok(v.db.clone());
+                }
             }
         }
-        let report = conn
-            .with(&latest, &txn.pending)
+        let prepared = conn
+            .prepare(&latest, &txn.pending)
             .map_err(|e| SqlError::from_vev(&e))?;
+        let report = prepared.report();
         let (mut tempids, mut ids) = (HashMap::new(), HashMap::new());
-        note_tempids(&report, &mut tempids, &mut ids);
+        note_tempids(report, &mut tempids, &mut ids);
+        let db = report.db_after.clone();
         txn.folded = false;
         txn.view = Some(View {
             basis: latest.basis_t(),
             applied: txn.pending.len(),
-            db: report.db_after.clone(),
+            db: db.clone(),
+            prepared: Some(prepared),
             tempids,
             ids,
         });
-        Ok(report.db_after)
+        Ok(db)
     }
 
     /// The catalog of the session's view (the latest database's, unless the transaction
@@ -726,15 +736,21 @@ impl Session {
             self.shared.locks.release(self.id, &t.locks);
             return Ok(Outcome::End("ROLLBACK"));
         }
+        // The view, when it is the pending operations applied at once, is what committing
+        // them gives if nothing was committed since (`Connection::transact_prepared`).
+        let prepared = match t.view {
+            Some(v) if v.applied == t.pending.len() && !t.folded => v.prepared,
+            _ => None,
+        };
         let result = match &t.serial {
             None => {
                 let _gate = self.shared.commit_gate.read().await;
-                transact(&self.shared.conn, t.pending).await
+                commit_ops(&self.shared.conn, t.pending, prepared).await
             }
             Some(serial) => {
                 let _gate = self.shared.commit_gate.write().await;
                 match serial.validate(&self.shared.conn.db(), &t.touched, t.schema) {
-                    Ok(()) => transact(&self.shared.conn, t.pending).await,
+                    Ok(()) => commit_ops(&self.shared.conn, t.pending, prepared).await,
                     Err(e) => Err(e),
                 }
             }
@@ -1010,6 +1026,33 @@ async fn transact(conn: &Connection, ops: Vec<TxOp>) -> Result<(), SqlError> {
     }
     let conn = conn.clone();
     run_blocking(move || conn.transact(&ops)).await.map(|_| ())
+}
+
+/// Commit a transaction block's operations, through what `view_for` prepared of them when
+/// there is that.
+async fn commit_ops(
+    conn: &Connection,
+    ops: Vec<TxOp>,
+    prepared: Option<vev::Prepared>,
+) -> Result<(), SqlError> {
+    let Some(prepared) = prepared else {
+        return transact(conn, ops).await;
+    };
+    let conn = conn.clone();
+    run_blocking(move || conn.transact_prepared(&ops, prepared))
+        .await
+        .map(|_| ())
+}
+
+/// Whether a transaction block's view, `applied` of its `pending` operations, is made
+/// anew from the latest database rather than extended by the rest: while the block is
+/// small (a few statements' operations cost little to apply again), or when the new
+/// operations are at least half as many as the applied ones, so that rebuilding costs at
+/// most a constant factor over the block's operations. A view made anew is what COMMIT can
+/// commit without applying the operations again (`commit_ops`).
+fn rebuild_view(applied: usize, pending: usize) -> bool {
+    const SMALL: usize = 64;
+    pending <= SMALL || (pending - applied) * 2 >= applied
 }
 
 /// A blocking Vev call (a durable commit waits for its sync) off the async workers.

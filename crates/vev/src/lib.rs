@@ -35,7 +35,7 @@ pub mod sample;
 
 pub use connection::{
     BulkProgress, CommitStats, Connection, CopyOptions, CopyProgress, CopyReport, CopyStage,
-    FulltextCompaction, OpenOptions, TxFn,
+    FulltextCompaction, OpenOptions, Prepared, TxFn,
 };
 pub use error::Error;
 pub use vev_core::StorageError;

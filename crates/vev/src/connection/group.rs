@@ -26,7 +26,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Condvar, Mutex, PoisonError};
 
 use vev_core::TxOp;
-use vev_db::TxReport;
+use vev_db::{Db, TxReport};
 
 use super::{Connection, Writer};
 use crate::error::Error;
@@ -79,7 +79,38 @@ impl Slot {
 /// A queued transaction.
 struct Request {
     ops: Vec<TxOp>,
+    prepared: Option<Prepared>,
     slot: Arc<Slot>,
+}
+
+/// One transaction of a group: its operations, and what `prepare` made of them, if the
+/// caller prepared them.
+struct Job<'a> {
+    ops: &'a [TxOp],
+    prepared: Option<Prepared>,
+}
+
+/// A transaction applied ahead of its commit: `Connection::prepare` makes one,
+/// `Connection::transact_prepared` commits it.
+///
+/// Why: a client that must see its transaction's effect before committing it (a SQL
+/// session reading its own writes) already paid for applying it once. When nothing has
+/// been committed since, committing that result is exactly what applying the operations
+/// again would give, and skips the second application, which for a large transaction
+/// (a `COPY` of a million rows) is most of its cost.
+pub struct Prepared {
+    report: TxReport,
+    /// How many operations it was made from (a check that the commit names the same ones).
+    ops: usize,
+    /// `Inner::functions_version` before it was applied.
+    functions_version: u64,
+}
+
+impl Prepared {
+    /// What applying the operations gave: the database after them, the datoms, the tempids.
+    pub fn report(&self) -> &TxReport {
+        &self.report
+    }
 }
 
 /// The queue of transactions waiting for a leader, and the commit counters.
@@ -137,6 +168,31 @@ impl Connection {
     /// log and synced before this returns; transactions from several threads at once share
     /// write batches (group commit: see `connection::group`).
     pub fn transact(&self, ops: &[TxOp]) -> Result<TxReport, Error> {
+        self.transact_job(ops, None)
+    }
+
+    /// Apply `ops` to `db` without committing them, as `with` does, keeping the result for
+    /// `transact_prepared`.
+    pub fn prepare(&self, db: &Db, ops: &[TxOp]) -> Result<Prepared, Error> {
+        let functions_version = self.inner.functions_version.load(Ordering::SeqCst);
+        Ok(Prepared {
+            report: self.with(db, ops)?,
+            ops: ops.len(),
+            functions_version,
+        })
+    }
+
+    /// Commit `ops`, which `prepared` was made from, like `transact`. When its turn comes
+    /// and the database it was applied to is still the latest (nothing committed, no
+    /// checkpoint or catch-up published since, no transaction function registered), the
+    /// prepared result is committed as it is, without applying the operations again; its
+    /// `:db/txInstant` is then the time it was prepared. Otherwise the operations are applied
+    /// afresh, exactly as `transact` does (and may fail where the preparation did not).
+    pub fn transact_prepared(&self, ops: &[TxOp], prepared: Prepared) -> Result<TxReport, Error> {
+        self.transact_job(ops, Some(prepared))
+    }
+
+    fn transact_job(&self, ops: &[TxOp], prepared: Option<Prepared>) -> Result<TxReport, Error> {
         let queue = &self.inner.queue;
         let slot = {
             let mut state = vev_core::sync::lock(&queue.state);
@@ -144,6 +200,7 @@ impl Connection {
                 let slot = Arc::new(Slot::default());
                 state.pending.push_back(Request {
                     ops: ops.to_vec(),
+                    prepared,
                     slot: slot.clone(),
                 });
                 slot
@@ -154,7 +211,7 @@ impl Connection {
                     queue,
                     taken: Vec::new(),
                 };
-                let mut outcomes = self.commit_group(&[ops]);
+                let mut outcomes = self.commit_group(vec![Job { ops, prepared }]);
                 return finish(outcomes.pop().expect("one outcome per transaction"));
             }
         };
@@ -169,13 +226,22 @@ impl Connection {
     /// Commit the queue's first group and tell each of its callers their outcome.
     fn lead(&self) {
         let queue = &self.inner.queue;
-        let requests = take_group(&mut vev_core::sync::lock(&queue.state).pending);
+        let mut requests = take_group(&mut vev_core::sync::lock(&queue.state).pending);
         let mut leading = Leading {
             queue,
             taken: requests.iter().map(|r| r.slot.clone()).collect(),
         };
-        let group: Vec<&[TxOp]> = requests.iter().map(|r| r.ops.as_slice()).collect();
-        let outcomes = self.commit_group(&group);
+        let prepared: Vec<Option<Prepared>> =
+            requests.iter_mut().map(|r| r.prepared.take()).collect();
+        let group: Vec<Job<'_>> = requests
+            .iter()
+            .zip(prepared)
+            .map(|(r, prepared)| Job {
+                ops: &r.ops,
+                prepared,
+            })
+            .collect();
+        let outcomes = self.commit_group(group);
         for (slot, outcome) in leading.taken.drain(..).zip(outcomes) {
             slot.put(outcome);
         }
@@ -193,7 +259,7 @@ impl Connection {
 
     /// Apply `group` in order, write it in one synced write batch, publish: one outcome per
     /// transaction.
-    fn commit_group(&self, group: &[&[TxOp]]) -> Vec<Outcome> {
+    fn commit_group(&self, group: Vec<Job<'_>>) -> Vec<Outcome> {
         let mut writer = vev_core::sync::lock(&self.inner.writer);
         if let Err(e) = self.catch_up_locked(&mut writer) {
             return group
@@ -203,8 +269,8 @@ impl Connection {
         }
         let mut db = self.latest();
         let mut outcomes = Vec::with_capacity(group.len());
-        for ops in group {
-            let outcome = match catch_unwind(AssertUnwindSafe(|| self.apply(&db, ops))) {
+        for job in group {
+            let outcome = match catch_unwind(AssertUnwindSafe(|| self.run_job(&db, job))) {
                 Ok(applied) => Outcome::Done(applied),
                 Err(panic) => Outcome::Panicked(panic),
             };
@@ -234,6 +300,21 @@ impl Connection {
         }
         self.published(&mut writer, &reports);
         outcomes
+    }
+
+    /// A group's transaction applied to `db`: its prepared result if that was applied to
+    /// `db` itself, with the same operations and transaction functions.
+    fn run_job(&self, db: &Db, job: Job<'_>) -> Result<TxReport, Error> {
+        if let Some(p) = job.prepared {
+            let functions = self.inner.functions_version.load(Ordering::SeqCst);
+            if p.report.db_before.same_state(db)
+                && p.ops == job.ops.len()
+                && p.functions_version == functions
+            {
+                return Ok(p.report);
+            }
+        }
+        self.apply(db, job.ops)
     }
 
     /// Append the group's log records in one synced write batch (durable connections); each

@@ -24,6 +24,7 @@
 
 use std::collections::HashMap;
 use std::path::Path;
+use std::sync::atomic::AtomicU64;
 use std::sync::mpsc::{channel, Receiver, Sender};
 use std::sync::{Arc, Mutex, RwLock};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
@@ -44,7 +45,7 @@ mod copy;
 mod group;
 
 pub use copy::{CopyOptions, CopyProgress, CopyReport, CopyStage};
-pub use group::CommitStats;
+pub use group::{CommitStats, Prepared};
 
 /// A transaction function: gets db-before and the arguments of its list form, returns the
 /// transaction data to use in its place (or an error message that aborts the transaction).
@@ -203,6 +204,9 @@ struct Inner {
     latest: RwLock<Db>,
     writer: Mutex<Writer>,
     functions: RwLock<HashMap<Keyword, TxFn>>,
+    /// How many times `register_fn` ran: a transaction prepared before a registration is
+    /// applied afresh at its commit (`Connection::transact_prepared`).
+    functions_version: AtomicU64,
     durable: Option<Durable>,
     /// Transactions waiting for the leader of the next group commit.
     queue: group::Queue,
@@ -422,6 +426,7 @@ impl Connection {
                     auto_compact: true,
                 }),
                 functions: RwLock::new(HashMap::new()),
+                functions_version: AtomicU64::new(0),
                 durable,
                 queue: group::Queue::default(),
             }),
@@ -774,6 +779,9 @@ impl Connection {
     ) {
         let key = Keyword::new(ident.trim_start_matches(':'));
         vev_core::sync::write(&self.inner.functions).insert(key, Arc::new(f));
+        self.inner
+            .functions_version
+            .fetch_add(1, std::sync::atomic::Ordering::SeqCst);
     }
 
     /// A feed of every transaction report committed from now on, in commit order.
