@@ -78,24 +78,28 @@ impl Indexes {
             .cloned()
             .collect();
         vaet.sort_by(|x, y| (x.datom.v.cmp(&y.datom.v)).then(x.datom.a.cmp(&y.datom.a)));
-        let mut aevt = changes.clone();
-        aevt.sort_by_key(|c| c.datom.a);
+        debug_assert!(sorted_in(IndexOrder::Vaet, &vaet));
+        // One list of changes, re-sorted in place for each order in turn (a large
+        // transaction's changes are hundreds of megabytes: no copy per order).
+        let eavt = self.eavt.apply_through_pending(&changes);
+        changes.sort_by_key(|c| c.datom.a);
+        debug_assert!(sorted_in(IndexOrder::Aevt, &changes));
+        let aevt = self.aevt.apply_through_pending(&changes);
         let mut avet = match defer {
             // Set-aside changes are sorted when they are merged.
             Some((pending, deferrable)) => {
                 let (later, now): (Vec<Change>, Vec<Change>) =
-                    aevt.iter().cloned().partition(|c| deferrable(c.datom.a));
+                    changes.into_iter().partition(|c| deferrable(c.datom.a));
                 pending.extend(later);
                 now
             }
-            None => aevt.clone(),
+            None => changes,
         };
         sort_avet(&mut avet);
-        debug_assert!(sorted_in(IndexOrder::Aevt, &aevt) && sorted_in(IndexOrder::Avet, &avet));
-        debug_assert!(sorted_in(IndexOrder::Vaet, &vaet));
+        debug_assert!(sorted_in(IndexOrder::Avet, &avet));
         Indexes {
-            eavt: self.eavt.apply_through_pending(&changes),
-            aevt: self.aevt.apply_through_pending(&aevt),
+            eavt,
+            aevt,
             avet: self.avet.apply_through_pending(&avet),
             vaet: self.vaet.apply_through_pending(&vaet),
         }

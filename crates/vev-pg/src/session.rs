@@ -116,8 +116,8 @@ struct View {
     /// was extended by a later statement's operations.
     prepared: Option<vev::Prepared>,
     /// Entities the pending writes created, by their tempid, both ways.
-    tempids: HashMap<EntityId, String>,
-    ids: HashMap<String, EntityId>,
+    tempids: HashMap<EntityId, Arc<str>>,
+    ids: HashMap<Arc<str>, EntityId>,
 }
 
 #[derive(Default)]
@@ -831,7 +831,7 @@ impl Session {
             .and_then(|t| t.view.as_ref())
             .and_then(|v| v.tempids.get(&e))
         {
-            Some(name) => EntityRef::tempid(name),
+            Some(name) => EntityRef::TempId(vev::TempId::Str(name.clone())),
             None => EntityRef::Id(e),
         }
     }

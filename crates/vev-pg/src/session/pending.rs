@@ -3,26 +3,27 @@
 //! (`merge_ops`).
 
 use std::collections::HashMap;
+use std::sync::Arc;
 
 use vev::{EntityId, EntityRef, TempId, TxOp};
 
 /// Record a `with` report's string tempids, both ways.
 pub(super) fn note_tempids(
     report: &vev::TxReport,
-    tempids: &mut HashMap<EntityId, String>,
-    ids: &mut HashMap<String, EntityId>,
+    tempids: &mut HashMap<EntityId, Arc<str>>,
+    ids: &mut HashMap<Arc<str>, EntityId>,
 ) {
     for (t, e) in &report.tempids {
         if let TempId::Str(s) = t {
-            tempids.insert(*e, s.to_string());
-            ids.insert(s.to_string(), *e);
+            tempids.insert(*e, s.clone());
+            ids.insert(s.clone(), *e);
         }
     }
 }
 
 /// `op` with its references to entities created earlier in the view by their ids (an
 /// extension of the view applies only the new operations, where those tempids are unknown).
-pub(super) fn resolve_tempids(op: &TxOp, ids: &HashMap<String, EntityId>) -> TxOp {
+pub(super) fn resolve_tempids(op: &TxOp, ids: &HashMap<Arc<str>, EntityId>) -> TxOp {
     let resolve = |e: &EntityRef| match e {
         EntityRef::TempId(TempId::Str(s)) => ids
             .get(&**s)

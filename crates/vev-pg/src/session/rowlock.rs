@@ -96,7 +96,7 @@ impl Session {
                 .and_then(|t| t.view.as_ref())
                 .map(|v| &v.tempids);
             let entity_ref = |e: EntityId| match tempids.and_then(|m| m.get(&e)) {
-                Some(name) => EntityRef::tempid(name),
+                Some(name) => EntityRef::TempId(vev::TempId::Str(name.clone())),
                 None => EntityRef::Id(e),
             };
             p.tx(&rows, &entity_ref)?
