@@ -158,10 +158,13 @@ pub(crate) fn sort_avet_on(changes: &mut Vec<Change>, threads: SortThreads) {
             .then(x.added.cmp(&y.added))
             .then(x.at.cmp(&y.at))
     };
-    if keyed.len() < PARALLEL_SORT_MIN || threads == SortThreads::One {
+    // The changes' new order, as positions in `changes` (8 bytes each, where a key is 80:
+    // a large transaction's sort allocates as little as it can).
+    let order: Vec<usize> = if keyed.len() < PARALLEL_SORT_MIN || threads == SortThreads::One {
         keyed.sort_unstable_by(cmp);
+        keyed.iter().map(|k| k.at).collect()
     } else {
-        // A bulk import's set-aside entries: each half sorted on its own thread, then merged.
+        // Each half sorted on its own thread, then merged.
         let mut second = keyed.split_off(keyed.len() / 2);
         std::thread::scope(|scope| {
             let other = scope.spawn(|| second.sort_unstable_by(cmp));
@@ -171,25 +174,25 @@ pub(crate) fn sort_avet_on(changes: &mut Vec<Change>, threads: SortThreads) {
                 .unwrap_or_else(|p| std::panic::resume_unwind(p));
         });
         let mut merged = Vec::with_capacity(keyed.len() + second.len());
-        let mut first = keyed.into_iter().peekable();
-        let mut second = second.into_iter().peekable();
-        while let (Some(x), Some(y)) = (first.peek(), second.peek()) {
-            let from_second = cmp(y, x) == Ordering::Less;
-            merged.extend(if from_second {
-                second.next()
+        let (mut i, mut j) = (0, 0);
+        while i < keyed.len() && j < second.len() {
+            if cmp(&second[j], &keyed[i]) == Ordering::Less {
+                merged.push(second[j].at);
+                j += 1;
             } else {
-                first.next()
-            });
+                merged.push(keyed[i].at);
+                i += 1;
+            }
         }
-        merged.extend(first);
-        merged.extend(second);
-        keyed = merged;
-    }
-    let mut slots: Vec<Option<Change>> = std::mem::take(changes).into_iter().map(Some).collect();
-    *changes = keyed
-        .iter()
-        .map(|k| slots[k.at].take().expect("each change is placed once"))
-        .collect();
+        merged.extend(keyed[i..].iter().map(|k| k.at));
+        merged.extend(second[j..].iter().map(|k| k.at));
+        merged
+    };
+    drop(keyed);
+    // Cloning a change is a copy and, for a value behind a pointer, a reference count
+    // increment: cheaper than a list of moved-out slots as large as the changes.
+    let sorted: Vec<Change> = order.iter().map(|&at| changes[at].clone()).collect();
+    *changes = sorted;
 }
 
 /// True when `changes` are strictly increasing in `order`.
