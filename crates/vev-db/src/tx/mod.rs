@@ -487,7 +487,14 @@ fn run(
     let tx = tx_id(t);
     let terms = expand::expand(&before, ops, ctx.functions)?;
     let resolved = resolve::resolve(&before, terms, tx)?;
-    let generated = generate::generate(&before, &resolved.terms, tx)?;
+    let resolve::Resolved {
+        terms,
+        tempids,
+        next_user,
+    } = resolved;
+    let generated = generate::generate(&before, &terms, tx)?;
+    // A large transaction's terms are hundreds of megabytes: not held while it is applied.
+    drop(terms);
     let instant = tx_instant(&before, &generated.datoms, tx, ctx.now_ms)?;
     let mut tx_data = generated.datoms;
     let instant_datom = match tx_data
@@ -511,7 +518,7 @@ fn run(
     let schema_before = before.state.schema.clone();
     let kept = (db_before == DbBefore::Keep).then(|| before.clone());
     let mut state = Arc::unwrap_or_clone(before.state);
-    state.next_user = resolved.next_user;
+    state.next_user = next_user;
     if let Some(s) = new_schema {
         state.schema = Arc::new(s);
     }
@@ -530,7 +537,7 @@ fn run(
         TxOutcome {
             db: Db::from_state(state),
             tx_data,
-            tempids: resolved.tempids,
+            tempids,
         },
     ))
 }
