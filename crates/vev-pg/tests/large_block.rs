@@ -74,15 +74,26 @@ fn a_large_block_keeps_the_writes_after_its_large_statement() {
     });
 }
 
+/// Two clients on a server with table `big`: the first has a block open with the large
+/// INSERT in it; the second has then run `other_sql` (autocommit).
+async fn large_block_then(
+    addr: common::Addr,
+    other_sql: &str,
+) -> [(tokio_postgres::Client, tokio::task::JoinHandle<()>); 2] {
+    let (c, conn) = connect(addr).await;
+    let (other, conn2) = connect(addr).await;
+    setup(&c).await;
+    exec(&c, "BEGIN").await;
+    exec(&c, &insert_rows(0, ROWS)).await;
+    exec(&other, other_sql).await;
+    [(c, conn), (other, conn2)]
+}
+
 #[test]
 fn a_commit_in_between_is_kept_with_the_large_block() {
     with_server(|addr| async move {
-        let (c, _conn) = connect(addr).await;
-        let (other, _conn2) = connect(addr).await;
-        setup(&c).await;
-        exec(&c, "BEGIN").await;
-        exec(&c, &insert_rows(0, ROWS)).await;
-        exec(&other, "INSERT INTO big VALUES (100000, 7)").await;
+        let [(c, _conn), (other, _conn2)] =
+            large_block_then(addr, "INSERT INTO big VALUES (100000, 7)").await;
         exec(&c, "UPDATE big SET v = 0 WHERE k = 100000").await;
         exec(&c, "COMMIT").await;
         assert_eq!(
@@ -98,12 +109,8 @@ fn a_commit_in_between_is_kept_with_the_large_block() {
 #[test]
 fn a_key_taken_in_between_fails_the_large_block_whole() {
     with_server(|addr| async move {
-        let (c, _conn) = connect(addr).await;
-        let (other, _conn2) = connect(addr).await;
-        setup(&c).await;
-        exec(&c, "BEGIN").await;
-        exec(&c, &insert_rows(0, ROWS)).await;
-        exec(&other, "INSERT INTO big VALUES (700, 1)").await;
+        let [(c, _conn), (other, _conn2)] =
+            large_block_then(addr, "INSERT INTO big VALUES (700, 1)").await;
         let err = c.batch_execute("COMMIT").await.unwrap_err();
         assert_eq!(
             err.code().map(|s| s.code()),
