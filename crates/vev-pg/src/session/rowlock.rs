@@ -1,7 +1,7 @@
 //! Row locks taken by reads and writes: `SELECT ... FOR UPDATE`, UPDATE and DELETE find
 //! their rows, lock the row entities, and find them again if a lock had to wait.
 
-use vev::{Edn, EntityId, EntityRef};
+use vev::{Edn, EntityId};
 
 use super::{Session, Touch};
 use crate::error::SqlError;
@@ -89,18 +89,7 @@ impl Session {
             nowait: false,
         };
         let rows = self.find_and_lock(&found, held).await?;
-        let ops = {
-            let tempids = self
-                .txn
-                .as_ref()
-                .and_then(|t| t.view.as_ref())
-                .map(|v| &v.tempids);
-            let entity_ref = |e: EntityId| match tempids.and_then(|m| m.get(&e)) {
-                Some(name) => EntityRef::TempId(vev::TempId::Str(name.clone())),
-                None => EntityRef::Id(e),
-            };
-            p.tx(&rows, &entity_ref)?
-        };
+        let ops = p.tx(&rows, &|e| self.entity_ref(e))?;
         let n = rows.len();
         self.write(ops, Touch::Tables(std::slice::from_ref(&p.table.name)))
             .await?;

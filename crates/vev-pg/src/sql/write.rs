@@ -237,14 +237,11 @@ pub struct Split {
     pub repeated: bool,
 }
 
-/// Whether some entity holds `value` of the unique attribute `a` in `db`.
+/// Whether some entity holds `value` of the unique attribute `a` in `db` (a storage failure
+/// counts as held: the key is refused rather than written twice).
 fn key_held(db: &vev::Db, a: EntityId, value: vev::Value) -> bool {
-    db.datoms(
-        vev::IndexOrder::Avet,
-        &[vev::Component::Entity(a), vev::Component::Value(value)],
-    )
-    .next()
-    .is_some()
+    db.entity_with_value(a, &value)
+        .map_or(true, |e| e.is_some())
 }
 
 /// A value made to fit its column: `None` for NULL, an error for NULL in a NOT NULL column

@@ -231,14 +231,11 @@ impl Connection {
             queue,
             taken: requests.iter().map(|r| r.slot.clone()).collect(),
         };
-        let prepared: Vec<Option<Prepared>> =
-            requests.iter_mut().map(|r| r.prepared.take()).collect();
         let group: Vec<Job<'_>> = requests
-            .iter()
-            .zip(prepared)
-            .map(|(r, prepared)| Job {
+            .iter_mut()
+            .map(|r| Job {
                 ops: &r.ops,
-                prepared,
+                prepared: r.prepared.take(),
             })
             .collect();
         let outcomes = self.commit_group(group);
