@@ -8,7 +8,7 @@ use vev_core::schema::{sys, Schema, TupleSpec};
 use vev_core::{Datom, IndexOrder, Value};
 
 use crate::db::{Db, Indexes, State};
-use crate::tree::{Change, Tree};
+use crate::tree::{Bound, Change, Tree};
 
 /// The bootstrap transaction's datoms (its `:db/txInstant` first).
 pub(crate) fn datoms() -> Vec<Datom> {
@@ -49,8 +49,8 @@ pub(crate) fn empty_db() -> Db {
         })
         .collect();
     let is_ref = |a: u64| schema.attribute(a).is_some_and(|x| x.is_ref());
-    let current = Indexes::new().apply(changes.clone(), is_ref, None);
-    let log = crate::db::apply_sorted(Tree::new(IndexOrder::Log), changes);
+    let current = Indexes::new().apply(changes.clone(), is_ref, None, Bound::Shared);
+    let log = crate::db::apply_sorted(Tree::new(IndexOrder::Log), changes, Bound::Shared);
     Db::from_state(State {
         current,
         retired: Indexes::new(),

@@ -18,7 +18,7 @@ use vev_core::ids::{self, BasisT, EntityId};
 use vev_core::schema::{sys, Schema};
 use vev_core::{Attribute, Component, Datom, IndexOrder, Keyword, StorageError, Value};
 
-use crate::tree::{Change, Iter, Tree};
+use crate::tree::{Bound, Change, Iter, Tree};
 
 /// The four covering indexes of one set of datoms.
 #[derive(Clone)]
@@ -68,6 +68,7 @@ impl Indexes {
         mut changes: Vec<Change>,
         is_ref: impl Fn(EntityId) -> bool,
         defer: Option<DeferAvet<'_>>,
+        bound: Bound,
     ) -> Indexes {
         let eavt_order = IndexOrder::Eavt;
         changes.sort_by(|x, y| eavt_order.cmp(&x.datom, &y.datom));
@@ -81,10 +82,10 @@ impl Indexes {
         debug_assert!(sorted_in(IndexOrder::Vaet, &vaet));
         // One list of changes, re-sorted in place for each order in turn (a large
         // transaction's changes are hundreds of megabytes: no copy per order).
-        let eavt = self.eavt.apply_through_pending(&changes);
+        let eavt = self.eavt.apply_through_pending(&changes, bound);
         changes.sort_by_key(|c| c.datom.a);
         debug_assert!(sorted_in(IndexOrder::Aevt, &changes));
-        let aevt = self.aevt.apply_through_pending(&changes);
+        let aevt = self.aevt.apply_through_pending(&changes, bound);
         let mut avet = match defer {
             // Set-aside changes are sorted when they are merged.
             Some((pending, deferrable)) => {
@@ -100,8 +101,8 @@ impl Indexes {
         Indexes {
             eavt,
             aevt,
-            avet: self.avet.apply_through_pending(&avet),
-            vaet: self.vaet.apply_through_pending(&vaet),
+            avet: self.avet.apply_through_pending(&avet, bound),
+            vaet: self.vaet.apply_through_pending(&vaet, bound),
         }
     }
 }
@@ -203,11 +204,11 @@ fn sorted_in(order: IndexOrder, changes: &[Change]) -> bool {
 }
 
 /// Sort exact changes (see `Indexes::apply`) into the tree's order and apply them.
-pub(crate) fn apply_sorted(tree: Tree, mut changes: Vec<Change>) -> Tree {
+pub(crate) fn apply_sorted(tree: Tree, mut changes: Vec<Change>, bound: Bound) -> Tree {
     let order = tree.order();
     changes.sort_by(|x, y| order.cmp(&x.datom, &y.datom));
     changes.dedup_by(|x, y| order.cmp(&x.datom, &y.datom) == Ordering::Equal);
-    tree.apply_through_pending(&changes)
+    tree.apply_through_pending(&changes, bound)
 }
 
 /// Everything a database value holds. Shared between the `Db` views of one basis.
@@ -1066,6 +1067,7 @@ mod tests {
             let ctx = crate::TxContext {
                 functions: &crate::tx::NoFunctions,
                 now_ms: 1_000,
+                speculative: false,
             };
             crate::transact(db, &ops, &ctx).unwrap().db_after
         };

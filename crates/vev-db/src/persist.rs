@@ -171,6 +171,7 @@ pub fn replay_owned(before: Db, record: &LogRecord) -> DecodeResult<Db> {
         &retracted_tx,
         None,
         crate::tx::LogTail::Keep,
+        crate::tree::Bound::Shared,
     );
     state.basis_t = t;
     state.next_user = record.next_user;

@@ -170,6 +170,7 @@ mod tests {
             let ctx = crate::TxContext {
                 functions: &crate::tx::NoFunctions,
                 now_ms: 1_000 * (i as i64 + 1),
+                speculative: false,
             };
             db = crate::transact(&db, &ops, &ctx).unwrap().db_after;
             instants.push(db.last_instant());

@@ -160,6 +160,7 @@ fn ctx(i: usize) -> TxContext<'static> {
     TxContext {
         functions: &Functions,
         now_ms: 1_700_000_000_000 + i as i64,
+        speculative: false,
     }
 }
 

@@ -10,6 +10,7 @@ fn db() -> Db {
     let ctx = TxContext {
         functions: &NoFunctions,
         now_ms: 1_700_000_000_000,
+        speculative: false,
     };
     let mut text = String::from(
         r#"[{:db/ident :s/n :db/valueType :db.type/long :db/cardinality :db.cardinality/one}
@@ -208,6 +209,7 @@ fn big_db(n: usize) -> Db {
     let ctx = TxContext {
         functions: &NoFunctions,
         now_ms: 1_700_000_000_000,
+        speculative: false,
     };
     let schema = r#"[{:db/ident :b/n :db/valueType :db.type/long :db/cardinality :db.cardinality/one}
                      {:db/ident :b/s :db/valueType :db.type/string :db/cardinality :db.cardinality/one}]"#;

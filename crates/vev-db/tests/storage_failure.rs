@@ -81,6 +81,7 @@ fn ctx() -> TxContext<'static> {
     TxContext {
         functions: &NoFunctions,
         now_ms: 1_700_000_000_000,
+        speculative: false,
     }
 }
 

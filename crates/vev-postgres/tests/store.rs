@@ -16,6 +16,7 @@ fn commit(store: &Store, db: &Db, edn: &str) -> Result<Db, vev_core::StorageErro
     let ctx = vev_db::TxContext {
         functions: &vev_db::NoFunctions,
         now_ms: 0,
+        speculative: false,
     };
     let report = vev_db::transact(db, &ops, &ctx).unwrap();
     store.append(&[(&report.db_after, report.tx_data.as_slice())])?;

@@ -44,7 +44,7 @@ mod scan;
 mod tests;
 
 pub(crate) use pending::Pending;
-use pending::{PendingMerge, PendingPos, PENDING_MAX};
+use pending::{PendingMerge, PendingPos, PENDING_LOOSE_MAX, PENDING_MAX};
 use scan::{batch_node, visit_node};
 pub use scan::{Iter, Runs};
 
@@ -105,6 +105,32 @@ pub(crate) struct Entry {
     pub(crate) node: Node,
     pub(crate) min: Datom,
     pub(crate) size: usize,
+}
+
+/// How many changes a tree may keep pending before they are applied to its nodes.
+///
+/// Why two: applying the pending changes to the nodes copies a path per change, a cost the
+/// first version to outgrow the bound pays. A database value that is read and dropped (what
+/// `with` gives a SQL session for reading its block's own writes, while the commit applies
+/// the same operations again to the latest database) would pay it once more for every such
+/// value made from the same database; with a looser bound they leave it to the commit.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub enum Bound {
+    /// `PENDING_MAX`: for the versions a database's history is made of.
+    Shared,
+    /// `PENDING_LOOSE_MAX`: for a speculative value (`with`). Its pending lists may then be
+    /// up to this long; a transaction applied to it later with `Shared` applies them to the
+    /// nodes as soon as its `recent` list overflows.
+    Loose,
+}
+
+impl Bound {
+    fn max(self) -> usize {
+        match self {
+            Bound::Shared => PENDING_MAX,
+            Bound::Loose => PENDING_LOOSE_MAX,
+        }
+    }
 }
 
 /// One change in a batch: insert or remove a datom.
@@ -186,8 +212,8 @@ impl Tree {
     /// insert absent from the tree and every removal present in it (what a transaction
     /// computes from db-before). A small batch only joins the pending changes, at a cost
     /// proportional to the `recent` list's length (see `Pending`); when they outgrow their
-    /// bounds all of them are applied to the nodes as one batch.
-    pub fn apply_through_pending(self, changes: &[Change]) -> Tree {
+    /// bounds (`older`'s by `bound`) all of them are applied to the nodes as one batch.
+    pub fn apply_through_pending(self, changes: &[Change], bound: Bound) -> Tree {
         if changes.is_empty() {
             return self;
         }
@@ -210,7 +236,10 @@ impl Tree {
                 Some(p) => Cow::Owned(merge_changes(order, &p.flattened(order), changes, true)),
             }
         } else {
-            match pending.unwrap_or_default().with(order, changes) {
+            match pending
+                .unwrap_or_default()
+                .with(order, changes, bound.max())
+            {
                 Ok(pending) => {
                     return Tree {
                         order,

@@ -15,6 +15,9 @@ pub(super) const RECENT_MAX: usize = 48;
 /// longer it is, the more transactions share one path copy in the nodes.
 pub(super) const PENDING_MAX: usize = 512;
 
+/// The most changes in a speculative value's `older` list (`Bound::Loose`).
+pub(super) const PENDING_LOOSE_MAX: usize = 8 * PENDING_MAX;
+
 /// A tree's pending changes: two lists, each sorted in the tree's order with one change per
 /// datom. `older`'s are exact for the nodes (an insert absent from them, a removal present),
 /// `recent`'s for the nodes with `older` applied. In effect, an insert and a removal of one
@@ -51,12 +54,13 @@ impl Pending {
         merge_changes(order, &self.older, &self.recent, true)
     }
 
-    /// These changes with exact `changes` added; or, when that outgrows the bounds, all of
-    /// them in one list, exact for the nodes.
+    /// These changes with exact `changes` added; or, when that outgrows the bounds (`older`
+    /// at most `older_max`), all of them in one list, exact for the nodes.
     pub(super) fn with(
         &self,
         order: IndexOrder,
         changes: &[Change],
+        older_max: usize,
     ) -> Result<Option<Pending>, Vec<Change>> {
         let recent = merge_changes(order, &self.recent, changes, true);
         if recent.len() <= RECENT_MAX {
@@ -67,7 +71,7 @@ impl Pending {
             return Ok((p.len() > 0).then_some(p));
         }
         let older = merge_changes(order, &self.older, &recent, true);
-        if older.len() <= PENDING_MAX {
+        if older.len() <= older_max {
             return Ok((!older.is_empty()).then(|| Pending::from_sorted(older)));
         }
         Err(older)

@@ -1,3 +1,4 @@
+use super::pending::RECENT_MAX;
 use super::scan::gallop;
 use super::*;
 use vev_core::Value;
@@ -386,7 +387,7 @@ fn exact_changes_kept_pending_match_a_model() {
         t = if general {
             t.apply_to_nodes(&changes_of(&batch))
         } else {
-            t.apply_through_pending(&changes_of(&batch))
+            t.apply_through_pending(&changes_of(&batch), Bound::Shared)
         };
         pending_seen = pending_seen.max(pending_len(&t));
         if !general && pending_len(&t) + size < before {
@@ -404,4 +405,57 @@ fn exact_changes_kept_pending_match_a_model() {
     let settled = t.apply_to_nodes(&[]);
     assert!(settled.pending.is_none());
     assert_matches(&settled, &model, 1500);
+}
+
+/// A speculative value (`Bound::Loose`) keeps up to `PENDING_LOOSE_MAX` changes pending
+/// instead of `PENDING_MAX`, reads the same, leaves the versions it was made from alone, and
+/// a later `Shared` application brings its pending changes back within `PENDING_MAX` at the
+/// next overflow of `recent`.
+#[test]
+fn loose_bound_keeps_more_pending_and_reads_the_same() {
+    let base = Tree::new(IndexOrder::Eavt)
+        .apply_to_nodes(&changes_of(&(0..5000).map(|e| (e * 2, true)).collect()));
+    let base_model: Model = (0..5000).map(|e| e * 2).collect();
+    let pending_len = |t: &Tree| t.pending.as_ref().map_or(0, |p| p.flattened(t.order).len());
+    let mut x: u64 = 77;
+    let mut next = |model: &Model| {
+        let mut batch = Batch::new();
+        for _ in 0..7 {
+            x = x
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
+            let e = (x >> 33) % 50_000;
+            batch.insert(e, !model.contains(&e));
+        }
+        batch
+    };
+    let (mut t, mut model) = (base.clone(), base_model.clone());
+    let mut most = 0;
+    for round in 0..400 {
+        let batch = next(&model);
+        t = t.apply_through_pending(&changes_of(&batch), Bound::Loose);
+        apply_to_model(&mut model, batch);
+        assert_matches(&t, &model, round);
+        most = most.max(pending_len(&t));
+    }
+    assert!(most > PENDING_MAX, "loose: {most} pending at most");
+    assert!(
+        most <= PENDING_LOOSE_MAX + RECENT_MAX,
+        "loose: {most} pending at most"
+    );
+    // The base is untouched.
+    let got: Model = base.iter().map(|d| d.e).collect();
+    assert_eq!(got, base_model);
+    // Shared again: within PENDING_MAX once `recent` has overflowed.
+    for round in 0..40 {
+        let batch = next(&model);
+        t = t.apply_through_pending(&changes_of(&batch), Bound::Shared);
+        apply_to_model(&mut model, batch);
+        assert_matches(&t, &model, 400 + round);
+    }
+    assert!(
+        pending_len(&t) <= PENDING_MAX,
+        "{} pending",
+        pending_len(&t)
+    );
 }

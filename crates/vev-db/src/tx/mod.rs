@@ -39,7 +39,7 @@ use vev_core::schema::sys;
 use vev_core::{Attribute, Datom, Edn, IndexOrder, Keyword, Schema, TempId, TxError, TxOp, Value};
 
 use crate::db::{apply_sorted, Db, Indexes, SortThreads, State};
-use crate::tree::{Change, Tree};
+use crate::tree::{Bound, Change, Tree};
 
 /// Registered transaction functions, looked up by the ident at the head of a list form.
 pub trait TxFunctions {
@@ -66,6 +66,11 @@ pub struct TxContext<'a> {
     /// The wall clock, in milliseconds since the Unix epoch; the instant of the transaction is
     /// the later of this and the previous transaction's instant.
     pub now_ms: i64,
+    /// The result is a speculative value (`with`), most likely read and dropped while the
+    /// same operations are committed by another call: its index changes may stay pending in
+    /// the trees up to a looser bound (`tree::Bound::Loose`) instead of paying for a merge
+    /// into the shared nodes that the commit would pay again.
+    pub speculative: bool,
 }
 
 /// What a successful transaction returns.
@@ -522,6 +527,11 @@ fn run(
     if let Some(s) = new_schema {
         state.schema = Arc::new(s);
     }
+    let bound = if ctx.speculative {
+        Bound::Loose
+    } else {
+        Bound::Shared
+    };
     apply(
         &mut state,
         &schema_before,
@@ -529,6 +539,7 @@ fn run(
         &generated.retracted_tx,
         defer_avet.map(|s| &mut s.latest),
         log,
+        bound,
     );
     state.basis_t = t;
     state.last_instant = instant;
@@ -567,6 +578,7 @@ pub(crate) fn apply(
     retracted_tx: &[EntityId],
     defer_avet: Option<&mut Vec<Change>>,
     log_tail: LogTail,
+    bound: Bound,
 ) {
     // The full-text index first: an alteration reads the attribute's values in db-before.
     if let Some(first) = tx_data.first() {
@@ -612,9 +624,10 @@ pub(crate) fn apply(
         current,
         is_ref,
         defer_avet.map(|d| (d, &deferrable as &dyn Fn(EntityId) -> bool)),
+        bound,
     );
     if !retired.is_empty() {
-        state.retired = take(&mut state.retired).apply(retired, is_ref, None);
+        state.retired = take(&mut state.retired).apply(retired, is_ref, None, bound);
     }
     let log_tree = std::mem::replace(&mut state.log, Tree::new(IndexOrder::Log));
     match (log_tail, tx_data.first()) {
@@ -626,7 +639,7 @@ pub(crate) fn apply(
                     insert: true,
                 })
                 .collect();
-            state.log = apply_sorted(log_tree, log);
+            state.log = apply_sorted(log_tree, log, bound);
         }
         (LogTail::Stored, Some(first)) => state.log_stored = Some(ids::t_of(first.tx)),
         (LogTail::Stored, None) => state.log = log_tree,

@@ -303,7 +303,7 @@ impl Connection {
         match state {
             Importing::Bulk(bulk) => {
                 let cache = bulk.segment_cache().cloned();
-                match self.run_transactor(cache, |ctx| bulk.transact(ops, ctx)) {
+                match self.run_transactor(cache, false, |ctx| bulk.transact(ops, ctx)) {
                     Ok((bulk, tx)) => {
                         let done = (tx.tx_data, bulk.basis_t(), bulk.next_user());
                         (Importing::Bulk(bulk), Ok(done))
@@ -311,7 +311,7 @@ impl Connection {
                     Err(e) => (Importing::Failed, Err(e)),
                 }
             }
-            Importing::Reports(db) => match self.apply(&db, ops) {
+            Importing::Reports(db) => match self.apply(&db, ops, false) {
                 Ok(report) => {
                     writer
                         .listeners

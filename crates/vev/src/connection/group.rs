@@ -311,7 +311,7 @@ impl Connection {
                 return Ok(p.report);
             }
         }
-        self.apply(db, job.ops)
+        self.apply(db, job.ops, false)
     }
 
     /// Append the group's log records in one synced write batch (durable connections); each

@@ -732,7 +732,7 @@ impl Connection {
 
     /// Apply operations to `db` without committing them (Datomic's `with`).
     pub fn with(&self, db: &Db, ops: &[TxOp]) -> Result<TxReport, Error> {
-        self.apply(db, ops)
+        self.apply(db, ops, true)
     }
 
     /// `with` for EDN transaction data.
@@ -744,8 +744,10 @@ impl Connection {
         self.with(db, &ops)
     }
 
-    fn apply(&self, db: &Db, ops: &[TxOp]) -> Result<TxReport, Error> {
-        self.run_transactor(db.segment_cache().cloned(), |ctx| {
+    /// Run the transactor on `db`; `speculative` for a value that is not (or not
+    /// necessarily) committed, see `TxContext::speculative`.
+    fn apply(&self, db: &Db, ops: &[TxOp], speculative: bool) -> Result<TxReport, Error> {
+        self.run_transactor(db.segment_cache().cloned(), speculative, |ctx| {
             vev_db::transact(db, ops, ctx)
         })
     }
@@ -756,12 +758,14 @@ impl Connection {
     fn run_transactor<T>(
         &self,
         segments: Option<Arc<vev_db::persist::SegmentCache>>,
+        speculative: bool,
         run: impl FnOnce(&TxContext) -> Result<T, vev_core::TxError>,
     ) -> Result<T, Error> {
         let functions = vev_core::sync::read(&self.inner.functions);
         let ctx = TxContext {
             functions: &Registry(&functions),
             now_ms: now_ms(),
+            speculative,
         };
         let mark = segments.as_ref().map(|c| c.mark());
         let result = run(&ctx);
