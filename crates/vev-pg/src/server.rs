@@ -302,6 +302,14 @@ impl QueryParser for Parser {
 fn result_columns(plan: &Plan) -> Vec<OutCol> {
     match plan {
         Plan::Select(s) => s.columns.to_vec(),
+        Plan::Insert(i) => i
+            .returning
+            .as_ref()
+            .map_or_else(Vec::new, |r| r.columns.to_vec()),
+        Plan::Update(r) | Plan::Delete(r) => r
+            .returning
+            .as_ref()
+            .map_or_else(Vec::new, |r| r.columns.to_vec()),
         Plan::Catalog { columns, .. } => columns.to_vec(),
         Plan::Values(v) => v
             .items
@@ -356,20 +364,36 @@ fn format_at(f: &Format, i: usize) -> FieldFormat {
     }
 }
 
+/// Rows as pgwire's response to a query (its tag `SELECT n`).
+fn rows_response(
+    columns: &[OutCol],
+    rows: &[Vec<Edn>],
+    format: Option<&Format>,
+) -> PgWireResult<QueryResponse> {
+    let schema = Arc::new(fields(columns, format));
+    let mut encoder = DataRowEncoder::new(schema.clone());
+    let mut out = Vec::with_capacity(rows.len());
+    for row in rows {
+        for (v, c) in row.iter().zip(columns.iter()) {
+            encoder.encode_field(&Cell(v, c.ty))?;
+        }
+        out.push(Ok(encoder.take_row()));
+    }
+    Ok(QueryResponse::new(schema, stream::iter(out)))
+}
+
 /// Turn a statement's outcome into pgwire's response.
 fn response(outcome: Outcome, format: Option<&Format>) -> PgWireResult<Response> {
     Ok(match outcome {
-        Outcome::Rows { columns, rows } => {
-            let schema = Arc::new(fields(&columns, format));
-            let mut encoder = DataRowEncoder::new(schema.clone());
-            let mut out = Vec::with_capacity(rows.len());
-            for row in &rows {
-                for (v, c) in row.iter().zip(columns.iter()) {
-                    encoder.encode_field(&Cell(v, c.ty))?;
-                }
-                out.push(Ok(encoder.take_row()));
-            }
-            Response::Query(QueryResponse::new(schema, stream::iter(out)))
+        Outcome::Rows { columns, rows } => Response::Query(rows_response(&columns, &rows, format)?),
+        Outcome::Returned {
+            columns,
+            rows,
+            command,
+        } => {
+            let mut response = rows_response(&columns, &rows, format)?;
+            response.set_command_tag(command);
+            Response::Query(response)
         }
         Outcome::Command(tag) if tag.is_empty() => Response::EmptyQuery,
         Outcome::Command(tag) => Response::Execution(Tag::new(&tag)),

@@ -94,6 +94,12 @@ pub enum Outcome {
         columns: Arc<Vec<OutCol>>,
         rows: Vec<Vec<Edn>>,
     },
+    /// A write's RETURNING rows: the tag is `command` and the number of rows (`UPDATE 2`).
+    Returned {
+        columns: Arc<Vec<OutCol>>,
+        rows: Vec<Vec<Edn>>,
+        command: &'static str,
+    },
     /// A command tag (`INSERT 0 1`, `CREATE TABLE`, ...).
     Command(String),
     Begin,
@@ -427,12 +433,12 @@ impl Session {
             Plan::Values(v) => self.values(v, params),
             Plan::Insert(p) => self.insert(p, params).await,
             Plan::Update(p) => {
-                let n = self.write_rows(p, params).await?;
-                Ok(Outcome::Command(format!("UPDATE {n}")))
+                let (n, rows) = self.write_rows(p, params).await?;
+                Ok(written(p.returning.as_ref(), "UPDATE", n, rows))
             }
             Plan::Delete(p) => {
-                let n = self.write_rows(p, params).await?;
-                Ok(Outcome::Command(format!("DELETE {n}")))
+                let (n, rows) = self.write_rows(p, params).await?;
+                Ok(written(p.returning.as_ref(), "DELETE", n, rows))
             }
             Plan::CopyFrom(p) => {
                 self.copying = Some(Copying {
@@ -672,9 +678,14 @@ impl Session {
 
     /// UPDATE or DELETE: find the rows, lock them, find them again if a lock had to wait
     /// (another transaction may have changed them: READ COMMITTED's re-check), then write.
-    async fn write_rows(&mut self, p: &RowsPlan, params: &[Param]) -> Result<usize, SqlError> {
+    /// The rows written, and RETURNING's rows for them.
+    async fn write_rows(
+        &mut self,
+        p: &RowsPlan,
+        params: &[Param],
+    ) -> Result<(usize, Vec<Vec<Edn>>), SqlError> {
         let Some(args) = Self::inputs(&p.inputs, &p.params, &p.null_rejecting, params)? else {
-            return Ok(0);
+            return Ok((0, Vec::new()));
         };
         let mut held = Vec::new();
         let result = self.write_rows_locked(p, &args, &mut held).await;
@@ -1066,6 +1077,23 @@ async fn run_blocking<T: Send + 'static>(
         .await
         .map_err(|e| SqlError::internal(format!("a storage task failed: {e}")))?
         .map_err(|e| SqlError::from_vev(&e))
+}
+
+/// A write's outcome: its command tag with the rows written, or RETURNING's rows under it.
+fn written(
+    returning: Option<&crate::sql::returning::Returning>,
+    command: &'static str,
+    n: usize,
+    rows: Vec<Vec<Edn>>,
+) -> Outcome {
+    match returning {
+        None => Outcome::Command(format!("{command} {n}")),
+        Some(r) => Outcome::Returned {
+            columns: r.columns.clone(),
+            rows,
+            command,
+        },
+    }
 }
 
 pub fn now_ms() -> i64 {

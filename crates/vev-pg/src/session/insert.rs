@@ -2,7 +2,7 @@
 //! whose keys exist skipped or updated, tried again when another client commits one of its
 //! new keys first (outside a transaction block).
 
-use vev::TxOp;
+use vev::{Edn, TxOp};
 
 use super::{now_ms, Outcome, Session, Touch};
 use crate::error::SqlError;
@@ -31,12 +31,19 @@ impl Session {
             match self.insert_once(p, params).await {
                 Err(e) if e.code == "23505" && tries > 0 => continue,
                 Err(e) => return Err(e),
-                Ok(n) => return Ok(Outcome::Command(format!("INSERT 0 {n}"))),
+                Ok((n, rows)) => {
+                    return Ok(super::written(p.returning.as_ref(), "INSERT 0", n, rows))
+                }
             }
         }
     }
 
-    async fn insert_once(&mut self, p: &InsertPlan, params: &[Param]) -> Result<usize, SqlError> {
+    /// The rows inserted or updated, and RETURNING's rows for them.
+    async fn insert_once(
+        &mut self,
+        p: &InsertPlan,
+        params: &[Param],
+    ) -> Result<(usize, Vec<Vec<Edn>>), SqlError> {
         let tables = std::slice::from_ref(&p.table.name);
         let rows = {
             let ctx = self.ctx(params, now_ms());
@@ -56,8 +63,9 @@ impl Session {
         let ops = p.ops(&split.new, &mut next)?;
         self.next_row = next;
         if !matches!(p.on_conflict, OnConflict::Update(_)) {
+            let returned = p.returned(&split.new)?;
             self.write(ops, Touch::Tables(tables)).await?;
-            return Ok(split.new.len());
+            return Ok((split.new.len(), returned));
         }
         // DO UPDATE: the new rows and the updates in one transaction.
         if split.repeated {
@@ -67,11 +75,11 @@ impl Session {
         self.begin(None);
         let result = self.upsert_rows(p, params, ops, &split).await;
         if !implicit {
-            return result;
+            return result.map(|n| (n, Vec::new()));
         }
         match result {
             Ok(n) => match self.commit().await? {
-                Outcome::End("COMMIT") => Ok(n),
+                Outcome::End("COMMIT") => Ok((n, Vec::new())),
                 _ => Err(SqlError::internal("the INSERT's transaction rolled back")),
             },
             Err(e) => {
@@ -110,7 +118,7 @@ impl Session {
                 .cloned()
                 .chain(upsert::excluded(&p.table, row))
                 .collect();
-            n += self.write_rows(u, &all).await?;
+            n += self.write_rows(u, &all).await?.0;
         }
         Ok(n)
     }

@@ -78,7 +78,7 @@ impl Session {
         p: &RowsPlan,
         args: &[Edn],
         held: &mut Vec<EntityId>,
-    ) -> Result<usize, SqlError> {
+    ) -> Result<(usize, Vec<Vec<Edn>>), SqlError> {
         let found = Found {
             tables: std::slice::from_ref(&p.table.name),
             query: &p.query,
@@ -90,9 +90,10 @@ impl Session {
         };
         let rows = self.find_and_lock(&found, held).await?;
         let ops = p.tx(&rows, &|e| self.entity_ref(e))?;
+        let returned = p.returned(&rows)?;
         let n = rows.len();
         self.write(ops, Touch::Tables(std::slice::from_ref(&p.table.name)))
             .await?;
-        Ok(n)
+        Ok((n, returned))
     }
 }

@@ -5,6 +5,7 @@ pub mod compare;
 pub mod consts;
 pub mod expr;
 pub mod having;
+pub mod returning;
 pub mod select;
 pub mod upsert;
 pub mod write;

@@ -429,7 +429,7 @@ fn all_columns(
 }
 
 /// PostgreSQL's name for an unaliased select item.
-fn output_name(e: &Expr) -> String {
+pub(super) fn output_name(e: &Expr) -> String {
     match e {
         Expr::Identifier(i) => ident_name(i),
         Expr::CompoundIdentifier(p) => p.last().map(ident_name).unwrap_or_default(),

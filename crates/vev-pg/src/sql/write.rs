@@ -17,6 +17,7 @@ use vev::{Edn, EntityId, EntityRef, Keyword, TxMap, TxOp, TxValue};
 
 use super::consts::{self, Ctx};
 use super::expr::{ident_name, Builder};
+use super::returning::{self, Returning};
 use super::select::{inputs, scope_of, table_name, Input};
 use super::upsert::{OnConflict, Row};
 use crate::catalog::{Catalog, Column, Rows, Table};
@@ -36,6 +37,7 @@ pub struct InsertPlan {
     pub params: Vec<Option<SqlType>>,
     /// What a row whose primary key exists becomes (`upsert.rs`).
     pub on_conflict: OnConflict,
+    pub returning: Option<Returning>,
 }
 
 /// A statement that finds rows with a query, then writes to them.
@@ -51,17 +53,31 @@ pub struct RowsPlan {
     pub sets: Vec<usize>,
     /// How long its query took lately.
     pub cost: Arc<super::QueryCost>,
+    /// RETURNING's columns (its further find elements come after the assigned values).
+    pub returning: Option<Returning>,
 }
 
 pub fn insert(ins: &sqlparser::ast::Insert, catalog: &Catalog) -> Result<InsertPlan, SqlError> {
-    if ins.returning.is_some() {
-        return Err(SqlError::unsupported("INSERT ... RETURNING"));
-    }
     let TableObject::TableName(name) = &ins.table else {
         return Err(SqlError::unsupported("INSERT into a table function"));
     };
     let table = catalog.table(&table_name(name)?)?.clone();
     let on_conflict = super::upsert::on_conflict(ins, &table)?;
+    let returning = match &ins.returning {
+        None => None,
+        Some(_) if matches!(on_conflict, OnConflict::Update(_)) => {
+            return Err(SqlError::unsupported(
+                "INSERT ... ON CONFLICT DO UPDATE ... RETURNING",
+            ))
+        }
+        Some(items) => Some(returning::plan(
+            items,
+            &table,
+            &table.name,
+            returning::Kind::Insert,
+            None,
+        )?),
+    };
     let columns: Vec<usize> = if ins.columns.is_empty() {
         (0..table.columns.len())
             .filter(|c| table.columns[*c].attr.is_some())
@@ -123,6 +139,7 @@ pub fn insert(ins: &sqlparser::ast::Insert, catalog: &Catalog) -> Result<InsertP
         rows: values.rows.iter().map(|r| r.content.clone()).collect(),
         params,
         on_conflict,
+        returning,
     })
 }
 
@@ -149,6 +166,16 @@ fn note_param_type(e: &Expr, ty: SqlType, params: &mut Vec<Option<SqlType>>) {
 }
 
 impl InsertPlan {
+    /// RETURNING's rows for the rows inserted (`values`), none without RETURNING.
+    pub fn returned(&self, rows: &[Vec<Option<Edn>>]) -> Result<Vec<Vec<Edn>>, SqlError> {
+        let Some(r) = &self.returning else {
+            return Ok(Vec::new());
+        };
+        rows.iter()
+            .map(|values| r.row(&|ci| Ok(values.get(ci).cloned().flatten()), &[]))
+            .collect()
+    }
+
     /// Each VALUES row's value per table column (`None`: NULL or not given), with `ctx`
     /// for parameters and the time.
     pub fn values(&self, ctx: &Ctx) -> Result<Vec<Vec<Option<Edn>>>, SqlError> {
@@ -476,11 +503,11 @@ pub fn reinsert_deleted(db: &vev::Db, pending: &mut Vec<TxOp>, new: &mut Vec<TxO
 
 /// UPDATE: the rows and the new values, found by one query.
 pub fn update(u: &sqlparser::ast::Update, catalog: &Catalog) -> Result<RowsPlan, SqlError> {
-    if u.from.is_some() || u.returning.is_some() || !u.table.joins.is_empty() {
-        return Err(SqlError::unsupported("UPDATE ... FROM / RETURNING"));
+    if u.from.is_some() || !u.table.joins.is_empty() {
+        return Err(SqlError::unsupported("UPDATE ... FROM"));
     }
     let scope = scope_of(&u.table.relation, catalog, 0)?;
-    let table = scope.table.clone();
+    let (table, alias) = (scope.table.clone(), scope.alias.clone());
     let mut b = Builder::new(vec![scope]);
     if let Some(w) = &u.selection {
         b.condition(w)?;
@@ -512,13 +539,26 @@ pub fn update(u: &sqlparser::ast::Update, catalog: &Catalog) -> Result<RowsPlan,
         finds.push(t.text);
         sets.push(ci);
     }
-    rows_plan(b, table, finds, sets)
+    let returning = match &u.returning {
+        None => None,
+        Some(items) => Some(returning::plan(
+            items,
+            &table,
+            &alias,
+            returning::Kind::Update(&sets),
+            Some(returning::Query {
+                builder: &mut b,
+                finds: &mut finds,
+            }),
+        )?),
+    };
+    rows_plan(b, table, finds, sets, returning)
 }
 
 /// DELETE: the rows, found by one query.
 pub fn delete(d: &sqlparser::ast::Delete, catalog: &Catalog) -> Result<RowsPlan, SqlError> {
-    if d.using.is_some() || d.returning.is_some() {
-        return Err(SqlError::unsupported("DELETE ... USING / RETURNING"));
+    if d.using.is_some() {
+        return Err(SqlError::unsupported("DELETE ... USING"));
     }
     let from = match &d.from {
         FromTable::WithFromKeyword(f) | FromTable::WithoutKeyword(f) => f,
@@ -527,12 +567,26 @@ pub fn delete(d: &sqlparser::ast::Delete, catalog: &Catalog) -> Result<RowsPlan,
         return Err(SqlError::unsupported("DELETE from several tables"));
     };
     let scope = scope_of(&twj.relation, catalog, 0)?;
-    let table = scope.table.clone();
+    let (table, alias) = (scope.table.clone(), scope.alias.clone());
     let mut b = Builder::new(vec![scope]);
     if let Some(w) = &d.selection {
         b.condition(w)?;
     }
-    rows_plan(b, table, vec!["?t0".into()], Vec::new())
+    let mut finds = vec!["?t0".to_owned()];
+    let returning = match &d.returning {
+        None => None,
+        Some(items) => Some(returning::plan(
+            items,
+            &table,
+            &alias,
+            returning::Kind::Delete,
+            Some(returning::Query {
+                builder: &mut b,
+                finds: &mut finds,
+            }),
+        )?),
+    };
+    rows_plan(b, table, finds, Vec::new(), returning)
 }
 
 fn rows_plan(
@@ -540,6 +594,7 @@ fn rows_plan(
     table: Arc<Table>,
     finds: Vec<String>,
     sets: Vec<usize>,
+    returning: Option<Returning>,
 ) -> Result<RowsPlan, SqlError> {
     if !b.clauses.iter().any(|c| c.starts_with("[?t0 :")) {
         b.clauses.insert(
@@ -580,10 +635,30 @@ fn rows_plan(
         params: b.params.clone(),
         sets,
         cost: Arc::default(),
+        returning,
     })
 }
 
 impl RowsPlan {
+    /// RETURNING's rows for the rows the query found (none without RETURNING).
+    pub fn returned(&self, rows: &[Vec<Edn>]) -> Result<Vec<Vec<Edn>>, SqlError> {
+        let Some(r) = &self.returning else {
+            return Ok(Vec::new());
+        };
+        rows.iter()
+            .map(|row| {
+                let written = |ci: usize| {
+                    let j = self.sets.iter().position(|&c| c == ci);
+                    let v = j.and_then(|j| row.get(1 + j)).cloned();
+                    let v =
+                        v.ok_or_else(|| SqlError::internal("a RETURNING column not assigned"))?;
+                    conform(v, &self.table.columns[ci])
+                };
+                r.row(&written, row)
+            })
+            .collect()
+    }
+
     /// The transaction data for the rows the query found (`rows`: the entity, then each
     /// assigned value). `entity_ref` names an entity in the session's transaction (a row
     /// inserted earlier in it is still a tempid there).
