@@ -210,7 +210,9 @@ fn attribute_rows(t: &Arc<Table>) -> Vec<Vec<Edn>> {
             vec![
                 text(&c.name),
                 text(&c.ty.display()),
-                crate::sqlfns::null_edn(),
+                c.default
+                    .as_ref()
+                    .map_or_else(crate::sqlfns::null_edn, |d| text(&d.text())),
                 Edn::Bool(c.not_null),
                 crate::sqlfns::null_edn(),
                 text(""),

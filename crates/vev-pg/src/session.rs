@@ -24,6 +24,7 @@ use crate::types::SqlType;
 mod insert;
 mod pending;
 mod rowlock;
+mod sequence;
 mod serial;
 
 use pending::{merge_ops, note_tempids, resolve_tempids};
@@ -48,6 +49,8 @@ pub struct Shared {
     /// Commits hold it shared; a SERIALIZABLE commit holds it alone between its validation
     /// and its write.
     commit_gate: tokio::sync::RwLock<()>,
+    /// The sequences of serial and identity columns.
+    sequences: sequence::Sequences,
 }
 
 impl Shared {
@@ -64,6 +67,7 @@ impl Shared {
             catalog: std::sync::Mutex::new(None),
             next_session: std::sync::atomic::AtomicU64::new(1),
             commit_gate: tokio::sync::RwLock::new(()),
+            sequences: sequence::Sequences::default(),
         }
     }
 
@@ -782,10 +786,16 @@ impl Session {
             }
             return Err(SqlError::duplicate_table(name));
         }
-        if !Catalog::has_meta(&self.shared.conn.db()) {
+        let db = self.shared.conn.db();
+        let meta = [
+            (!Catalog::has_meta(&db)).then_some(catalog::META_SCHEMA),
+            (!Catalog::has_defaults(&db) && columns.iter().any(|c| c.default.is_some()))
+                .then_some(catalog::DEFAULT_SCHEMA),
+        ];
+        for schema in meta.into_iter().flatten() {
             let conn = self.shared.conn.clone();
             let _gate = self.shared.commit_gate.read().await;
-            run_blocking(move || conn.transact_edn(catalog::META_SCHEMA)).await?;
+            run_blocking(move || conn.transact_edn(schema)).await?;
         }
         let text = catalog::create_table_tx(name, columns)?;
         let ops = tx_ops(&text)?;
@@ -960,6 +970,23 @@ impl Session {
             ));
         }
         let table: &Table = &c.plan.table;
+        // The columns the COPY leaves out get their DEFAULT.
+        let left_out: Vec<usize> = (0..table.columns.len())
+            .filter(|i| table.columns[*i].default.is_some() && !c.plan.columns.contains(i))
+            .collect();
+        if !left_out.is_empty() {
+            let ctx = self.ctx(&[], now_ms());
+            let db = self.shared.conn.db();
+            let next = |col: &crate::catalog::Column| {
+                let attr = col.attr.as_ref().expect("a serial column has an attribute");
+                self.shared.sequences.next(&db, attr, col.ty)
+            };
+            for values in &mut c.rows {
+                for &i in &left_out {
+                    values[i] = sql::write::default_value(table, i, &ctx, &next)?;
+                }
+            }
+        }
         let mut ops = Vec::with_capacity(c.rows.len() + 1);
         let mut keys: Vec<Vec<Edn>> = vec![Vec::new(); table.primary_key.len()];
         for values in &c.rows {

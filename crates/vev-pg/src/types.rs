@@ -68,6 +68,7 @@ impl SqlType {
             DataType::Custom(name, _) => match name.to_string().to_ascii_lowercase().as_str() {
                 "serial" | "serial4" => SqlType::Int4,
                 "bigserial" | "serial8" => SqlType::Int8,
+                "smallserial" | "serial2" => SqlType::Int2,
                 "timestamptz" => SqlType::Timestamptz,
                 "bpchar" => SqlType::Char(1),
                 other => {

@@ -47,7 +47,14 @@ impl Session {
         let tables = std::slice::from_ref(&p.table.name);
         let rows = {
             let ctx = self.ctx(params, now_ms());
-            p.values(&ctx)?
+            let db = self.shared.conn.db();
+            let next = |col: &crate::catalog::Column| {
+                let attr = col.attr.as_ref().expect("a serial column has an attribute");
+                self.shared.sequences.next(&db, attr, col.ty)
+            };
+            p.values(&ctx, &|ci| {
+                sql::write::default_value(&p.table, ci, &ctx, &next)
+            })?
         };
         let split = match p.on_conflict {
             OnConflict::Refuse => Split {

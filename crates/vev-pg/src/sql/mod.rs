@@ -15,7 +15,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use sqlparser::ast::{
-    AlterTableOperation, ColumnOption, ObjectType, Query, SetExpr, Statement, TableConstraint,
+    AlterTableOperation, ColumnOption, GeneratedAs, ObjectType, Query, SetExpr, Statement,
+    TableConstraint,
 };
 use sqlparser::dialect::PostgreSqlDialect;
 use sqlparser::parser::Parser;
@@ -360,13 +361,31 @@ fn create_table(ct: &sqlparser::ast::CreateTable) -> Result<Plan, SqlError> {
             not_null: false,
             primary_key: false,
             unique: false,
+            default: None,
         };
+        let serial = matches!(
+            c.data_type.to_string().to_ascii_lowercase().as_str(),
+            "serial" | "serial4" | "bigserial" | "serial8" | "smallserial" | "serial2"
+        );
+        if serial {
+            def.not_null = true;
+            def.default = Some(format!("nextval('{name}_{}_seq'::regclass)", def.name));
+        }
         for o in &c.options {
             match &o.option {
                 ColumnOption::NotNull => def.not_null = true,
                 ColumnOption::Null => {}
                 ColumnOption::PrimaryKey(_) => def.primary_key = true,
                 ColumnOption::Unique(_) => def.unique = true,
+                ColumnOption::Default(e) if !serial => def.default = Some(column_default(e)?),
+                ColumnOption::Generated {
+                    generated_as: GeneratedAs::ByDefault,
+                    generation_expr: None,
+                    ..
+                } if def.ty.is_integer() && !serial => {
+                    def.not_null = true;
+                    def.default = Some(format!("nextval('{name}_{}_seq'::regclass)", def.name));
+                }
                 other => return Err(SqlError::unsupported(format!("the column option {other}"))),
             }
         }
@@ -403,6 +422,21 @@ fn create_table(ct: &sqlparser::ast::CreateTable) -> Result<Plan, SqlError> {
         columns,
         if_not_exists: ct.if_not_exists,
     })
+}
+
+/// A column's DEFAULT as the text stored: a constant expression (no column, no
+/// parameter; `now()` is evaluated at each insert), checked by evaluating it once.
+fn column_default(e: &sqlparser::ast::Expr) -> Result<String, SqlError> {
+    let ctx = consts::Ctx {
+        params: &[],
+        now_ms: 0,
+        user: "",
+        database: "",
+        setting: &|_| None,
+    };
+    consts::eval(e, None, &ctx)
+        .map_err(|err| SqlError::unsupported(format!("the DEFAULT {e} ({})", err.message)))?;
+    Ok(e.to_string())
 }
 
 fn alter_table(at: &sqlparser::ast::AlterTable) -> Result<Plan, SqlError> {

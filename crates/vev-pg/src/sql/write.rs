@@ -20,7 +20,7 @@ use super::expr::{ident_name, Builder};
 use super::returning::{self, Returning};
 use super::select::{inputs, scope_of, table_name, Input};
 use super::upsert::{OnConflict, Row};
-use crate::catalog::{Catalog, Column, Rows, Table};
+use crate::catalog::{Catalog, Column, ColumnDefault, Rows, Table};
 use crate::error::SqlError;
 use crate::types::SqlType;
 
@@ -109,7 +109,18 @@ pub fn insert(ins: &sqlparser::ast::Insert, catalog: &Catalog) -> Result<InsertP
         ));
     }
     let Some(source) = &ins.source else {
-        return Err(SqlError::unsupported("INSERT without VALUES"));
+        // `DEFAULT VALUES`: one row of defaults.
+        if !ins.columns.is_empty() {
+            return Err(SqlError::syntax("DEFAULT VALUES with a column list"));
+        }
+        return Ok(InsertPlan {
+            table,
+            columns: Vec::new(),
+            rows: vec![Vec::new()],
+            params: Vec::new(),
+            on_conflict,
+            returning,
+        });
     };
     let SetExpr::Values(values) = &*source.body else {
         return Err(SqlError::unsupported("INSERT ... SELECT"));
@@ -141,6 +152,27 @@ pub fn insert(ins: &sqlparser::ast::Insert, catalog: &Catalog) -> Result<InsertP
         on_conflict,
         returning,
     })
+}
+
+/// Whether a VALUES item is the keyword `DEFAULT`.
+fn is_default(e: &Expr) -> bool {
+    matches!(e, Expr::Identifier(i) if i.quote_style.is_none() && i.value.eq_ignore_ascii_case("default"))
+}
+
+/// Column `ci`'s DEFAULT for a new row (`None`: NULL, also for a column without one):
+/// `next` gives a serial column's next number.
+pub fn default_value(
+    table: &Table,
+    ci: usize,
+    ctx: &Ctx,
+    next: &dyn Fn(&Column) -> Result<i64, SqlError>,
+) -> Result<Option<Edn>, SqlError> {
+    let col = &table.columns[ci];
+    match &col.default {
+        None => Ok(None),
+        Some(ColumnDefault::Expr(e)) => conform(consts::eval(e, Some(col.ty), ctx)?.0, col),
+        Some(ColumnDefault::Serial(_)) => Ok(Some(Edn::Integer(next(col)?))),
+    }
 }
 
 /// A column name of an INSERT's column list.
@@ -178,14 +210,30 @@ impl InsertPlan {
 
     /// Each VALUES row's value per table column (`None`: NULL or not given), with `ctx`
     /// for parameters and the time.
-    pub fn values(&self, ctx: &Ctx) -> Result<Vec<Vec<Option<Edn>>>, SqlError> {
+    /// The rows' values, by table column; `default(ci)` gives column `ci`'s DEFAULT, for
+    /// the columns the statement leaves out and the values written `DEFAULT`.
+    pub fn values(
+        &self,
+        ctx: &Ctx,
+        default: &dyn Fn(usize) -> Result<Option<Edn>, SqlError>,
+    ) -> Result<Vec<Vec<Option<Edn>>>, SqlError> {
+        let left_out: Vec<usize> = (0..self.table.columns.len())
+            .filter(|c| self.table.columns[*c].default.is_some() && !self.columns.contains(c))
+            .collect();
         let mut rows = Vec::with_capacity(self.rows.len());
         for row in &self.rows {
             let mut values: Vec<Option<Edn>> = vec![None; self.table.columns.len()];
             for (e, c) in row.iter().zip(&self.columns) {
+                if is_default(e) {
+                    values[*c] = default(*c)?;
+                    continue;
+                }
                 let col = &self.table.columns[*c];
                 let (v, _) = consts::eval(e, Some(col.ty), ctx)?;
                 values[*c] = conform(v, col)?;
+            }
+            for &c in &left_out {
+                values[c] = default(c)?;
             }
             rows.push(values);
         }
