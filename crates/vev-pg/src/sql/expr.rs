@@ -73,6 +73,9 @@ pub struct Builder {
     pub used_params: BTreeSet<usize>,
     /// Whether the clauses read the statement time (`?now`).
     pub uses_now: bool,
+    /// The scopes a LEFT JOIN brought in: outside the join their row may be the NULL row,
+    /// so a NOT NULL column of theirs is read with `get-else` too.
+    pub outer: BTreeSet<usize>,
     next: usize,
 }
 
@@ -86,8 +89,20 @@ impl Builder {
             null_rejecting: BTreeSet::new(),
             used_params: BTreeSet::new(),
             uses_now: false,
+            outer: BTreeSet::new(),
             next: 0,
         }
+    }
+
+    /// The column bindings made so far, for `forget_since`.
+    pub fn bound_columns(&self) -> BTreeSet<(usize, usize)> {
+        self.columns.keys().copied().collect()
+    }
+
+    /// Forget the column bindings made after `before` was taken: their clauses went into a
+    /// nested clause (a LEFT JOIN's `or-join`), so their variables are not bound outside it.
+    pub fn forget_since(&mut self, before: &BTreeSet<(usize, usize)>) {
+        self.columns.retain(|k, _| before.contains(k));
     }
 
     pub fn fresh(&mut self, prefix: &str) -> String {
@@ -154,7 +169,12 @@ impl Builder {
             return term(b.var);
         }
         let var = self.fresh("c");
-        self.bind_column(si, ci, var.clone(), required || col.not_null);
+        self.bind_column(
+            si,
+            ci,
+            var.clone(),
+            required || (col.not_null && !self.outer.contains(&si)),
+        );
         term(var)
     }
 

@@ -113,15 +113,29 @@ pub fn compile(q: &Query, catalog: &Catalog) -> Result<Option<SelectPlan>, SqlEr
     }
     let scopes = scopes(&sel.from, catalog)?;
     let mut b = Builder::new(scopes);
+    // The scopes a LEFT JOIN brings in: their rows come from its clause.
+    let mut outer: Vec<usize> = Vec::new();
+    let mut si = 0;
     for twj in &sel.from {
+        let first = si;
+        si += 1;
         for j in &twj.joins {
-            join_condition(&mut b, j)?;
+            // An ON condition sees the tables of its own join chain up to this one (a
+            // comma binds looser than a join), as PostgreSQL checks.
+            on_references(j, &b.scopes[first..=si], &b.scopes)?;
+            if let Some(on) = left_join_on(j)? {
+                left_join(&mut b, si, on, &outer)?;
+                outer.push(si);
+            } else {
+                join_condition(&mut b, j)?;
+            }
+            si += 1;
         }
     }
     if let Some(w) = &sel.selection {
         b.condition(w)?;
     }
-    row_clauses(&mut b);
+    row_clauses(&mut b, &outer);
     let mut finds: Vec<Find> = Vec::new();
     let mut columns = Vec::new();
     let mut post = Post::default();
@@ -332,9 +346,8 @@ fn join_condition(b: &mut Builder, j: &sqlparser::ast::Join) -> Result<(), SqlEr
         JoinOperator::CrossJoin(_) => return Ok(()),
         other => {
             return Err(SqlError::unsupported(format!(
-                "{} (only inner joins are)",
+                "{} (inner and left joins are)",
                 match other {
-                    JoinOperator::Left(_) | JoinOperator::LeftOuter(_) => "LEFT JOIN",
                     JoinOperator::Right(_) | JoinOperator::RightOuter(_) => "RIGHT JOIN",
                     JoinOperator::FullOuter(_) => "FULL JOIN",
                     _ => "this join",
@@ -351,23 +364,177 @@ fn join_condition(b: &mut Builder, j: &sqlparser::ast::Join) -> Result<(), SqlEr
     }
 }
 
-/// A clause per table whose rows no pattern finds yet: its row attribute.
-fn row_clauses(b: &mut Builder) {
-    for s in b.scopes.clone() {
-        if b.clauses
-            .iter()
-            .any(|c| c.starts_with(&format!("[{} :", s.var)))
+/// A clause per table whose rows no pattern finds yet: its row attribute (`outer`: the
+/// tables of LEFT JOINs, whose rows their join's clause finds).
+fn row_clauses(b: &mut Builder, outer: &[usize]) {
+    for (i, s) in b.scopes.clone().iter().enumerate() {
+        if outer.contains(&i)
+            || b.clauses
+                .iter()
+                .any(|c| c.starts_with(&format!("[{} :", s.var)))
         {
             continue;
         }
-        b.clauses.push(match &s.table.rows {
-            Rows::Attr(a) => format!("[{} {a}]", s.var),
-            Rows::AnyOf(attrs) => {
-                let alts: Vec<String> = attrs.iter().map(|a| format!("[{} {a}]", s.var)).collect();
-                format!("(or-join [{}] {})", s.var, alts.join(" "))
-            }
-        });
+        b.clauses.push(row_clause(s));
     }
+}
+
+/// The clause that finds a table's rows.
+fn row_clause(s: &Scope) -> String {
+    match &s.table.rows {
+        Rows::Attr(a) => format!("[{} {a}]", s.var),
+        Rows::AnyOf(attrs) => {
+            let alts: Vec<String> = attrs.iter().map(|a| format!("[{} {a}]", s.var)).collect();
+            format!("(or-join [{}] {})", s.var, alts.join(" "))
+        }
+    }
+}
+
+/// `42P01` when join `j`'s ON condition names (`alias.column`) a table of `all` that is not
+/// among `visible`.
+fn on_references(
+    j: &sqlparser::ast::Join,
+    visible: &[Scope],
+    all: &[Scope],
+) -> Result<(), SqlError> {
+    use sqlparser::ast::{JoinConstraint, JoinOperator, Visit, Visitor};
+    use std::ops::ControlFlow;
+    let (JoinOperator::Join(JoinConstraint::On(on))
+    | JoinOperator::Inner(JoinConstraint::On(on))
+    | JoinOperator::Left(JoinConstraint::On(on))
+    | JoinOperator::LeftOuter(JoinConstraint::On(on))) = &j.join_operator
+    else {
+        return Ok(());
+    };
+    struct Names<'a>(&'a [Scope], &'a [Scope]);
+    impl Visitor for Names<'_> {
+        type Break = String;
+        fn pre_visit_expr(&mut self, e: &Expr) -> ControlFlow<String> {
+            if let Expr::CompoundIdentifier(p) = e {
+                if p.len() == 2 {
+                    let alias = ident_name(&p[0]);
+                    if !self.0.iter().any(|s| s.alias == alias)
+                        && self.1.iter().any(|s| s.alias == alias)
+                    {
+                        return ControlFlow::Break(alias);
+                    }
+                }
+            }
+            ControlFlow::Continue(())
+        }
+    }
+    match on.visit(&mut Names(visible, all)) {
+        ControlFlow::Break(alias) => Err(SqlError::new(
+            "42P01",
+            format!("invalid reference to FROM-clause entry for table \"{alias}\""),
+        )),
+        ControlFlow::Continue(()) => Ok(()),
+    }
+}
+
+/// A LEFT JOIN's ON condition; `None` for another join.
+fn left_join_on(j: &sqlparser::ast::Join) -> Result<Option<&Expr>, SqlError> {
+    use sqlparser::ast::{JoinConstraint, JoinOperator};
+    match &j.join_operator {
+        JoinOperator::Left(c) | JoinOperator::LeftOuter(c) => match c {
+            JoinConstraint::On(e) => Ok(Some(e)),
+            other => Err(SqlError::unsupported(format!(
+                "the LEFT JOIN constraint {other:?}"
+            ))),
+        },
+        _ => Ok(None),
+    }
+}
+
+/// `LEFT JOIN` of scope `r` ON `on`: every row of the tables before it with each row of `r`
+/// that satisfies `on`, or with NULLs for `r` when none does. One clause:
+/// `(or-join [[<bound>] ?tr] (and <r's rows> <on>) (and (not-join [<bound>] <r's rows> <on>)
+/// [(ground :vev.sql/null) ?tr]))`, where `<bound>` are the variables bound outside that the
+/// condition reads (the earlier tables' rows, their columns, parameters). A NULL row entity
+/// makes every column of `r` NULL (`get-else` finds no entity for the keyword).
+fn left_join(b: &mut Builder, r: usize, on: &Expr, outer: &[usize]) -> Result<(), SqlError> {
+    // The earlier tables' rows are found before the join reads them.
+    for k in 0..r {
+        let var = b.scopes[k].var.clone();
+        if !outer.contains(&k)
+            && !b
+                .clauses
+                .iter()
+                .any(|c| c.starts_with(&format!("[{var} :")))
+        {
+            let clause = row_clause(&b.scopes[k]);
+            b.clauses.push(clause);
+        }
+    }
+    let start = b.clauses.len();
+    let columns = b.bound_columns();
+    let right = b.scopes[r].clone();
+    b.clauses.push(row_clause(&right));
+    b.condition(on)?;
+    let inner = b.clauses.split_off(start).join(" ");
+    b.forget_since(&columns);
+    let outside: std::collections::BTreeSet<String> = variables(&b.clauses.join(" "));
+    let bound: Vec<String> = variables(&inner)
+        .into_iter()
+        .filter(|v| {
+            *v != right.var
+                && (outside.contains(v)
+                    || *v == "?now"
+                    || v.strip_prefix("?p")
+                        .is_some_and(|n| n.parse::<usize>().is_ok()))
+        })
+        .collect();
+    if bound.is_empty() {
+        return Err(SqlError::unsupported(
+            "a LEFT JOIN whose ON condition reads no earlier table",
+        ));
+    }
+    let bound = bound.join(" ");
+    b.clauses.push(format!(
+        "(or-join [[{bound}] {tr}] (and {inner}) (and (not-join [{bound}] {inner}) [(ground :{null}) {tr}]))",
+        tr = right.var,
+        null = crate::sqlfns::NULL_KEYWORD,
+    ));
+    b.outer.insert(r);
+    Ok(())
+}
+
+/// The variables (`?name`) of Datalog text, outside its string literals.
+fn variables(text: &str) -> std::collections::BTreeSet<String> {
+    let mut out = std::collections::BTreeSet::new();
+    let mut chars = text.char_indices().peekable();
+    while let Some((i, c)) = chars.next() {
+        match c {
+            '"' => {
+                // Skip the string, with its escapes.
+                while let Some((_, c)) = chars.next() {
+                    match c {
+                        '\\' => {
+                            chars.next();
+                        }
+                        '"' => break,
+                        _ => {}
+                    }
+                }
+            }
+            '?' => {
+                let mut end = i + 1;
+                while let Some(&(j, c)) = chars.peek() {
+                    if c.is_alphanumeric() || matches!(c, '_' | '-' | '*' | '.') {
+                        end = j + c.len_utf8();
+                        chars.next();
+                    } else {
+                        break;
+                    }
+                }
+                if end > i + 1 {
+                    out.insert(text[i..end].to_owned());
+                }
+            }
+            _ => {}
+        }
+    }
+    out
 }
 
 fn select_list(

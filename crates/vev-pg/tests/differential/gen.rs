@@ -483,6 +483,8 @@ pub struct From {
     pub table: usize,
     pub alias: String,
     pub on: Option<Expr>,
+    /// Joined with `LEFT JOIN` (its columns are then NULL in the rows no row of it matches).
+    pub left: bool,
 }
 
 #[derive(Clone, Debug)]
@@ -532,10 +534,18 @@ impl Select {
         }
         s.push_str(" FROM ");
         let mut filter: Vec<String> = Vec::new();
+        // `a, b LEFT JOIN c ON <a>` is not SQL (a comma binds looser than a join): a FROM
+        // list with a LEFT JOIN is written with JOINs only.
+        let comma_joins = self.comma_joins && !self.from.iter().any(|f| f.left);
         for (i, f) in self.from.iter().enumerate() {
             let name = &schema.tables[f.table].name;
-            match (i, &f.on, self.comma_joins) {
+            match (i, &f.on, comma_joins) {
                 (0, _, _) => s.push_str(&format!("{name} AS {}", f.alias)),
+                (_, Some(on), _) if f.left => s.push_str(&format!(
+                    " LEFT JOIN {name} AS {} ON {}",
+                    f.alias,
+                    on.render()
+                )),
                 (_, Some(on), false) => {
                     s.push_str(&format!(" JOIN {name} AS {} ON {}", f.alias, on.render()))
                 }
@@ -669,11 +679,17 @@ fn from_list(rng: &mut Rng, schema: &Schema) -> (Vec<From>, Columns) {
         let table = rng.below(schema.tables.len());
         let alias = format!("{}", (b'a' + i as u8) as char);
         let on = (i > 0).then(|| join_key(rng, schema, &from, table, &alias));
+        let left = i > 0 && rng.chance(30);
         for c in &schema.tables[table].cols {
             cols.0
-                .push((format!("{alias}.{}", c.name), c.ty, !c.not_null));
+                .push((format!("{alias}.{}", c.name), c.ty, left || !c.not_null));
         }
-        from.push(From { table, alias, on });
+        from.push(From {
+            table,
+            alias,
+            on,
+            left,
+        });
     }
     (from, cols)
 }
