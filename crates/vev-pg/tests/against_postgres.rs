@@ -2,6 +2,8 @@
 //! (autocommit and inside transaction blocks, the simple and the extended protocol) must
 //! return the same rows and row counts from both.
 //!
+//! - `INSERT ... SELECT`: with defaults, RETURNING, aggregates, and the errors for a
+//!   type or a width that does not fit.
 //! - `LEFT JOIN`: matched and unmatched rows, conditions on the right table in ON and in
 //!   WHERE (`IS NULL` anti-joins), chains, aggregates over NULL-extended rows, parameters.
 //! - `INSERT/UPDATE/DELETE ... RETURNING`; what Vev refuses (`0A000`) is checked on Vev
@@ -365,5 +367,48 @@ fn left_joins_match_postgres() {
             let e = c.simple_query(sql).await.expect_err(sql);
             assert_eq!(e.code().map(|c| c.code()), Some("42P01"), "{e}");
         }
+    });
+}
+
+const INSERT_SELECT: &[&str] = &[
+    "CREATE TABLE src (id int PRIMARY KEY, name text, qty int)",
+    "CREATE TABLE dst (id serial PRIMARY KEY, name text NOT NULL, qty bigint DEFAULT 0, \
+     flag boolean)",
+    "INSERT INTO src VALUES (1, 'a', 3), (2, 'b', NULL), (3, 'c', 7)",
+    "INSERT INTO dst (name, qty) SELECT name, qty FROM src WHERE qty IS NOT NULL ORDER BY id \
+     RETURNING id, name, qty",
+    "INSERT INTO dst (name) SELECT upper(name) FROM src ORDER BY id LIMIT 2 RETURNING *",
+    "INSERT INTO dst (name, qty) SELECT s.name, count(*) FROM src AS s GROUP BY s.name \
+     ORDER BY s.name RETURNING name, qty",
+    "INSERT INTO dst SELECT id + 100, name, qty, true FROM src RETURNING id, flag",
+    "BEGIN",
+    "INSERT INTO src VALUES (4, 'd', 1)",
+    "INSERT INTO dst (name, qty) SELECT name, qty * 10 FROM src WHERE id = 4 RETURNING name, qty",
+    "COMMIT",
+    "INSERT INTO dst (name) SELECT name FROM src WHERE id > 99",
+    "SELECT * FROM dst ORDER BY id",
+];
+
+#[test]
+fn insert_select_matches_postgres() {
+    with_pair("insert_select_matches_postgres", |pg, vev| async move {
+        let with_rows = same(&pg, &vev, INSERT_SELECT).await;
+        assert!(
+            with_rows >= 6,
+            "the script returns rows ({with_rows} statements)"
+        );
+        for (sql, code) in [
+            (
+                "INSERT INTO dst (name, qty) SELECT name, name FROM src",
+                "42804",
+            ),
+            ("INSERT INTO dst (name, qty) SELECT name FROM src", "42601"),
+        ] {
+            for c in [&pg, &vev] {
+                let e = c.simple_query(sql).await.expect_err(sql);
+                assert_eq!(e.code().map(|c| c.code()), Some(code), "{sql}: {e}");
+            }
+        }
+        same(&pg, &vev, &["SELECT count(*) FROM dst"]).await;
     });
 }

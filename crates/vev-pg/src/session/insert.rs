@@ -25,7 +25,7 @@ impl Session {
         params: &[Param],
     ) -> Result<Outcome, SqlError> {
         let retry = !matches!(p.on_conflict, OnConflict::Refuse) && self.txn.is_none();
-        let mut tries = if retry { p.rows.len() + 1 } else { 1 };
+        let mut tries = if retry { p.rows.len().max(8) + 1 } else { 1 };
         loop {
             tries -= 1;
             match self.insert_once(p, params).await {
@@ -45,6 +45,13 @@ impl Session {
         params: &[Param],
     ) -> Result<(usize, Vec<Vec<Edn>>), SqlError> {
         let tables = std::slice::from_ref(&p.table.name);
+        let found = match &p.select {
+            Some(select) => match self.select(select, params).await? {
+                Outcome::Rows { rows, .. } => Some(rows),
+                _ => return Err(SqlError::internal("a SELECT gave no rows")),
+            },
+            None => None,
+        };
         let rows = {
             let ctx = self.ctx(params, now_ms());
             let db = self.shared.conn.db();
@@ -52,9 +59,11 @@ impl Session {
                 let attr = col.attr.as_ref().expect("a serial column has an attribute");
                 self.shared.sequences.next(&db, attr, col.ty)
             };
-            p.values(&ctx, &|ci| {
-                sql::write::default_value(&p.table, ci, &ctx, &next)
-            })?
+            let default = |ci| sql::write::default_value(&p.table, ci, &ctx, &next);
+            match found {
+                Some(found) => p.selected(found, &default)?,
+                None => p.values(&ctx, &default)?,
+            }
         };
         let split = match p.on_conflict {
             OnConflict::Refuse => Split {

@@ -38,6 +38,8 @@ pub struct InsertPlan {
     /// What a row whose primary key exists becomes (`upsert.rs`).
     pub on_conflict: OnConflict,
     pub returning: Option<Returning>,
+    /// `INSERT ... SELECT`: the query whose rows are inserted (`rows` is then empty).
+    pub select: Option<Arc<super::select::SelectPlan>>,
 }
 
 /// A statement that finds rows with a query, then writes to them.
@@ -78,27 +80,7 @@ pub fn insert(ins: &sqlparser::ast::Insert, catalog: &Catalog) -> Result<InsertP
             None,
         )?),
     };
-    let columns: Vec<usize> = if ins.columns.is_empty() {
-        (0..table.columns.len())
-            .filter(|c| table.columns[*c].attr.is_some())
-            .collect()
-    } else {
-        ins.columns
-            .iter()
-            .map(|c| {
-                let n = object_column(c);
-                table.column(&n).map(|(i, _)| i).ok_or_else(|| {
-                    SqlError::new(
-                        "42703",
-                        format!(
-                            "column \"{n}\" of relation \"{}\" does not exist",
-                            table.name
-                        ),
-                    )
-                })
-            })
-            .collect::<Result<_, _>>()?
-    };
+    let columns = target_columns(ins, &table)?;
     if let Some(c) = columns.iter().find(|c| table.columns[**c].attr.is_none()) {
         return Err(SqlError::new(
             "428C9",
@@ -120,10 +102,32 @@ pub fn insert(ins: &sqlparser::ast::Insert, catalog: &Catalog) -> Result<InsertP
             params: Vec::new(),
             on_conflict,
             returning,
+            select: None,
         });
     };
     let SetExpr::Values(values) = &*source.body else {
-        return Err(SqlError::unsupported("INSERT ... SELECT"));
+        let select = super::select::compile(source, catalog)?
+            .ok_or_else(|| SqlError::unsupported("INSERT ... SELECT without FROM"))?;
+        let mut columns = columns;
+        if ins.columns.is_empty() {
+            columns.truncate(select.columns.len().max(1));
+        }
+        if select.columns.len() != columns.len() {
+            return Err(SqlError::syntax(format!(
+                "INSERT has {} target columns but its SELECT {} expressions",
+                columns.len(),
+                select.columns.len()
+            )));
+        }
+        return Ok(InsertPlan {
+            table,
+            columns,
+            rows: Vec::new(),
+            params: select.params.clone(),
+            on_conflict,
+            returning,
+            select: Some(Arc::new(select)),
+        });
     };
     let mut columns = columns;
     if ins.columns.is_empty() {
@@ -151,7 +155,26 @@ pub fn insert(ins: &sqlparser::ast::Insert, catalog: &Catalog) -> Result<InsertP
         params,
         on_conflict,
         returning,
+        select: None,
     })
+}
+
+/// Whether a value (conformed to a column of type `ty`) is of the column's value type.
+fn fits(v: &Edn, ty: SqlType) -> bool {
+    use vev::ValueType as T;
+    matches!(
+        (ty.value_type(), v),
+        (T::Long | T::Ref, Edn::Integer(_))
+            | (T::Double | T::Float, Edn::Float(_))
+            | (T::BigDec, Edn::BigDec(_))
+            | (T::BigInt, Edn::BigInt(_) | Edn::Integer(_))
+            | (T::String, Edn::String(_))
+            | (T::Boolean, Edn::Bool(_))
+            | (T::Instant, Edn::Inst(_))
+            | (T::Uuid, Edn::Uuid(_))
+            | (T::Keyword, Edn::Keyword(_))
+            | (T::Bytes | T::Uri | T::Symbol | T::Tuple, _)
+    )
 }
 
 /// Whether a VALUES item is the keyword `DEFAULT`.
@@ -173,6 +196,30 @@ pub fn default_value(
         Some(ColumnDefault::Expr(e)) => conform(consts::eval(e, Some(col.ty), ctx)?.0, col),
         Some(ColumnDefault::Serial(_)) => Ok(Some(Edn::Integer(next(col)?))),
     }
+}
+
+/// An INSERT's target columns: its column list, or every column with an attribute.
+fn target_columns(ins: &sqlparser::ast::Insert, table: &Table) -> Result<Vec<usize>, SqlError> {
+    if ins.columns.is_empty() {
+        return Ok((0..table.columns.len())
+            .filter(|c| table.columns[*c].attr.is_some())
+            .collect());
+    }
+    ins.columns
+        .iter()
+        .map(|c| {
+            let n = object_column(c);
+            table.column(&n).map(|(i, _)| i).ok_or_else(|| {
+                SqlError::new(
+                    "42703",
+                    format!(
+                        "column \"{n}\" of relation \"{}\" does not exist",
+                        table.name
+                    ),
+                )
+            })
+        })
+        .collect()
 }
 
 /// A column name of an INSERT's column list.
@@ -231,6 +278,45 @@ impl InsertPlan {
                 let col = &self.table.columns[*c];
                 let (v, _) = consts::eval(e, Some(col.ty), ctx)?;
                 values[*c] = conform(v, col)?;
+            }
+            for &c in &left_out {
+                values[c] = default(c)?;
+            }
+            rows.push(values);
+        }
+        Ok(rows)
+    }
+
+    /// `INSERT ... SELECT`: the query's rows as the new rows' values, by table column (the
+    /// SELECT's columns in the target columns' order, conformed to them; `default` for the
+    /// others, as in `values`).
+    pub fn selected(
+        &self,
+        found: Vec<Vec<Edn>>,
+        default: &dyn Fn(usize) -> Result<Option<Edn>, SqlError>,
+    ) -> Result<Vec<Vec<Option<Edn>>>, SqlError> {
+        let left_out: Vec<usize> = (0..self.table.columns.len())
+            .filter(|c| self.table.columns[*c].default.is_some() && !self.columns.contains(c))
+            .collect();
+        let mut rows = Vec::with_capacity(found.len());
+        for row in found {
+            let mut values: Vec<Option<Edn>> = vec![None; self.table.columns.len()];
+            for (v, c) in row.into_iter().zip(&self.columns) {
+                let col = &self.table.columns[*c];
+                let v = conform(v, col)?;
+                if let Some(v) = &v {
+                    if !fits(v, col.ty) {
+                        return Err(SqlError::new(
+                            "42804",
+                            format!(
+                                "column \"{}\" is of type {} but the SELECT gives {v}",
+                                col.name,
+                                col.ty.name()
+                            ),
+                        ));
+                    }
+                }
+                values[*c] = v;
             }
             for &c in &left_out {
                 values[c] = default(c)?;
