@@ -4,7 +4,7 @@
 //!
 //! - `INSERT ... SELECT`: with defaults, RETURNING, aggregates, and the errors for a
 //!   type or a width that does not fit.
-//! - `LEFT JOIN`: matched and unmatched rows, conditions on the right table in ON and in
+//! - `LEFT JOIN` (and `RIGHT JOIN` of two tables): matched and unmatched rows, conditions on the right table in ON and in
 //!   WHERE (`IS NULL` anti-joins), chains, aggregates over NULL-extended rows, parameters.
 //! - `INSERT/UPDATE/DELETE ... RETURNING`; what Vev refuses (`0A000`) is checked on Vev
 //!   alone.
@@ -340,6 +340,10 @@ const LEFT_JOINS: &[&str] = &[
     "SELECT a.id, b.id FROM a LEFT JOIN b ON b.a_id = a.id AND a.grp = 1",
     "SELECT a.id, b.id FROM a LEFT JOIN b ON b.a_id = a.id WHERE a.grp = 1 OR b.v = 9",
     "SELECT DISTINCT a.grp, b.note FROM a LEFT JOIN b ON b.a_id = a.id",
+    "SELECT a.id, b.id, b.v FROM a RIGHT JOIN b ON b.a_id = a.id",
+    "SELECT * FROM a RIGHT JOIN b ON b.a_id = a.id AND a.grp = 1",
+    "SELECT b.id, count(a.id) FROM a RIGHT OUTER JOIN b ON a.id = b.a_id GROUP BY b.id",
+    "SELECT a.name, b.id, c.w FROM a RIGHT JOIN b ON b.a_id = a.id LEFT JOIN c ON c.b_id = b.id",
 ];
 
 #[test]

@@ -123,11 +123,26 @@ pub fn compile(q: &Query, catalog: &Catalog) -> Result<Option<SelectPlan>, SqlEr
             // An ON condition sees the tables of its own join chain up to this one (a
             // comma binds looser than a join), as PostgreSQL checks.
             on_references(j, &b.scopes[first..=si], &b.scopes)?;
-            if let Some(on) = left_join_on(j)? {
-                left_join(&mut b, si, on, &outer)?;
-                outer.push(si);
-            } else {
-                join_condition(&mut b, j)?;
+            match outer_join_on(j)? {
+                Some((Side::Left, on)) => {
+                    let before: Vec<usize> = (0..si).filter(|k| !outer.contains(k)).collect();
+                    left_join(&mut b, si, &before, on)?;
+                    outer.push(si);
+                }
+                // `a RIGHT JOIN b ON c` is `b LEFT JOIN a ON c` with the columns in a, b's
+                // order: only where `a` is one table (a RIGHT JOIN that would make an
+                // earlier join's rows NULL is not supported).
+                Some((Side::Right, _)) if si != first + 1 => {
+                    return Err(SqlError::unsupported("a RIGHT JOIN after another join"))
+                }
+                Some((Side::Right, on)) => {
+                    let before: Vec<usize> = (0..=si)
+                        .filter(|k| *k != first && !outer.contains(k))
+                        .collect();
+                    left_join(&mut b, first, &before, on)?;
+                    outer.push(first);
+                }
+                None => join_condition(&mut b, j)?,
             }
             si += 1;
         }
@@ -346,9 +361,8 @@ fn join_condition(b: &mut Builder, j: &sqlparser::ast::Join) -> Result<(), SqlEr
         JoinOperator::CrossJoin(_) => return Ok(()),
         other => {
             return Err(SqlError::unsupported(format!(
-                "{} (inner and left joins are)",
+                "{} (inner, left and right joins are)",
                 match other {
-                    JoinOperator::Right(_) | JoinOperator::RightOuter(_) => "RIGHT JOIN",
                     JoinOperator::FullOuter(_) => "FULL JOIN",
                     _ => "this join",
                 }
@@ -432,35 +446,43 @@ fn on_references(
     }
 }
 
-/// A LEFT JOIN's ON condition; `None` for another join.
-fn left_join_on(j: &sqlparser::ast::Join) -> Result<Option<&Expr>, SqlError> {
+/// Which table of an outer join keeps its rows.
+enum Side {
+    Left,
+    Right,
+}
+
+/// An outer join's kept side and ON condition; `None` for an inner join.
+fn outer_join_on(j: &sqlparser::ast::Join) -> Result<Option<(Side, &Expr)>, SqlError> {
     use sqlparser::ast::{JoinConstraint, JoinOperator};
-    match &j.join_operator {
-        JoinOperator::Left(c) | JoinOperator::LeftOuter(c) => match c {
-            JoinConstraint::On(e) => Ok(Some(e)),
-            other => Err(SqlError::unsupported(format!(
-                "the LEFT JOIN constraint {other:?}"
-            ))),
-        },
-        _ => Ok(None),
+    let (side, c) = match &j.join_operator {
+        JoinOperator::Left(c) | JoinOperator::LeftOuter(c) => (Side::Left, c),
+        JoinOperator::Right(c) | JoinOperator::RightOuter(c) => (Side::Right, c),
+        _ => return Ok(None),
+    };
+    match c {
+        JoinConstraint::On(e) => Ok(Some((side, e))),
+        other => Err(SqlError::unsupported(format!(
+            "the outer join constraint {other:?}"
+        ))),
     }
 }
 
-/// `LEFT JOIN` of scope `r` ON `on`: every row of the tables before it with each row of `r`
+/// `LEFT JOIN` of scope `r` ON `on` (`before`: the tables whose rows it keeps, found
+/// first): every row of the tables before it with each row of `r`
 /// that satisfies `on`, or with NULLs for `r` when none does. One clause:
 /// `(or-join [[<bound>] ?tr] (and <r's rows> <on>) (and (not-join [<bound>] <r's rows> <on>)
 /// [(ground :vev.sql/null) ?tr]))`, where `<bound>` are the variables bound outside that the
 /// condition reads (the earlier tables' rows, their columns, parameters). A NULL row entity
 /// makes every column of `r` NULL (`get-else` finds no entity for the keyword).
-fn left_join(b: &mut Builder, r: usize, on: &Expr, outer: &[usize]) -> Result<(), SqlError> {
-    // The earlier tables' rows are found before the join reads them.
-    for k in 0..r {
+fn left_join(b: &mut Builder, r: usize, before: &[usize], on: &Expr) -> Result<(), SqlError> {
+    // The kept tables' rows are found before the join reads them.
+    for &k in before {
         let var = b.scopes[k].var.clone();
-        if !outer.contains(&k)
-            && !b
-                .clauses
-                .iter()
-                .any(|c| c.starts_with(&format!("[{var} :")))
+        if !b
+            .clauses
+            .iter()
+            .any(|c| c.starts_with(&format!("[{var} :")))
         {
             let clause = row_clause(&b.scopes[k]);
             b.clauses.push(clause);

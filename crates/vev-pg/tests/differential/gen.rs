@@ -485,6 +485,8 @@ pub struct From {
     pub on: Option<Expr>,
     /// Joined with `LEFT JOIN` (its columns are then NULL in the rows no row of it matches).
     pub left: bool,
+    /// The second table, joined with `RIGHT JOIN` (the first table's columns may be NULL).
+    pub right: bool,
 }
 
 #[derive(Clone, Debug)]
@@ -536,13 +538,14 @@ impl Select {
         let mut filter: Vec<String> = Vec::new();
         // `a, b LEFT JOIN c ON <a>` is not SQL (a comma binds looser than a join): a FROM
         // list with a LEFT JOIN is written with JOINs only.
-        let comma_joins = self.comma_joins && !self.from.iter().any(|f| f.left);
+        let comma_joins = self.comma_joins && !self.from.iter().any(|f| f.left || f.right);
         for (i, f) in self.from.iter().enumerate() {
             let name = &schema.tables[f.table].name;
             match (i, &f.on, comma_joins) {
                 (0, _, _) => s.push_str(&format!("{name} AS {}", f.alias)),
-                (_, Some(on), _) if f.left => s.push_str(&format!(
-                    " LEFT JOIN {name} AS {} ON {}",
+                (_, Some(on), _) if f.left || f.right => s.push_str(&format!(
+                    " {} JOIN {name} AS {} ON {}",
+                    if f.left { "LEFT" } else { "RIGHT" },
                     f.alias,
                     on.render()
                 )),
@@ -680,6 +683,13 @@ fn from_list(rng: &mut Rng, schema: &Schema) -> (Vec<From>, Columns) {
         let alias = format!("{}", (b'a' + i as u8) as char);
         let on = (i > 0).then(|| join_key(rng, schema, &from, table, &alias));
         let left = i > 0 && rng.chance(30);
+        let right = i == 1 && !left && rng.chance(20);
+        if right {
+            // The first table's columns may be NULL now.
+            for c in &mut cols.0 {
+                c.2 = true;
+            }
+        }
         for c in &schema.tables[table].cols {
             cols.0
                 .push((format!("{alias}.{}", c.name), c.ty, left || !c.not_null));
@@ -689,6 +699,7 @@ fn from_list(rng: &mut Rng, schema: &Schema) -> (Vec<From>, Columns) {
             alias,
             on,
             left,
+            right,
         });
     }
     (from, cols)
