@@ -4,6 +4,8 @@
 //!
 //! - `INSERT ... SELECT`: with defaults, RETURNING, aggregates, and the errors for a
 //!   type or a width that does not fit.
+//! - Subqueries in WHERE: `EXISTS`, `NOT EXISTS`, `IN (SELECT ...)`, correlated, in
+//!   SELECT, UPDATE and DELETE.
 //! - `LEFT JOIN` (and `RIGHT JOIN` of two tables): matched and unmatched rows, conditions on the right table in ON and in
 //!   WHERE (`IS NULL` anti-joins), chains, aggregates over NULL-extended rows, parameters.
 //! - `INSERT/UPDATE/DELETE ... RETURNING`; what Vev refuses (`0A000`) is checked on Vev
@@ -414,5 +416,57 @@ fn insert_select_matches_postgres() {
             }
         }
         same(&pg, &vev, &["SELECT count(*) FROM dst"]).await;
+    });
+}
+
+const SUBQUERIES: &[&str] = &[
+    "SELECT a.id FROM a WHERE EXISTS (SELECT 1 FROM b WHERE b.a_id = a.id)",
+    "SELECT id FROM a WHERE NOT EXISTS (SELECT 1 FROM b WHERE b.a_id = a.id)",
+    "SELECT id, name FROM a WHERE id IN (SELECT a_id FROM b)",
+    "SELECT id FROM a WHERE id IN (SELECT a_id FROM b WHERE v > 5) AND grp = 1",
+    "SELECT b.id FROM b WHERE a_id IN (SELECT id FROM a WHERE grp = 1)",
+    "SELECT count(*) FROM a WHERE EXISTS (SELECT 1 FROM b JOIN c ON c.b_id = b.id \
+     WHERE b.a_id = a.id)",
+    "SELECT a.id FROM a WHERE EXISTS (SELECT 1 FROM b WHERE b.a_id = a.id AND b.note IS NULL)",
+    "SELECT id FROM b WHERE v IN (SELECT grp FROM a)",
+    "SELECT x.id FROM a AS x WHERE EXISTS (SELECT 1 FROM a AS y WHERE y.grp = x.grp \
+     AND y.id <> x.id)",
+    "SELECT a.id, b.id FROM a JOIN b ON b.a_id = a.id WHERE NOT EXISTS \
+     (SELECT 1 FROM c WHERE c.b_id = b.id)",
+    "SELECT id FROM a WHERE grp IN (SELECT grp FROM a AS z WHERE z.name = $1)",
+    "UPDATE b SET v = v + 100 WHERE a_id IN (SELECT id FROM a WHERE grp = 1) RETURNING id, v",
+    "DELETE FROM c WHERE NOT EXISTS (SELECT 1 FROM b WHERE b.id = c.b_id AND b.v > 8) \
+     RETURNING id",
+    "SELECT * FROM b ORDER BY id",
+    "SELECT * FROM c ORDER BY id",
+];
+
+#[test]
+fn subqueries_match_postgres() {
+    with_pair("subqueries_match_postgres", |pg, vev| async move {
+        same(&pg, &vev, &LEFT_JOINS[..6]).await;
+        let (with_params, plain): (Vec<&str>, Vec<&str>) =
+            SUBQUERIES.iter().partition(|s| s.contains('$'));
+        let with_rows = same(&pg, &vev, &plain).await;
+        assert!(
+            with_rows >= 10,
+            "the script returns rows ({with_rows} statements)"
+        );
+        for sql in with_params {
+            let mut answers = Vec::new();
+            for c in [&pg, &vev] {
+                let rows = c.query(sql, &[&"x"]).await.expect(sql);
+                let mut ids: Vec<i32> = rows.iter().map(|r| r.get(0)).collect();
+                ids.sort_unstable();
+                answers.push(ids);
+            }
+            assert_eq!(
+                answers[1], answers[0],
+                "{sql}: Vev (left) and PostgreSQL (right)"
+            );
+        }
+        let sql = "SELECT id FROM a WHERE id NOT IN (SELECT a_id FROM b)";
+        let e = vev.simple_query(sql).await.expect_err(sql);
+        assert_eq!(e.code().map(|c| c.code()), Some("0A000"), "{e}");
     });
 }

@@ -76,8 +76,18 @@ pub struct Builder {
     /// The scopes a LEFT JOIN brought in: outside the join their row may be the NULL row,
     /// so a NOT NULL column of theirs is read with `get-else` too.
     pub outer: BTreeSet<usize>,
+    /// Where the scopes of each enclosing subquery start, innermost last: a column name
+    /// resolves in the innermost scopes that have it (a subquery's own tables first).
+    pub frames: Vec<usize>,
+    /// A term bound outside a subquery that its condition compares with (`x IN (SELECT
+    /// ...)`), named by the quoted identifier `OUTER_TERM`.
+    pub outer_term: Option<Term>,
     next: usize,
 }
+
+/// The identifier `Builder::outer_term` answers to (quoted: no column is named so by
+/// accident, and `"` cannot start a name the client writes unquoted).
+pub const OUTER_TERM: &str = "vev.sql outer term";
 
 impl Builder {
     pub fn new(scopes: Vec<Scope>) -> Builder {
@@ -90,6 +100,8 @@ impl Builder {
             used_params: BTreeSet::new(),
             uses_now: false,
             outer: BTreeSet::new(),
+            frames: Vec::new(),
+            outer_term: None,
             next: 0,
         }
     }
@@ -118,19 +130,28 @@ impl Builder {
             [.., alias, col] => (Some(alias.as_str()), col.as_str()),
             [] => return Err(SqlError::syntax("empty column name")),
         };
+        // The scopes frame by frame, a subquery's own first.
+        let mut bounds: Vec<usize> = vec![0];
+        bounds.extend(self.frames.iter().copied());
+        bounds.push(self.scopes.len());
         let mut found = None;
-        for (si, s) in self.scopes.iter().enumerate() {
-            if alias.is_some_and(|a| a != s.alias) {
-                continue;
-            }
-            if let Some((ci, _)) = s.table.column(col) {
-                if found.is_some() {
-                    return Err(SqlError::new(
-                        "42702",
-                        format!("column reference \"{col}\" is ambiguous"),
-                    ));
+        for w in bounds.windows(2).rev() {
+            for (si, s) in self.scopes.iter().enumerate().take(w[1]).skip(w[0]) {
+                if alias.is_some_and(|a| a != s.alias) {
+                    continue;
                 }
-                found = Some((si, ci));
+                if let Some((ci, _)) = s.table.column(col) {
+                    if found.is_some() {
+                        return Err(SqlError::new(
+                            "42702",
+                            format!("column reference \"{col}\" is ambiguous"),
+                        ));
+                    }
+                    found = Some((si, ci));
+                }
+            }
+            if found.is_some() {
+                break;
             }
         }
         found.ok_or_else(|| match alias {
@@ -253,6 +274,10 @@ impl Builder {
     /// A value expression (SELECT list, SET, or a condition not handled as a pattern).
     pub fn expr(&mut self, e: &Expr, expected: Option<SqlType>) -> Result<Term, SqlError> {
         match e {
+            Expr::Identifier(i) if i.quote_style.is_some() && i.value == OUTER_TERM => self
+                .outer_term
+                .clone()
+                .ok_or_else(|| SqlError::undefined_column(OUTER_TERM)),
             Expr::Identifier(i) => {
                 let (si, ci) = self.resolve(std::slice::from_ref(i))?;
                 Ok(self.column(si, ci, false))

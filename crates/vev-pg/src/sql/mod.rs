@@ -7,6 +7,7 @@ pub mod expr;
 pub mod having;
 pub mod returning;
 pub mod select;
+pub mod subquery;
 pub mod upsert;
 pub mod write;
 

@@ -148,7 +148,7 @@ pub fn compile(q: &Query, catalog: &Catalog) -> Result<Option<SelectPlan>, SqlEr
         }
     }
     if let Some(w) = &sel.selection {
-        b.condition(w)?;
+        super::subquery::condition(&mut b, w, catalog)?;
     }
     row_clauses(&mut b, &outer);
     let mut finds: Vec<Find> = Vec::new();
@@ -354,7 +354,7 @@ pub fn table_name(name: &sqlparser::ast::ObjectName) -> Result<String, SqlError>
     }
 }
 
-fn join_condition(b: &mut Builder, j: &sqlparser::ast::Join) -> Result<(), SqlError> {
+pub(super) fn join_condition(b: &mut Builder, j: &sqlparser::ast::Join) -> Result<(), SqlError> {
     use sqlparser::ast::{JoinConstraint, JoinOperator};
     let c = match &j.join_operator {
         JoinOperator::Join(c) | JoinOperator::Inner(c) => c,
@@ -394,7 +394,7 @@ fn row_clauses(b: &mut Builder, outer: &[usize]) {
 }
 
 /// The clause that finds a table's rows.
-fn row_clause(s: &Scope) -> String {
+pub(super) fn row_clause(s: &Scope) -> String {
     match &s.table.rows {
         Rows::Attr(a) => format!("[{} {a}]", s.var),
         Rows::AnyOf(attrs) => {
@@ -495,16 +495,9 @@ fn left_join(b: &mut Builder, r: usize, before: &[usize], on: &Expr) -> Result<(
     b.condition(on)?;
     let inner = b.clauses.split_off(start).join(" ");
     b.forget_since(&columns);
-    let outside: std::collections::BTreeSet<String> = variables(&b.clauses.join(" "));
-    let bound: Vec<String> = variables(&inner)
+    let bound: Vec<String> = bound_outside(b, &inner)
         .into_iter()
-        .filter(|v| {
-            *v != right.var
-                && (outside.contains(v)
-                    || *v == "?now"
-                    || v.strip_prefix("?p")
-                        .is_some_and(|n| n.parse::<usize>().is_ok()))
-        })
+        .filter(|v| *v != right.var)
         .collect();
     if bound.is_empty() {
         return Err(SqlError::unsupported(
@@ -521,8 +514,23 @@ fn left_join(b: &mut Builder, r: usize, before: &[usize], on: &Expr) -> Result<(
     Ok(())
 }
 
+/// The variables of `inner` (clauses taken out of `b` into a nested clause) that are bound
+/// outside it: in `b`'s other clauses, or inputs (parameters, the statement time).
+pub(super) fn bound_outside(b: &Builder, inner: &str) -> Vec<String> {
+    let outside = variables(&b.clauses.join(" "));
+    variables(inner)
+        .into_iter()
+        .filter(|v| {
+            outside.contains(v)
+                || v == "?now"
+                || v.strip_prefix("?p")
+                    .is_some_and(|n| n.parse::<usize>().is_ok())
+        })
+        .collect()
+}
+
 /// The variables (`?name`) of Datalog text, outside its string literals.
-fn variables(text: &str) -> std::collections::BTreeSet<String> {
+pub(super) fn variables(text: &str) -> std::collections::BTreeSet<String> {
     let mut out = std::collections::BTreeSet::new();
     let mut chars = text.char_indices().peekable();
     while let Some((i, c)) = chars.next() {

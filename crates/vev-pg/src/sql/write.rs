@@ -644,7 +644,7 @@ pub fn update(u: &sqlparser::ast::Update, catalog: &Catalog) -> Result<RowsPlan,
     let (table, alias) = (scope.table.clone(), scope.alias.clone());
     let mut b = Builder::new(vec![scope]);
     if let Some(w) = &u.selection {
-        b.condition(w)?;
+        super::subquery::condition(&mut b, w, catalog)?;
     }
     let mut finds = vec!["?t0".to_owned()];
     let mut sets = Vec::new();
@@ -704,7 +704,7 @@ pub fn delete(d: &sqlparser::ast::Delete, catalog: &Catalog) -> Result<RowsPlan,
     let (table, alias) = (scope.table.clone(), scope.alias.clone());
     let mut b = Builder::new(vec![scope]);
     if let Some(w) = &d.selection {
-        b.condition(w)?;
+        super::subquery::condition(&mut b, w, catalog)?;
     }
     let mut finds = vec!["?t0".to_owned()];
     let returning = match &d.returning {

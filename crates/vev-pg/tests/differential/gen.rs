@@ -489,8 +489,46 @@ pub struct From {
     pub right: bool,
 }
 
+/// A subquery conjunct of WHERE: `[NOT] EXISTS (SELECT 1 FROM t AS s WHERE <key> [AND
+/// <cond>])`, or `<outer> IN (SELECT s.<col> FROM t AS s [WHERE <cond>])`.
+#[derive(Clone, Debug)]
+pub struct Sub {
+    pub table: usize,
+    /// EXISTS: the correlation (`s.x = <outer>.y`) and whether it is NOT EXISTS.
+    pub exists: Option<(Expr, bool)>,
+    /// IN: the outer expression and the subquery's column.
+    pub within: Option<(Expr, String)>,
+    pub cond: Option<Expr>,
+}
+
+impl Sub {
+    pub fn render(&self, schema: &Schema) -> String {
+        let name = &schema.tables[self.table].name;
+        let cond = self.cond.as_ref().map(Expr::render);
+        match (&self.exists, &self.within) {
+            (Some((key, negated)), _) => {
+                let mut conds = vec![key.render()];
+                conds.extend(cond);
+                format!(
+                    "({}EXISTS (SELECT 1 FROM {name} AS s WHERE {}))",
+                    if *negated { "NOT " } else { "" },
+                    conds.join(" AND ")
+                )
+            }
+            (None, Some((outer, col))) => format!(
+                "({} IN (SELECT {col} FROM {name} AS s{}))",
+                outer.render(),
+                cond.map_or_else(String::new, |c| format!(" WHERE {c}"))
+            ),
+            (None, None) => "TRUE".into(),
+        }
+    }
+}
+
 #[derive(Clone, Debug)]
 pub struct Select {
+    /// A subquery conjunct of WHERE.
+    pub sub: Option<Sub>,
     pub distinct: bool,
     /// `None`: `*` (its width).
     pub items: Result<Vec<Expr>, usize>,
@@ -559,6 +597,7 @@ impl Select {
             }
         }
         filter.extend(self.filter.iter().map(Expr::render));
+        filter.extend(self.sub.iter().map(|sub| sub.render(schema)));
         if !filter.is_empty() {
             s.push_str(&format!(" WHERE {}", filter.join(" AND ")));
         }
@@ -604,6 +643,12 @@ impl Select {
     /// Smaller statements that may fail the same way: each is one step simpler.
     pub fn shrinks(&self) -> Vec<Select> {
         let mut out = Vec::new();
+        if self.sub.is_some() {
+            out.push(Select {
+                sub: None,
+                ..self.clone()
+            });
+        }
         if self.having.is_some() {
             out.push(Select {
                 having: None,
@@ -729,15 +774,49 @@ fn join_key(rng: &mut Rng, schema: &Schema, from: &[From], table: usize, alias: 
     )
 }
 
+/// A subquery over a random table (alias `s`), correlated with the FROM list's tables.
+fn subquery(rng: &mut Rng, schema: &Schema, from: &[From], cols: &Columns) -> Sub {
+    let table = rng.below(schema.tables.len());
+    let mut inner = Columns::default();
+    for c in &schema.tables[table].cols {
+        inner.0.push((format!("s.{}", c.name), c.ty, !c.not_null));
+    }
+    let cond = rng.chance(30).then(|| condition(rng, &inner, 1));
+    if rng.chance(40) {
+        // IN over an integer column of each side.
+        let outer = cols.of(rng, |t| t == Ty::Int);
+        let col = inner.of(rng, |t| t == Ty::Int);
+        if let (Some(outer), Some(Expr::Col(col, _))) = (outer, col) {
+            return Sub {
+                table,
+                exists: None,
+                within: Some((outer, col)),
+                cond,
+            };
+        }
+    }
+    Sub {
+        table,
+        exists: Some((join_key(rng, schema, from, table, "s"), rng.chance(25))),
+        within: None,
+        cond,
+    }
+}
+
 /// A random SELECT: plain, DISTINCT, or grouped with aggregates.
 pub fn select(rng: &mut Rng, schema: &Schema) -> Select {
     let (from, cols) = from_list(rng, schema);
+    let comma_joins = rng.chance(20);
+    let filter = rng.chance(70).then(|| condition(rng, &cols, 2));
+    // A subquery where there is no other filter: together they would leave too few rows.
+    let sub = (filter.is_none() && rng.chance(20)).then(|| subquery(rng, schema, &from, &cols));
     let mut s = Select {
+        sub,
         distinct: false,
         items: Ok(Vec::new()),
-        comma_joins: rng.chance(20),
+        comma_joins,
         from,
-        filter: rng.chance(70).then(|| condition(rng, &cols, 2)),
+        filter,
         group_by: Vec::new(),
         having: None,
         order: Vec::new(),
