@@ -18,20 +18,8 @@
 mod pg;
 
 use futures::SinkExt;
-use tokio_postgres::{Client, NoTls, SimpleQueryMessage};
-
-async fn connect(port: u16, db: &str) -> Client {
-    let (client, conn) = tokio_postgres::connect(
-        &format!("host=127.0.0.1 port={port} user=vev dbname={db}"),
-        NoTls,
-    )
-    .await
-    .unwrap_or_else(|e| panic!("cannot connect to port {port}: {e}"));
-    tokio::spawn(async move {
-        let _ = conn.await;
-    });
-    client
-}
+use pg::connect;
+use tokio_postgres::{Client, SimpleQueryMessage};
 
 /// A statement's rows as text (sorted: the order of the rows a write returns is not
 /// specified) and its row count.
@@ -99,14 +87,7 @@ where
         return;
     }
     let postgres = pg::Postgres::start().expect("a throwaway PostgreSQL 15 starts");
-    let server = vev_pg::Server::start(
-        vev::Connection::open_in_memory(),
-        &vev_pg::ServeOptions {
-            listen: "127.0.0.1:0".parse().expect("an address"),
-            password: None,
-        },
-    )
-    .expect("vev serve starts");
+    let server = pg::start_vev();
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()

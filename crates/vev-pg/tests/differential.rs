@@ -25,8 +25,9 @@ mod pg;
 use std::time::Instant;
 
 use gen::{Rng, Schema, Select};
+use pg::connect;
 use tokio_postgres::types::{FromSql, Type};
-use tokio_postgres::{Client, NoTls, SimpleQueryMessage};
+use tokio_postgres::{Client, SimpleQueryMessage};
 
 const SEED: u64 = 0x5EED_0020;
 const CASES: u64 = 30;
@@ -48,14 +49,7 @@ fn sql_differential_against_postgres_15() {
     let started = Instant::now();
     let postgres = pg::Postgres::start().expect("a throwaway PostgreSQL 15 starts");
     let pg_ready = started.elapsed();
-    let server = vev_pg::Server::start(
-        vev::Connection::open_in_memory(),
-        &vev_pg::ServeOptions {
-            listen: "127.0.0.1:0".parse().expect("an address"),
-            password: None,
-        },
-    )
-    .expect("vev serve starts");
+    let server = pg::start_vev();
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
@@ -110,19 +104,6 @@ fn env_number(name: &str, default: u64) -> u64 {
         }
         Err(_) => default,
     }
-}
-
-async fn connect(port: u16, db: &str) -> Client {
-    let (client, conn) = tokio_postgres::connect(
-        &format!("host=127.0.0.1 port={port} user=vev dbname={db}"),
-        NoTls,
-    )
-    .await
-    .unwrap_or_else(|e| panic!("cannot connect to port {port}: {e}"));
-    tokio::spawn(async move {
-        let _ = conn.await;
-    });
-    client
 }
 
 #[derive(Debug, Default)]

@@ -66,20 +66,17 @@ pub fn plan(
     let mut out = Vec::new();
     for item in items {
         let (expr, name) = match item {
-            SelectItem::Wildcard(_) => {
-                for (ci, c) in table.columns.iter().enumerate() {
-                    out.push(column(ci, table, kind, query.as_mut())?);
-                    columns.push(OutCol {
-                        name: c.name.clone(),
-                        ty: c.ty,
-                    });
-                }
-                continue;
-            }
-            SelectItem::QualifiedWildcard(SelectItemQualifiedWildcardKind::ObjectName(n), _) => {
-                let named = table_name(n)?;
-                if named != alias {
-                    return Err(SqlError::undefined_table(&named));
+            SelectItem::Wildcard(_)
+            | SelectItem::QualifiedWildcard(SelectItemQualifiedWildcardKind::ObjectName(_), _) => {
+                if let SelectItem::QualifiedWildcard(
+                    SelectItemQualifiedWildcardKind::ObjectName(n),
+                    _,
+                ) = item
+                {
+                    let named = table_name(n)?;
+                    if named != alias {
+                        return Err(SqlError::undefined_table(&named));
+                    }
                 }
                 for (ci, c) in table.columns.iter().enumerate() {
                     out.push(column(ci, table, kind, query.as_mut())?);

@@ -393,6 +393,19 @@ fn row_clauses(b: &mut Builder, outer: &[usize]) {
     }
 }
 
+/// Add scope `si`'s row clause unless a pattern of its entity's finds its rows already.
+pub(super) fn find_rows(b: &mut Builder, si: usize) {
+    let var = b.scopes[si].var.clone();
+    if !b
+        .clauses
+        .iter()
+        .any(|c| c.starts_with(&format!("[{var} :")))
+    {
+        let clause = row_clause(&b.scopes[si]);
+        b.clauses.push(clause);
+    }
+}
+
 /// The clause that finds a table's rows.
 pub(super) fn row_clause(s: &Scope) -> String {
     match &s.table.rows {
@@ -478,15 +491,7 @@ fn outer_join_on(j: &sqlparser::ast::Join) -> Result<Option<(Side, &Expr)>, SqlE
 fn left_join(b: &mut Builder, r: usize, before: &[usize], on: &Expr) -> Result<(), SqlError> {
     // The kept tables' rows are found before the join reads them.
     for &k in before {
-        let var = b.scopes[k].var.clone();
-        if !b
-            .clauses
-            .iter()
-            .any(|c| c.starts_with(&format!("[{var} :")))
-        {
-            let clause = row_clause(&b.scopes[k]);
-            b.clauses.push(clause);
-        }
+        find_rows(b, k);
     }
     let start = b.clauses.len();
     let columns = b.bound_columns();

@@ -16,7 +16,7 @@
 use sqlparser::ast::{BinaryOperator, Expr, GroupByExpr, Ident, InTarget, Query, SetExpr};
 
 use super::expr::{conjuncts, Builder, OUTER_TERM};
-use super::select::{bound_outside, join_condition, row_clause, scope_of, variables};
+use super::select::{bound_outside, find_rows, join_condition, row_clause, scope_of, variables};
 use crate::catalog::Catalog;
 use crate::error::SqlError;
 
@@ -158,15 +158,7 @@ fn subquery_clauses(
         result?;
     }
     for si in frame..b.scopes.len() {
-        let var = b.scopes[si].var.clone();
-        if !b
-            .clauses
-            .iter()
-            .any(|c| c.starts_with(&format!("[{var} :")))
-        {
-            let clause = row_clause(&b.scopes[si]);
-            b.clauses.push(clause);
-        }
+        find_rows(b, si);
     }
     Ok(())
 }

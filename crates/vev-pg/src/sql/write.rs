@@ -257,6 +257,13 @@ impl InsertPlan {
 
     /// Each VALUES row's value per table column (`None`: NULL or not given), with `ctx`
     /// for parameters and the time.
+    /// The columns with a DEFAULT that the statement leaves out.
+    fn left_out(&self) -> Vec<usize> {
+        (0..self.table.columns.len())
+            .filter(|c| self.table.columns[*c].default.is_some() && !self.columns.contains(c))
+            .collect()
+    }
+
     /// The rows' values, by table column; `default(ci)` gives column `ci`'s DEFAULT, for
     /// the columns the statement leaves out and the values written `DEFAULT`.
     pub fn values(
@@ -264,9 +271,7 @@ impl InsertPlan {
         ctx: &Ctx,
         default: &dyn Fn(usize) -> Result<Option<Edn>, SqlError>,
     ) -> Result<Vec<Vec<Option<Edn>>>, SqlError> {
-        let left_out: Vec<usize> = (0..self.table.columns.len())
-            .filter(|c| self.table.columns[*c].default.is_some() && !self.columns.contains(c))
-            .collect();
+        let left_out = self.left_out();
         let mut rows = Vec::with_capacity(self.rows.len());
         for row in &self.rows {
             let mut values: Vec<Option<Edn>> = vec![None; self.table.columns.len()];
@@ -295,9 +300,7 @@ impl InsertPlan {
         found: Vec<Vec<Edn>>,
         default: &dyn Fn(usize) -> Result<Option<Edn>, SqlError>,
     ) -> Result<Vec<Vec<Option<Edn>>>, SqlError> {
-        let left_out: Vec<usize> = (0..self.table.columns.len())
-            .filter(|c| self.table.columns[*c].default.is_some() && !self.columns.contains(c))
-            .collect();
+        let left_out = self.left_out();
         let mut rows = Vec::with_capacity(found.len());
         for row in found {
             let mut values: Vec<Option<Edn>> = vec![None; self.table.columns.len()];

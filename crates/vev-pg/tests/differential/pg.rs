@@ -128,3 +128,30 @@ fn run(c: &mut Command) -> Result<(), String> {
         String::from_utf8_lossy(&out.stderr)
     ))
 }
+
+/// `vev serve` in this process, on a database in memory and a free loopback port.
+pub fn start_vev() -> vev_pg::Server {
+    vev_pg::Server::start(
+        vev::Connection::open_in_memory(),
+        &vev_pg::ServeOptions {
+            listen: "127.0.0.1:0".parse().expect("an address"),
+            password: None,
+        },
+    )
+    .expect("vev serve starts")
+}
+
+/// A tokio-postgres client of database `db` on `port` (its connection runs on the current
+/// runtime).
+pub async fn connect(port: u16, db: &str) -> tokio_postgres::Client {
+    let (client, conn) = tokio_postgres::connect(
+        &format!("host=127.0.0.1 port={port} user=vev dbname={db}"),
+        tokio_postgres::NoTls,
+    )
+    .await
+    .unwrap_or_else(|e| panic!("cannot connect to port {port}: {e}"));
+    tokio::spawn(async move {
+        let _ = conn.await;
+    });
+    client
+}
