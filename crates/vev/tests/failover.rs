@@ -1,4 +1,6 @@
-//! Writer failover on PostgreSQL storage, with the writer and the readers as separate
+//! Writer failover on PostgreSQL storage, and again with the segments in an S3-compatible
+//! object store (a throwaway moto, reached from the test hosts through `failover/relay.rs`;
+//! the log, root and lease stay in PostgreSQL), with the writer and the readers as separate
 //! processes on hosts of their own (network namespaces joined by veth pairs, `failover/net.rs`;
 //! where this machine does not permit `ip netns add`, processes on loopback, and a paused
 //! process, SIGSTOP, stands in for a cut network; the test says so on stderr).
@@ -11,7 +13,9 @@
 //! database they see that no transaction is partial (each writes `+n`, `-n` and sets
 //! `:c/last` to `n`, with `n` growing) and that nothing goes back in time. At the end every
 //! acknowledged transaction is in the database exactly once, nothing is there that no
-//! writer tried, and the log is gapless.
+//! writer tried, the log is gapless, and `verify` finds every log row and every segment the
+//! root names (in PostgreSQL or as objects) whole. Each writer also checkpoints every 40 ms
+//! besides the automatic checkpoints, so kills and cuts land during segment uploads too.
 //!
 //! `VEV_FAILOVER_LOOPBACK=1` runs the loopback fallback where namespaces would work too.
 //!
@@ -20,20 +24,37 @@
 
 #[path = "failover/net.rs"]
 mod net;
+#[path = "failover/relay.rs"]
+mod relay;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::io::{BufRead, BufReader, Write};
+use std::net::SocketAddr;
 use std::process::{Child, Command, Stdio};
 use std::sync::mpsc::{Receiver, Sender};
+use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 use vev::{Connection, Db, LockMode, OpenOptions};
+use vev_objstore::testing::MotoServer;
 use vev_postgres::testing::{self, Network, TempServer};
 
 const LEASE: Duration = Duration::from_millis(300);
 const SCHEMA: &str = r#"[{:db/ident :k/n :db/valueType :db.type/long :db/cardinality :db.cardinality/one}
  {:db/ident :c/id :db/valueType :db.type/string :db/cardinality :db.cardinality/one :db/unique :db.unique/identity}
- {:db/ident :c/last :db/valueType :db.type/long :db/cardinality :db.cardinality/one}]"#;
+ {:db/ident :c/last :db/valueType :db.type/long :db/cardinality :db.cardinality/one}
+ {:db/ident :f/n :db/valueType :db.type/long :db/cardinality :db.cardinality/one}]"#;
+
+/// Entities of `:f/n` made before the writers start: enough datoms that every checkpoint
+/// writes segments (a smaller database's trees fit in the root).
+const FILLER: i64 = 3_000;
+
+/// The object store's bucket.
+const BUCKET: &str = "vev-failover";
+
+/// The two tests run one after the other: each takes both cores' worth of processes, and
+/// their namespaces are named by process.
+static ONE_AT_A_TIME: Mutex<()> = Mutex::new(());
 
 /// Hosts 0 and 1 write (in turn), 2 and 3 read.
 const WRITER_HOSTS: [usize; 2] = [0, 1];
@@ -109,6 +130,14 @@ fn writer_main(url: &str) {
     };
     let conn = Connection::open_with(url, &opts).unwrap();
     say(&format!("ready {}", conn.db().basis_t()));
+    // Checkpoints (segments written, a new root) every 40 ms besides the automatic ones, so
+    // that kills and cuts land in the middle of them too. A failed one (fenced, cut off)
+    // changes nothing; the process ends with the writer.
+    let checkpointer = conn.clone();
+    std::thread::spawn(move || loop {
+        std::thread::sleep(Duration::from_millis(40));
+        let _ = checkpointer.checkpoint();
+    });
     // Stdin closing (the test is done with this writer) ends it.
     let (stop_send, stop) = std::sync::mpsc::channel::<()>();
     std::thread::spawn(move || {
@@ -220,7 +249,15 @@ impl Proc {
     }
 }
 
+/// The object store the segments go to, and its relay to the test hosts.
+struct Objects {
+    relay: Option<relay::Relay>,
+    moto: MotoServer,
+}
+
 struct World {
+    /// Dropped first: the relay listens on the hosts' links.
+    objects: Option<Objects>,
     hosts: Option<net::Hosts>,
     pg: TempServer,
     db: String,
@@ -232,16 +269,28 @@ struct World {
 impl World {
     /// The database's URL from this process (loopback).
     fn local_url(&self) -> String {
-        format!("postgres://vev@127.0.0.1:{}/{}", self.pg.port, self.db)
+        self.url_at("127.0.0.1")
     }
 
-    /// The database's URL as host `h` reaches the server.
+    /// The database's URL as host `h` reaches the servers.
     fn url(&self, h: usize) -> String {
         let addr = self
             .hosts
             .as_ref()
             .map_or("127.0.0.1".to_owned(), |n| n.server_address(h));
-        format!("postgres://vev@{addr}:{}/{}", self.pg.port, self.db)
+        self.url_at(&addr)
+    }
+
+    /// The database's URL with the servers at `addr`.
+    fn url_at(&self, addr: &str) -> String {
+        let log = format!("postgres://vev@{addr}:{}/{}", self.pg.port, self.db);
+        match &self.objects {
+            None => log,
+            Some(o) => format!(
+                "s3://{BUCKET}/failover?endpoint=http://{addr}:{}&allow_http=true&log={log}",
+                o.moto.port
+            ),
+        }
     }
 
     fn spawn(&mut self, h: usize, role: &str, first: i64) -> Proc {
@@ -348,6 +397,18 @@ impl Ledger {
 
 #[test]
 fn writer_failover_with_readers_on_other_hosts() {
+    failover(false);
+}
+
+#[test]
+fn writer_failover_with_segments_in_an_object_store() {
+    failover(true);
+}
+
+fn failover(objects: bool) {
+    let _one = ONE_AT_A_TIME
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
     if !testing::available() {
         assert!(
             std::env::var_os("CI").is_none(),
@@ -387,18 +448,37 @@ fn writer_failover_with_readers_on_other_hosts() {
         .next()
         .unwrap()
         .to_owned();
+    let objects = if objects {
+        let dir = std::path::Path::new(env!("CARGO_TARGET_TMPDIR"));
+        let Some(moto) = vev_objstore::testing::for_test("the object-store failover test", dir)
+        else {
+            return;
+        };
+        moto.create_bucket(BUCKET).unwrap();
+        let relay = hosts.as_ref().map(|h| {
+            let listen: Vec<String> = (0..4).map(|i| h.server_address(i)).collect();
+            relay::Relay::start(&listen, SocketAddr::from(([127, 0, 0, 1], moto.port))).unwrap()
+        });
+        Some(Objects { relay, moto })
+    } else {
+        None
+    };
     let (send, lines) = std::sync::mpsc::channel();
     let mut world = World {
+        objects,
         hosts,
         pg,
         db,
         send,
         next_id: 0,
     };
-    Connection::open(world.local_url())
-        .unwrap()
-        .transact_edn(SCHEMA)
+    let setup = Connection::open(world.local_url()).unwrap();
+    setup.transact_edn(SCHEMA).unwrap();
+    let filler: Vec<String> = (0..FILLER).map(|n| format!("{{:f/n {n}}}")).collect();
+    setup
+        .transact_edn(&format!("[{}]", filler.join(" ")))
         .unwrap();
+    drop(setup);
     run(&mut world, &lines, iterations);
 }
 
@@ -467,10 +547,16 @@ fn run(world: &mut World, lines: &Receiver<(usize, String)>, iterations: usize) 
     ledger.pump(lines, Duration::from_secs(60), |l| {
         reader_ids.iter().all(|id| l.done.contains_key(id))
     });
-    check_final(world, &ledger);
+    let report = check_final(world, &ledger);
     eprintln!(
-        "failover: {iterations} iterations ({kills} SIGKILLs, {cuts} {}) in {:?}; {} \
-         transactions acknowledged, {} tried; {} writers met the fence; readers: {:?}",
+        "failover ({}): {iterations} iterations ({kills} SIGKILLs, {cuts} {}) in {:?}; {} \
+         transactions acknowledged, {} tried; {} writers met the fence; readers: {:?}; \
+         {} segments named, {} kept as garbage",
+        if world.objects.is_some() {
+            "segments in an object store"
+        } else {
+            "postgresql"
+        },
         if world.hosts.is_some() {
             "network cuts"
         } else {
@@ -480,11 +566,13 @@ fn run(world: &mut World, lines: &Receiver<(usize, String)>, iterations: usize) 
         ledger.acked.len(),
         ledger.tried.len(),
         ledger.fenced,
-        ledger.done.values().collect::<Vec<_>>()
+        ledger.done.values().collect::<Vec<_>>(),
+        report.segments,
+        report.garbage_segments
     );
 }
 
-fn check_final(world: &World, ledger: &Ledger) {
+fn check_final(world: &World, ledger: &Ledger) -> vev::VerifyReport {
     let reader = Connection::open_with(
         world.local_url(),
         &OpenOptions {
@@ -504,8 +592,14 @@ fn check_final(world: &World, ledger: &Ledger) {
     let log = db.tx_range(Some(1), None).unwrap();
     let ts: Vec<u64> = log.iter().map(|e| e.t).collect();
     assert_eq!(ts, (1..=db.basis_t()).collect::<Vec<_>>(), "a gapless log");
+    let report = reader.verify().unwrap().unwrap();
+    assert!(report.segments > 0, "no checkpoint was written: {report:?}");
+    if let Some(relay) = world.objects.as_ref().and_then(|o| o.relay.as_ref()) {
+        assert!(relay.connections() > 0, "no host reached the object store");
+    }
     for (id, done) in &ledger.done {
         let t: u64 = done.split_whitespace().nth(1).unwrap().parse().unwrap();
         assert_eq!(t, db.basis_t(), "reader {id} ended at t={t} after sync");
     }
+    report
 }
