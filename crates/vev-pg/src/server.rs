@@ -302,6 +302,7 @@ impl QueryParser for Parser {
 fn result_columns(plan: &Plan) -> Vec<OutCol> {
     match plan {
         Plan::Select(s) => s.columns.to_vec(),
+        Plan::Union(u) => u.columns.to_vec(),
         Plan::Insert(i) => i
             .returning
             .as_ref()

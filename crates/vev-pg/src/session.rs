@@ -17,6 +17,7 @@ use crate::error::SqlError;
 use crate::locks::{LockTable, SessionId};
 use crate::sql::consts::{self, Param};
 use crate::sql::select::{Agg, Count, Input, OutCol, Post, SelectPlan};
+use crate::sql::union::{self, UnionPlan};
 use crate::sql::write::{CopyPlan, RowsPlan};
 use crate::sql::{self, Plan, QueryCost};
 use crate::types::SqlType;
@@ -183,6 +184,9 @@ pub struct Session {
     cancel_pid: Option<i32>,
     pub user: String,
     pub database: String,
+    /// The database every part of the running statement reads (a UNION's branches), when
+    /// it has more than one query.
+    pinned: Option<Db>,
 }
 
 impl Drop for Session {
@@ -243,6 +247,7 @@ impl Session {
             copying: None,
             user,
             database,
+            pinned: None,
         }
     }
 
@@ -287,7 +292,7 @@ impl Session {
 
     /// The database reads start from: the latest, or the past `vev.as_of` names.
     fn base_db(&self) -> Result<Db, SqlError> {
-        let db = self.shared.conn.db();
+        let db = self.pinned.clone().unwrap_or_else(|| self.shared.conn.db());
         match self.settings.get("vev.as_of").map(String::as_str) {
             None | Some("") => Ok(db),
             Some(t) => {
@@ -416,7 +421,11 @@ impl Session {
             ));
         }
         self.canceler.start();
+        // A statement's pinned database is its own (one whose future was dropped midway
+        // leaves nothing behind for the next).
+        self.pinned = None;
         let result = self.execute_inner(plan, params).await;
+        self.pinned = None;
         self.canceler.finish();
         if result.is_err() {
             if let Some(t) = &mut self.txn {
@@ -429,6 +438,7 @@ impl Session {
     async fn execute_inner(&mut self, plan: &Plan, params: &[Param]) -> Result<Outcome, SqlError> {
         match plan {
             Plan::Select(p) => self.select(p, params).await,
+            Plan::Union(u) => self.union(u, params).await,
             Plan::Catalog { sql, .. } => self.psql_describe(sql).unwrap_or_else(|| {
                 Err(SqlError::new(
                     "XX000",
@@ -678,6 +688,25 @@ impl Session {
         Ok(Outcome::Rows {
             columns: p.columns.clone(),
             rows: project(rows, &p.post),
+        })
+    }
+
+    /// UNION [ALL]: each branch's rows conformed to the resolved column types, combined as
+    /// the set operations nest, then ORDER BY, OFFSET and LIMIT.
+    /// The branches read one database, as one statement does.
+    async fn union(&mut self, u: &UnionPlan, params: &[Param]) -> Result<Outcome, SqlError> {
+        self.pinned = Some(self.shared.conn.db());
+        let mut results = Vec::new();
+        for p in u.tree.branches() {
+            let Outcome::Rows { rows, .. } = self.select(p, params).await? else {
+                unreachable!("a SELECT returns rows")
+            };
+            results.push(union::conform_rows(rows, &u.columns));
+        }
+        let rows = union::combine(&u.tree, &mut results.into_iter());
+        Ok(Outcome::Rows {
+            columns: u.columns.clone(),
+            rows: post(rows, &u.post, params)?,
         })
     }
 

@@ -4,7 +4,8 @@
 //!
 //! Each case is a seed: `differential/gen.rs` makes 2 or 3 tables, fills them with
 //! multi-row INSERTs, then runs a mix of SELECTs (filters, inner joins on keys, GROUP BY
-//! with aggregates, DISTINCT, ORDER BY with LIMIT/OFFSET) and writes. A SELECT runs on
+//! with aggregates, DISTINCT, ORDER BY with LIMIT/OFFSET, UNION [ALL] with the same query
+//! under another filter) and writes. A SELECT runs on
 //! PostgreSQL through the simple query protocol and on Vev through both the simple and the
 //! extended protocol (Parse/Bind/Execute with binary results, as drivers do); after each
 //! write the written table's contents are compared. Answers compare as multisets of rows
@@ -72,10 +73,11 @@ fn sql_differential_against_postgres_15() {
     });
     eprintln!(
         "differential: {cases} cases from seed {seed:#x}: {} selects ({} with rows, {} both \
-         erring), {} writes, in {:.1?} (PostgreSQL started in {:.1?})",
+         erring, {} unions), {} writes, in {:.1?} (PostgreSQL started in {:.1?})",
         stats.selects,
         stats.with_rows,
         stats.both_err,
+        stats.unions,
         stats.writes,
         started.elapsed(),
         pg_ready
@@ -112,6 +114,8 @@ struct Stats {
     with_rows: usize,
     both_err: usize,
     writes: usize,
+    /// Of the selects, those that are a UNION [ALL].
+    unions: usize,
 }
 
 struct Pair {
@@ -530,6 +534,7 @@ impl Case<'_> {
     /// a difference.
     async fn select(&self, s: &Select, stats: &mut Stats) {
         stats.selects += 1;
+        stats.unions += usize::from(s.union.is_some());
         let sql = s.render(&self.schema);
         let pg = simple(&self.pair.pg, &sql).await;
         match &pg {

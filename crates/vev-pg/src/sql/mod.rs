@@ -8,6 +8,7 @@ pub mod having;
 pub mod returning;
 pub mod select;
 pub mod subquery;
+pub mod union;
 pub mod upsert;
 pub mod write;
 
@@ -33,6 +34,8 @@ use write::{CopyPlan, InsertPlan, RowsPlan};
 #[derive(Clone, Debug)]
 pub enum Plan {
     Select(Arc<SelectPlan>),
+    /// `UNION [ALL]` of SELECTs.
+    Union(Arc<union::UnionPlan>),
     /// A SELECT without FROM: its items, evaluated when it runs.
     Values(Arc<ValuesPlan>),
     Insert(Arc<InsertPlan>),
@@ -205,6 +208,7 @@ impl Plan {
     pub fn params(&self) -> Vec<Option<SqlType>> {
         match self {
             Plan::Select(s) => s.params.clone(),
+            Plan::Union(u) => u.params.clone(),
             Plan::Insert(i) => i.params.clone(),
             Plan::Update(r) | Plan::Delete(r) => r.params.clone(),
             Plan::Values(v) => v.params.clone(),
@@ -304,6 +308,9 @@ pub fn plan(stmt: &Statement, catalog: &Catalog) -> Result<Plan, SqlError> {
 }
 
 fn query(q: &Query, catalog: &Catalog) -> Result<Plan, SqlError> {
+    if let Some(u) = union::compile(q, catalog)? {
+        return Ok(Plan::Union(Arc::new(u)));
+    }
     if let Some(p) = select::compile(q, catalog)? {
         return Ok(Plan::Select(Arc::new(p)));
     }
@@ -344,6 +351,13 @@ fn query(q: &Query, catalog: &Catalog) -> Result<Plan, SqlError> {
 fn explain(stmt: &Statement, catalog: &Catalog) -> Result<String, SqlError> {
     Ok(match plan(stmt, catalog)? {
         Plan::Select(s) => s.datalog.clone(),
+        Plan::Union(u) => u
+            .tree
+            .branches()
+            .iter()
+            .map(|b| b.datalog.as_str())
+            .collect::<Vec<_>>()
+            .join("\nUNION\n"),
         Plan::Update(r) | Plan::Delete(r) => r.datalog.clone(),
         other => format!("{other:?}"),
     })

@@ -829,7 +829,23 @@ fn output_position(e: &Expr, sel: &Select, columns: &[OutCol]) -> Option<usize> 
 }
 
 fn limit(l: &Option<LimitClause>, post: &mut Post, b: &mut Builder) -> Result<(), SqlError> {
-    let Some(l) = l else { return Ok(()) };
+    let (limit, offset) = limit_clause(l)?;
+    for c in [&limit, &offset] {
+        if let Some(Count::Param(n)) = c {
+            b.param(*n, Some(SqlType::Int8));
+            b.used_params.remove(n);
+        }
+    }
+    post.limit = limit;
+    post.offset = offset;
+    Ok(())
+}
+
+/// LIMIT and OFFSET (`None`: none, or `NULL`); a parameter there is a `bigint`.
+pub(super) fn limit_clause(
+    l: &Option<LimitClause>,
+) -> Result<(Option<Count>, Option<Count>), SqlError> {
+    let Some(l) = l else { return Ok((None, None)) };
     let LimitClause::LimitOffset {
         limit,
         offset,
@@ -841,29 +857,26 @@ fn limit(l: &Option<LimitClause>, post: &mut Post, b: &mut Builder) -> Result<()
     if !limit_by.is_empty() {
         return Err(SqlError::unsupported("LIMIT BY"));
     }
-    let mut count = |e: &Expr| -> Result<Option<Count>, SqlError> {
+    let count = |e: &Expr| -> Result<Option<Count>, SqlError> {
         match e {
             Expr::Value(v) => match &v.value {
                 SqlValue::Number(n, _) => n.parse().map(|n| Some(Count::Const(n))).map_err(|_| {
                     SqlError::new("2201W", format!("LIMIT must not be negative: {n}"))
                 }),
                 SqlValue::Null => Ok(None),
-                SqlValue::Placeholder(p) => {
-                    let n = placeholder(p)?;
-                    b.param(n, Some(SqlType::Int8));
-                    b.used_params.remove(&n);
-                    Ok(Some(Count::Param(n)))
-                }
+                SqlValue::Placeholder(p) => Ok(Some(Count::Param(placeholder(p)?))),
                 other => Err(SqlError::syntax(format!("invalid LIMIT {other}"))),
             },
             other => Err(SqlError::unsupported(format!("LIMIT {other}"))),
         }
     };
-    if let Some(e) = limit {
-        post.limit = count(e)?;
-    }
-    if let Some(o) = offset {
-        post.offset = count(&o.value)?;
-    }
-    Ok(())
+    let limit = match limit {
+        Some(e) => count(e)?,
+        None => None,
+    };
+    let offset = match offset {
+        Some(o) => count(&o.value)?,
+        None => None,
+    };
+    Ok((limit, offset))
 }

@@ -7,7 +7,9 @@
 //! the rows it keeps are determined), and primary keys are never updated (PostgreSQL checks
 //! uniqueness row by row during an UPDATE). An average in HAVING is compared with `<` or
 //! `>` only (a double in Vev, a numeric in PostgreSQL). An INSERT that repeats a key says
-//! `ON CONFLICT DO NOTHING` or `DO UPDATE SET col = EXCLUDED.col` now and then. SELECTs are kept as a small AST so that a
+//! `ON CONFLICT DO NOTHING` or `DO UPDATE SET col = EXCLUDED.col` now and then. A UNION's
+//! second branch is the first with another filter (so the branches' columns have the same
+//! types) and its ORDER BY names positions. SELECTs are kept as a small AST so that a
 //! failing one can be shrunk (`Select::shrinks`).
 
 /// SplitMix64: a fixed seed gives the same statements on every machine.
@@ -545,6 +547,9 @@ pub struct Select {
     pub order_by_expr: bool,
     pub limit: Option<u64>,
     pub offset: Option<u64>,
+    /// `UNION [ALL]` (`true`: ALL) with a second SELECT of the same items and FROM list
+    /// under another filter; the ORDER BY and LIMIT above are then the union's.
+    pub union: Option<(bool, Box<Select>)>,
 }
 
 impl Select {
@@ -561,6 +566,17 @@ impl Select {
     }
 
     pub fn render(&self, schema: &Schema) -> String {
+        let mut s = self.render_body(schema);
+        if let Some((all, other)) = &self.union {
+            s.push_str(if *all { " UNION ALL " } else { " UNION " });
+            s.push_str(&other.render_body(schema));
+        }
+        self.render_tail(&mut s);
+        s
+    }
+
+    /// The SELECT up to HAVING.
+    fn render_body(&self, schema: &Schema) -> String {
         let mut s = String::from("SELECT ");
         if self.distinct {
             s.push_str("DISTINCT ");
@@ -608,13 +624,18 @@ impl Select {
         if let Some(h) = &self.having {
             s.push_str(&format!(" HAVING {}", h.render()));
         }
+        s
+    }
+
+    /// ORDER BY, LIMIT and OFFSET.
+    fn render_tail(&self, s: &mut String) {
         if !self.order.is_empty() {
             let keys: Vec<String> = self
                 .order
                 .iter()
                 .map(|(k, desc, nulls)| {
                     // A constant in ORDER BY is a position (or an error) in SQL.
-                    let key = match (&self.items, self.order_by_expr) {
+                    let key = match (&self.items, self.order_by_expr && self.union.is_none()) {
                         (Ok(items), true) if !matches!(items[*k], Expr::Lit(..)) => {
                             items[*k].render()
                         }
@@ -637,12 +658,23 @@ impl Select {
         if let Some(o) = self.offset {
             s.push_str(&format!(" OFFSET {o}"));
         }
-        s
     }
 
     /// Smaller statements that may fail the same way: each is one step simpler.
     pub fn shrinks(&self) -> Vec<Select> {
         let mut out = Vec::new();
+        if let Some((all, other)) = &self.union {
+            out.push(Select {
+                union: None,
+                ..self.clone()
+            });
+            if !all {
+                out.push(Select {
+                    union: Some((true, other.clone())),
+                    ..self.clone()
+                });
+            }
+        }
         if self.sub.is_some() {
             out.push(Select {
                 sub: None,
@@ -823,6 +855,7 @@ pub fn select(rng: &mut Rng, schema: &Schema) -> Select {
         order_by_expr: false,
         limit: None,
         offset: None,
+        union: None,
     };
     match rng.below(10) {
         0..=4 => {
@@ -862,6 +895,18 @@ pub fn select(rng: &mut Rng, schema: &Schema) -> Select {
         if rng.chance(40) {
             s.offset = Some(rng.below(8) as u64);
         }
+    }
+    if rng.chance(15) {
+        let other = Select {
+            filter: Some(condition(rng, &cols, 1)),
+            sub: None,
+            order: Vec::new(),
+            limit: None,
+            offset: None,
+            union: None,
+            ..s.clone()
+        };
+        s.union = Some((rng.chance(50), Box::new(other)));
     }
     s
 }
