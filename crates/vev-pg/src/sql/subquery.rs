@@ -9,9 +9,11 @@
 //! the subquery has), `(not-join [<bound>] ...)` for NOT EXISTS, where `<bound>` are the
 //! variables bound outside that the subquery reads. `x IN (SELECT y ...)` is EXISTS with
 //! `y = x` added to the subquery's condition, `x` computed outside first (it names the
-//! outer row's columns). Not supported (0A000): `NOT IN (SELECT ...)` (its NULL rules),
-//! subqueries elsewhere than as a conjunct of WHERE, and grouping, limits or outer joins
-//! inside one.
+//! outer row's columns). `x NOT IN (SELECT y ...)` is NOT EXISTS with `(y = x OR y IS NULL
+//! OR x IS NULL)` added, which is SQL's rule: a row passes when no subquery row equals `x`
+//! and none is NULL (either makes the test false or unknown), and a NULL `x` passes only
+//! when the subquery has no rows. Not supported (0A000): subqueries elsewhere than as a
+//! conjunct of WHERE, and grouping, limits or outer joins inside one.
 
 use sqlparser::ast::{BinaryOperator, Expr, GroupByExpr, Ident, InTarget, Query, SetExpr};
 
@@ -53,10 +55,10 @@ fn subquery(b: &mut Builder, e: &Expr, catalog: &Catalog) -> Result<(), SqlError
         Expr::In {
             expr,
             target: InTarget::Subquery(subquery),
-            negated: false,
+            negated,
             ..
-        } => (subquery, false, Some(expr)),
-        _ => return Err(SqlError::unsupported("NOT IN (SELECT ...)")),
+        } => (subquery, *negated, Some(expr)),
+        _ => return Err(SqlError::unsupported(format!("the subquery {e}"))),
     };
     if query.with.is_some() || query.limit_clause.is_some() {
         return Err(SqlError::unsupported("WITH or LIMIT in a subquery"));
@@ -104,7 +106,7 @@ fn subquery(b: &mut Builder, e: &Expr, catalog: &Catalog) -> Result<(), SqlError
         }
     }
     b.frames.push(frame);
-    let result = subquery_clauses(b, sel, frame, outer_term);
+    let result = subquery_clauses(b, sel, frame, outer_term, negated);
     b.frames.pop();
     let inner = b.clauses.split_off(start).join(" ");
     b.forget_since(&columns);
@@ -125,13 +127,15 @@ fn subquery(b: &mut Builder, e: &Expr, catalog: &Catalog) -> Result<(), SqlError
     Ok(())
 }
 
-/// The subquery's clauses: its joins, its WHERE, `item = outer` for IN, and its tables'
-/// row clauses.
+/// The subquery's clauses: its joins, its WHERE, `item = outer` for IN (`item = outer OR
+/// item IS NULL OR outer IS NULL` for NOT IN, whose clauses go in a `not-join`), and its
+/// tables' row clauses.
 fn subquery_clauses(
     b: &mut Builder,
     sel: &sqlparser::ast::Select,
     frame: usize,
     outer_term: Option<super::expr::Term>,
+    negated: bool,
 ) -> Result<(), SqlError> {
     for twj in &sel.from {
         for j in &twj.joins {
@@ -148,12 +152,24 @@ fn subquery_clauses(
             _ => return Err(SqlError::syntax("subquery has too many columns")),
         };
         b.outer_term = Some(t);
-        let eq = Expr::BinaryOp {
+        let outer = || Expr::Identifier(Ident::with_quote('"', OUTER_TERM));
+        let mut test = Expr::BinaryOp {
             left: Box::new(item.clone()),
             op: BinaryOperator::Eq,
-            right: Box::new(Expr::Identifier(Ident::with_quote('"', OUTER_TERM))),
+            right: Box::new(outer()),
         };
-        let result = b.condition(&eq);
+        if negated {
+            let or = |l: Expr, r: Expr| Expr::BinaryOp {
+                left: Box::new(l),
+                op: BinaryOperator::Or,
+                right: Box::new(r),
+            };
+            test = Expr::Nested(Box::new(or(
+                or(test, Expr::IsNull(Box::new(item.clone()))),
+                Expr::IsNull(Box::new(outer())),
+            )));
+        }
+        let result = b.condition(&test);
         b.outer_term = None;
         result?;
     }

@@ -492,14 +492,14 @@ pub struct From {
 }
 
 /// A subquery conjunct of WHERE: `[NOT] EXISTS (SELECT 1 FROM t AS s WHERE <key> [AND
-/// <cond>])`, or `<outer> IN (SELECT s.<col> FROM t AS s [WHERE <cond>])`.
+/// <cond>])`, or `<outer> [NOT] IN (SELECT s.<col> FROM t AS s [WHERE <cond>])`.
 #[derive(Clone, Debug)]
 pub struct Sub {
     pub table: usize,
     /// EXISTS: the correlation (`s.x = <outer>.y`) and whether it is NOT EXISTS.
     pub exists: Option<(Expr, bool)>,
-    /// IN: the outer expression and the subquery's column.
-    pub within: Option<(Expr, String)>,
+    /// IN: the outer expression, the subquery's column, and whether it is NOT IN.
+    pub within: Option<(Expr, String, bool)>,
     pub cond: Option<Expr>,
 }
 
@@ -517,9 +517,10 @@ impl Sub {
                     conds.join(" AND ")
                 )
             }
-            (None, Some((outer, col))) => format!(
-                "({} IN (SELECT {col} FROM {name} AS s{}))",
+            (None, Some((outer, col, negated))) => format!(
+                "({} {}IN (SELECT {col} FROM {name} AS s{}))",
                 outer.render(),
+                if *negated { "NOT " } else { "" },
                 cond.map_or_else(String::new, |c| format!(" WHERE {c}"))
             ),
             (None, None) => "TRUE".into(),
@@ -822,7 +823,7 @@ fn subquery(rng: &mut Rng, schema: &Schema, from: &[From], cols: &Columns) -> Su
             return Sub {
                 table,
                 exists: None,
-                within: Some((outer, col)),
+                within: Some((outer, col, rng.chance(35))),
                 cond,
             };
         }
