@@ -11,6 +11,7 @@ pub mod catalog;
 pub mod error;
 pub mod jdbcmeta;
 pub mod locks;
+pub mod numeric;
 pub mod pgcatalog;
 pub mod server;
 pub mod session;

@@ -141,6 +141,13 @@ fn sum(vs: &[Value]) -> Result<Value, String> {
         }
         return Ok(Value::Long(total));
     }
+    // Integers and decimals: an exact numeric sum, as PostgreSQL's.
+    let decimals: Option<Vec<bigdecimal::BigDecimal>> = vals.iter().map(|v| exact(v)).collect();
+    if let Some(decimals) = decimals {
+        return Ok(Value::BigDec(std::sync::Arc::new(crate::numeric::sum(
+            decimals.iter(),
+        ))));
+    }
     let mut total = 0.0;
     for v in vals {
         total += as_f64(v)
@@ -170,8 +177,9 @@ fn extreme(vs: &[Value], want: Ordering) -> Result<Value, String> {
         best = match best {
             None => Some(v),
             Some(b) => {
-                let ord = match (as_f64(v), as_f64(b)) {
-                    (Some(x), Some(y)) => x.total_cmp(&y),
+                let ord = match (exact(v), exact(b), as_f64(v), as_f64(b)) {
+                    (Some(x), Some(y), _, _) => x.cmp(&y),
+                    (_, _, Some(x), Some(y)) => x.total_cmp(&y),
                     _ => v.cmp(b),
                 };
                 Some(if ord == want { v } else { b })
@@ -190,6 +198,15 @@ fn arith(args: &[Value], op: &str) -> Result<Value, String> {
     }
     match (a, b) {
         (Value::Long(x), Value::Long(y)) => int_arith(*x, *y, op),
+        // A decimal with an integer or a decimal: exact numeric arithmetic.
+        _ if exact(a).is_some() && exact(b).is_some() => {
+            let (Some(x), Some(y)) = (exact(a), exact(b)) else {
+                unreachable!("checked above")
+            };
+            crate::numeric::arith(&x, &y, op)
+                .map(|d| Value::BigDec(std::sync::Arc::new(d)))
+                .map_err(|_| coded("22012", "division by zero"))
+        }
         _ => {
             let (Some(x), Some(y)) = (as_f64(a), as_f64(b)) else {
                 return Err(coded(
@@ -200,13 +217,13 @@ fn arith(args: &[Value], op: &str) -> Result<Value, String> {
             if matches!(op, "/" | "%") && y == 0.0 {
                 return Err(coded("22012", "division by zero"));
             }
-            Ok(Value::Double(match op {
+            Ok(Value::Double(crate::types::positive_zero(match op {
                 "+" => x + y,
                 "-" => x - y,
                 "*" => x * y,
                 "/" => x / y,
                 _ => x % y,
-            }))
+            })))
         }
     }
 }
@@ -231,8 +248,8 @@ fn neg(args: &[Value]) -> Result<Value, String> {
             .checked_neg()
             .map(Value::Long)
             .ok_or_else(|| coded("22003", "integer out of range")),
-        [Value::Double(x)] => Ok(Value::Double(-x)),
-        [Value::Float(x)] => Ok(Value::Float(-x)),
+        [Value::Double(x)] => Ok(Value::Double(crate::types::positive_zero(-x))),
+        [Value::Float(x)] => Ok(Value::Float(if *x == 0.0 { 0.0 } else { -x })),
         [Value::BigDec(d)] => Ok(Value::BigDec(std::sync::Arc::new(-&**d))),
         [other] => Err(coded(
             "42883",
@@ -253,6 +270,15 @@ fn abs(args: &[Value]) -> Result<Value, String> {
         [Value::Float(x)] => Ok(Value::Float(x.abs())),
         [Value::BigDec(d)] => Ok(Value::BigDec(std::sync::Arc::new(d.abs()))),
         _ => Err(coded("42883", "function abs takes one number")),
+    }
+}
+
+/// An integer or a decimal as an exact decimal.
+fn exact(v: &Value) -> Option<bigdecimal::BigDecimal> {
+    match v {
+        Value::Long(x) => Some((*x).into()),
+        Value::BigDec(d) => Some((**d).clone()),
+        _ => None,
     }
 }
 

@@ -230,9 +230,9 @@ impl SqlType {
             SqlType::Int4 => int_in_range(self, text, i64::from(i32::MIN), i64::from(i32::MAX))?,
             SqlType::Int8 => int_in_range(self, text, i64::MIN, i64::MAX)?,
             SqlType::Float4 | SqlType::Float8 => {
-                Edn::Float(parse_float(text.trim()).ok_or_else(invalid)?)
+                Edn::Float(positive_zero(parse_float(text.trim()).ok_or_else(invalid)?))
             }
-            SqlType::Numeric => Edn::BigDec(Box::new(normalize_numeric(
+            SqlType::Numeric => Edn::BigDec(Box::new(crate::numeric::normalize(
                 text.trim()
                     .parse::<vev::edn::BigDecimal>()
                     .map_err(|_| invalid())?,
@@ -260,16 +260,14 @@ impl SqlType {
     }
 }
 
-/// A numeric without trailing fractional zeros. Vev's bigdec values, like Datomic's, differ
-/// by scale (2.5M is not 2.50M), SQL's numerics do not: one scale per value makes 2.50 and
-/// 2.5 the same datom, so that `=`, GROUP BY, DISTINCT and joins hold them equal. (The
-/// scale written is not kept for output: PostgreSQL would show 2.50.)
-fn normalize_numeric(d: vev::edn::BigDecimal) -> vev::edn::BigDecimal {
-    let n = d.normalized();
-    if n.as_bigint_and_exponent().1 < 0 {
-        n.with_scale(0)
+/// A double with -0 made 0. SQL holds them equal (`-0 = 0`, one value for DISTINCT, GROUP
+/// BY and joins); as datoms they are two values, so SQL writes and computes only 0.
+/// (PostgreSQL shows a -0 it stored as `-0`; Vev shows `0`.)
+pub fn positive_zero(f: f64) -> f64 {
+    if f == 0.0 {
+        0.0
     } else {
-        n
+        f
     }
 }
 

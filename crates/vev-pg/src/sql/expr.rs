@@ -798,11 +798,6 @@ pub fn literal_edn(
                     Err(_) => SqlType::Numeric,
                 },
             };
-            let ty = if ty == SqlType::Numeric && expected.is_none() {
-                SqlType::Float8
-            } else {
-                ty
-            };
             (ty.parse_text(n)?, Some(ty))
         }
         SqlValue::SingleQuotedString(s) | SqlValue::EscapedStringLiteral(s) => {

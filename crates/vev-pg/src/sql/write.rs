@@ -424,6 +424,13 @@ pub fn conform(v: Edn, col: &Column) -> Result<Option<Edn>, SqlError> {
             Ok(Some(SqlType::Numeric.parse_text(&n.to_string())?))
         }
         (Edn::Float(f), SqlType::Numeric) => Ok(Some(SqlType::Numeric.parse_text(&f.to_string())?)),
+        (Edn::Float(f), SqlType::Float4 | SqlType::Float8) => {
+            Ok(Some(Edn::Float(crate::types::positive_zero(*f))))
+        }
+        // One scale per value, as every stored numeric (`numeric::normalize`).
+        (Edn::BigDec(d), SqlType::Numeric) => Ok(Some(Edn::BigDec(Box::new(
+            crate::numeric::normalize((**d).clone()),
+        )))),
         (Edn::BigDec(d), t @ (SqlType::Float4 | SqlType::Float8)) => {
             Ok(Some(t.parse_text(&d.to_string())?))
         }
