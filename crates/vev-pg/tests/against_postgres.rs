@@ -16,6 +16,7 @@
 //!   IDENTITY` columns filled by INSERT and COPY, with the same numbers as PostgreSQL's
 //!   sequences (a rolled-back insert consumes its number, a deleted row's is not reused).
 
+mod common;
 #[path = "differential/pg.rs"]
 mod pg;
 
@@ -497,21 +498,6 @@ const UNIONS: &[&str] = &[
     "SELECT amount, big FROM n UNION SELECT id, grp FROM a ORDER BY 1 NULLS FIRST, 2",
 ];
 
-/// A statement's rows as text, in the order they came.
-async fn rows_in_order(c: &Client, sql: &str) -> Vec<Vec<Option<String>>> {
-    c.simple_query(sql)
-        .await
-        .unwrap_or_else(|e| panic!("{sql}: {e:?}"))
-        .into_iter()
-        .filter_map(|m| match m {
-            SimpleQueryMessage::Row(r) => {
-                Some((0..r.len()).map(|i| r.get(i).map(str::to_owned)).collect())
-            }
-            _ => None,
-        })
-        .collect()
-}
-
 #[test]
 fn unions_match_postgres() {
     with_pair("unions_match_postgres", |pg, vev| async move {
@@ -530,10 +516,10 @@ fn unions_match_postgres() {
         let with_rows = same(&pg, &vev, &unordered).await;
         assert!(with_rows >= 9, "the script returns rows ({with_rows})");
         for sql in ordered {
-            let want = rows_in_order(&pg, sql).await;
+            let want = common::text_rows(&pg, sql).await;
             assert!(!want.is_empty(), "{sql} returns rows");
             assert_eq!(
-                rows_in_order(&vev, sql).await,
+                common::text_rows(&vev, sql).await,
                 want,
                 "{sql}: Vev (left) and PostgreSQL (right)"
             );

@@ -7,25 +7,10 @@ mod common;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use bytes::BytesMut;
-use common::{connect, count, exec, sqlstate, with_server};
+use common::{connect, count, exec, sqlstate, text_rows, with_server};
 use futures::SinkExt;
 use tokio_postgres::types::{Format, IsNull, ToSql, Type};
 use tokio_postgres::{Client, SimpleQueryMessage};
-
-/// The text rows a simple query returns.
-async fn text_rows(c: &Client, sql: &str) -> Vec<Vec<Option<String>>> {
-    c.simple_query(sql)
-        .await
-        .unwrap_or_else(|e| panic!("{sql}: {e:?}"))
-        .into_iter()
-        .filter_map(|m| match m {
-            SimpleQueryMessage::Row(r) => {
-                Some((0..r.len()).map(|i| r.get(i).map(str::to_owned)).collect())
-            }
-            _ => None,
-        })
-        .collect()
-}
 
 /// A parameter sent in the text format (tokio-postgres sends binary ones by itself).
 #[derive(Debug)]

@@ -767,23 +767,10 @@ fn order_by(
         return Err(SqlError::unsupported("ORDER BY ALL"));
     };
     for o in exprs {
-        let desc = matches!(o.options.sort, Some(sqlparser::ast::OrderBySort::Desc));
-        let nulls_first = o.options.nulls_first.unwrap_or(desc);
-        let at = match &o.expr {
-            Expr::Value(v) if matches!(v.value, SqlValue::Number(..)) => {
-                let SqlValue::Number(n, _) = &v.value else {
-                    unreachable!("matched above")
-                };
-                let k: usize = n.parse().unwrap_or(0);
-                if k == 0 || k > columns.len() {
-                    return Err(SqlError::new(
-                        "42P10",
-                        format!("ORDER BY position {n} is not in select list"),
-                    ));
-                }
-                post.select[k - 1]
-            }
-            e => match output_position(e, sel, columns) {
+        let (position, desc, nulls_first) = order_item(o, columns.len())?;
+        let at = match (position, &o.expr) {
+            (Some(k), _) => post.select[k],
+            (None, e) => match output_position(e, sel, columns) {
                 Some(k) => post.select[k],
                 None => {
                     let t = b.expr(e, None)?;
@@ -807,6 +794,34 @@ fn order_by(
         post.order.push((at, desc, nulls_first));
     }
     Ok(())
+}
+
+/// One ORDER BY item: the output position it names when it is a number (`42P10` when
+/// there is no such column), whether it is descending, and whether NULLs come first (by
+/// default last ascending, first descending, as in PostgreSQL).
+pub(super) fn order_item(
+    o: &sqlparser::ast::OrderByExpr,
+    width: usize,
+) -> Result<(Option<usize>, bool, bool), SqlError> {
+    let desc = matches!(o.options.sort, Some(sqlparser::ast::OrderBySort::Desc));
+    let nulls_first = o.options.nulls_first.unwrap_or(desc);
+    let position = match &o.expr {
+        Expr::Value(v) => match &v.value {
+            SqlValue::Number(n, _) => {
+                let k: usize = n.parse().unwrap_or(0);
+                if k == 0 || k > width {
+                    return Err(SqlError::new(
+                        "42P10",
+                        format!("ORDER BY position {n} is not in select list"),
+                    ));
+                }
+                Some(k - 1)
+            }
+            _ => None,
+        },
+        _ => None,
+    };
+    Ok((position, desc, nulls_first))
 }
 
 /// The select item an ORDER BY expression names (by alias, or the same expression).

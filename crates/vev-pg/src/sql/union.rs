@@ -207,23 +207,10 @@ fn order_by(
         return Err(SqlError::unsupported("ORDER BY ALL"));
     };
     for o in exprs {
-        let desc = matches!(o.options.sort, Some(sqlparser::ast::OrderBySort::Desc));
-        let nulls_first = o.options.nulls_first.unwrap_or(desc);
-        let at = match &o.expr {
-            Expr::Value(v) => match &v.value {
-                sqlparser::ast::Value::Number(n, _) => {
-                    let k: usize = n.parse().unwrap_or(0);
-                    if k == 0 || k > columns.len() {
-                        return Err(SqlError::new(
-                            "42P10",
-                            format!("ORDER BY position {n} is not in select list"),
-                        ));
-                    }
-                    k - 1
-                }
-                _ => return Err(not_a_column(&o.expr)),
-            },
-            Expr::Identifier(i) => {
+        let (position, desc, nulls_first) = select::order_item(o, columns.len())?;
+        let at = match (position, &o.expr) {
+            (Some(k), _) => k,
+            (None, Expr::Identifier(i)) => {
                 let name = ident_name(i);
                 columns.iter().position(|c| c.name == name).ok_or_else(|| {
                     SqlError::new(
@@ -232,7 +219,7 @@ fn order_by(
                     )
                 })?
             }
-            other => return Err(not_a_column(other)),
+            (None, other) => return Err(not_a_column(other)),
         };
         post.order.push((at, desc, nulls_first));
     }

@@ -188,3 +188,18 @@ pub async fn count(c: &tokio_postgres::Client, sql: &str) -> i64 {
         .unwrap_or_else(|e| panic!("{sql}: {e:?}"))
         .get(0)
 }
+
+/// The text rows a simple query returns, in the order they came.
+pub async fn text_rows(c: &tokio_postgres::Client, sql: &str) -> Vec<Vec<Option<String>>> {
+    c.simple_query(sql)
+        .await
+        .unwrap_or_else(|e| panic!("{sql}: {e:?}"))
+        .into_iter()
+        .filter_map(|m| match m {
+            tokio_postgres::SimpleQueryMessage::Row(r) => {
+                Some((0..r.len()).map(|i| r.get(i).map(str::to_owned)).collect())
+            }
+            _ => None,
+        })
+        .collect()
+}
