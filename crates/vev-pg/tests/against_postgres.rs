@@ -200,6 +200,11 @@ const DEFAULTS: &[&str] = &[
     "INSERT INTO small (tag) VALUES ('one')",
     "INSERT INTO small DEFAULT VALUES",
     "SELECT n, tag FROM small ORDER BY n",
+    // UPDATE ... SET c = DEFAULT: the constant DEFAULT, or NULL without one.
+    "UPDATE orders SET qty = 9, status = 'done' WHERE id <= 3",
+    "UPDATE orders SET qty = DEFAULT, status = DEFAULT WHERE id = 2 RETURNING id, qty, status",
+    "UPDATE small SET n = n + 10, tag = DEFAULT WHERE tag = 'one' RETURNING n, tag",
+    "SELECT id, qty, status FROM orders WHERE id <= 3 ORDER BY id",
 ];
 
 #[test]
@@ -244,6 +249,18 @@ fn defaults_and_sequences_match_postgres() {
                     .expect_err("NULL into a serial column");
                 assert_eq!(e.code().map(|c| c.code()), Some("23502"), "{e}");
             }
+            // NOT NULL without a DEFAULT: SET DEFAULT sets NULL, refused by both.
+            for c in [&pg, &vev] {
+                let e = c
+                    .simple_query("UPDATE orders SET item = DEFAULT WHERE id = 1")
+                    .await
+                    .expect_err("NULL into a NOT NULL column");
+                assert_eq!(e.code().map(|c| c.code()), Some("23502"), "{e}");
+            }
+            // A sequence's next number per updated row is not done: refused, nothing written.
+            let sql = "UPDATE orders SET big = DEFAULT WHERE id = 1";
+            let e = vev.simple_query(sql).await.expect_err(sql);
+            assert_eq!(e.code().map(|c| c.code()), Some("0A000"), "{e}");
         },
     );
 }

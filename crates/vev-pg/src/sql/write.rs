@@ -678,7 +678,20 @@ pub fn update(u: &sqlparser::ast::Update, catalog: &Catalog) -> Result<RowsPlan,
                 format!("column \"{name}\" can only be updated to DEFAULT"),
             ));
         }
-        let t = b.expr(&a.value, Some(col.ty))?;
+        // `SET c = DEFAULT`: the column's constant DEFAULT (NULL without one), as the
+        // expression it is; a sequence's next number per row is not done.
+        let null = Expr::Value(sqlparser::ast::Value::Null.into());
+        let value = match (is_default(&a.value), &col.default) {
+            (false, _) => &a.value,
+            (true, None) => &null,
+            (true, Some(ColumnDefault::Expr(e))) => &**e,
+            (true, Some(ColumnDefault::Serial(_))) => {
+                return Err(SqlError::unsupported(format!(
+                    "SET {name} = DEFAULT for a column with a sequence"
+                )))
+            }
+        };
+        let t = b.expr(value, Some(col.ty))?;
         let t = b.as_var(t);
         finds.push(t.text);
         sets.push(ci);
