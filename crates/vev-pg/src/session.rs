@@ -1116,6 +1116,10 @@ fn arrange(mut rows: Vec<Vec<Edn>>, p: &Post, params: &[Param]) -> Result<Vec<Ve
             },
         })
     };
+    if let Some(keys) = &p.distinct_on {
+        let mut seen = std::collections::HashSet::new();
+        rows.retain(|r| seen.insert(keys.iter().map(|k| r[*k].clone()).collect::<Vec<Edn>>()));
+    }
     let offset = count(&p.offset)?.unwrap_or(0);
     let limit = count(&p.limit)?.unwrap_or(usize::MAX);
     Ok(rows.into_iter().skip(offset).take(limit).collect())

@@ -696,3 +696,42 @@ fn numeric_arithmetic_matches_postgres() {
         },
     );
 }
+
+/// `DISTINCT ON`: the first row of each key in ORDER BY's order (compared in order).
+const DISTINCT_ON: &[&str] = &[
+    "SELECT DISTINCT ON (grp) id, grp FROM a ORDER BY grp, id",
+    "SELECT DISTINCT ON (grp) id FROM a ORDER BY grp, id DESC",
+    "SELECT DISTINCT ON (a_id) a_id, v FROM b ORDER BY a_id, v DESC",
+    "SELECT DISTINCT ON (grp) name FROM a ORDER BY grp NULLS FIRST, name LIMIT 2",
+    "SELECT DISTINCT ON (grp) name FROM a ORDER BY grp DESC, name OFFSET 1",
+    "SELECT DISTINCT ON (a.grp, b.note) a.id, b.note FROM a JOIN b ON b.a_id = a.id \
+     ORDER BY a.grp, b.note, a.id DESC",
+    "SELECT DISTINCT ON (c.b_id) c.b_id, c.w FROM c ORDER BY c.b_id, c.w",
+];
+
+#[test]
+fn distinct_on_matches_postgres() {
+    with_pair("distinct_on_matches_postgres", |pg, vev| async move {
+        same(&pg, &vev, &LEFT_JOINS[..6]).await;
+        for sql in DISTINCT_ON {
+            let want = common::text_rows(&pg, sql).await;
+            assert!(!want.is_empty(), "{sql} returns rows");
+            assert_eq!(
+                common::text_rows(&vev, sql).await,
+                want,
+                "{sql}: Vev (left) and PostgreSQL (right)"
+            );
+        }
+        // Without ORDER BY the row kept is any of its key's; the keys are the same.
+        same(&pg, &vev, &["SELECT DISTINCT ON (grp) grp FROM a"]).await;
+        for sql in [
+            "SELECT DISTINCT ON (grp) id FROM a ORDER BY id",
+            "SELECT DISTINCT ON (grp, name) id FROM a ORDER BY grp, id",
+        ] {
+            for c in [&pg, &vev] {
+                let e = c.simple_query(sql).await.expect_err(sql);
+                assert_eq!(e.code().map(|c| c.code()), Some("42P10"), "{sql}: {e}");
+            }
+        }
+    });
+}

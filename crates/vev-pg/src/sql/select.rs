@@ -63,6 +63,9 @@ pub struct Post {
     pub global: Option<Vec<Agg>>,
     /// HAVING: which rows to keep (before ORDER BY).
     pub having: Option<super::having::Having>,
+    /// `DISTINCT ON (...)`: the find elements of its keys; the first row (in ORDER BY's
+    /// order) of each key is kept, before OFFSET and LIMIT.
+    pub distinct_on: Option<Vec<usize>>,
 }
 
 /// A compiled SELECT over tables.
@@ -162,6 +165,12 @@ pub fn compile(q: &Query, catalog: &Catalog) -> Result<Option<SelectPlan>, SqlEr
     }
     if let Some(ob) = &q.order_by {
         order_by(&mut b, ob, sel, &columns, &mut finds, &mut post)?;
+    }
+    if let Some(Distinct::On(keys)) = &sel.distinct {
+        if has_agg {
+            return Err(SqlError::unsupported("DISTINCT ON with aggregates"));
+        }
+        post.distinct_on = Some(distinct_on(&mut b, keys, sel, &columns, &mut finds, &post)?);
     }
     limit(&q.limit_clause, &mut post, &mut b)?;
     if has_agg && matches!(&sel.group_by, GroupByExpr::Expressions(g, _) if g.is_empty()) {
@@ -794,6 +803,65 @@ fn order_by(
         post.order.push((at, desc, nulls_first));
     }
     Ok(())
+}
+
+/// `DISTINCT ON (keys)`: each key's find element (an output column, or one added), checked
+/// against ORDER BY as PostgreSQL checks it: once an ORDER BY item that is not a key has
+/// come, no key may follow or be left out (`42P10`).
+fn distinct_on(
+    b: &mut Builder,
+    keys: &[Expr],
+    sel: &Select,
+    columns: &[OutCol],
+    finds: &mut Vec<Find>,
+    post: &Post,
+) -> Result<Vec<usize>, SqlError> {
+    let mut at = Vec::new();
+    for e in keys {
+        let k = match output_position(e, sel, columns) {
+            Some(k) => post.select[k],
+            None => {
+                let t = b.expr(e, None)?;
+                let t = b.as_var(t);
+                match finds.iter().position(|f| f.text == t.text) {
+                    Some(i) => i,
+                    None => {
+                        finds.push(Find {
+                            text: t.text,
+                            agg: None,
+                        });
+                        finds.len() - 1
+                    }
+                }
+            }
+        };
+        at.push(k);
+    }
+    if !post.order.is_empty() {
+        let mismatch = || {
+            SqlError::new(
+                "42P10",
+                "SELECT DISTINCT ON expressions must match initial ORDER BY expressions",
+            )
+        };
+        let mut skipped = false;
+        let mut matched = 0;
+        for (k, _, _) in &post.order {
+            if at.contains(k) {
+                if skipped {
+                    return Err(mismatch());
+                }
+                matched += 1;
+            } else {
+                skipped = true;
+            }
+        }
+        let distinct_keys: std::collections::BTreeSet<&usize> = at.iter().collect();
+        if skipped && matched < distinct_keys.len() {
+            return Err(mismatch());
+        }
+    }
+    Ok(at)
 }
 
 /// One ORDER BY item: the output position it names when it is a number (`42P10` when
