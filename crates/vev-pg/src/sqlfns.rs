@@ -65,7 +65,7 @@ fn coded(code: &str, message: impl std::fmt::Display) -> String {
 type Fn1 = fn(&[Value]) -> Result<Value, String>;
 
 /// Every scalar function, by its name after `vev.sql/`.
-const FNS: [(&str, Fn1); 25] = [
+const FNS: [(&str, Fn1); 30] = [
     ("add", |a| arith(a, "+")),
     ("sub", |a| arith(a, "-")),
     ("mul", |a| arith(a, "*")),
@@ -97,6 +97,11 @@ const FNS: [(&str, Fn1); 25] = [
     ("like", |a| like(a, false)),
     ("ilike", |a| like(a, true)),
     ("abs", abs),
+    ("nullif", nullif),
+    ("greatest", |a| extreme(a, Ordering::Greater)),
+    ("least", |a| extreme(a, Ordering::Less)),
+    ("round", round),
+    ("distinct?", is_distinct),
 ];
 
 /// Call scalar function `name` (without its `vev.sql/` namespace) on constant values.
@@ -118,6 +123,15 @@ pub fn registry() -> Registry {
     });
     r.register_aggregate("vev.sql/sum", sum);
     r.register_aggregate("vev.sql/avg", avg);
+    // `count(DISTINCT x)`, `sum(DISTINCT x)`, `avg(DISTINCT x)`: over the distinct values
+    // (stored numerics and doubles have one form per value, so equal values are one).
+    r.register_aggregate("vev.sql/count-distinct", |vs| {
+        Ok(Value::Long(
+            distinct_values(vs).iter().filter(|v| !is_null(v)).count() as i64,
+        ))
+    });
+    r.register_aggregate("vev.sql/sum-distinct", |vs| sum(&distinct_values(vs)));
+    r.register_aggregate("vev.sql/avg-distinct", |vs| avg(&distinct_values(vs)));
     r.register_aggregate("vev.sql/min", |vs| extreme(vs, Ordering::Less));
     r.register_aggregate("vev.sql/max", |vs| extreme(vs, Ordering::Greater));
     r
@@ -169,6 +183,79 @@ fn avg(vs: &[Value]) -> Result<Value, String> {
         return Ok(null());
     }
     Ok(Value::Double(vals.iter().sum::<f64>() / vals.len() as f64))
+}
+
+/// The values without repeats, in their first order.
+fn distinct_values(vs: &[Value]) -> Vec<Value> {
+    let mut seen = std::collections::BTreeSet::new();
+    vs.iter().filter(|v| seen.insert(*v)).cloned().collect()
+}
+
+/// `nullif(a, b)`: NULL where `a = b`, else `a`.
+fn nullif(args: &[Value]) -> Result<Value, String> {
+    let [a, _] = args else {
+        return Err(coded("42883", "function nullif takes two arguments"));
+    };
+    Ok(match compare(args, |o| o == Ordering::Equal)? {
+        Value::Boolean(true) => null(),
+        _ => a.clone(),
+    })
+}
+
+/// `a IS DISTINCT FROM b`: `<>` with NULL a value like any other (never NULL itself).
+fn is_distinct(args: &[Value]) -> Result<Value, String> {
+    let [a, b] = args else {
+        return Err(coded("42883", "IS DISTINCT FROM takes two operands"));
+    };
+    Ok(Value::Boolean(match (is_null(a), is_null(b)) {
+        (true, true) => false,
+        (true, false) | (false, true) => true,
+        _ => !matches!(
+            compare(args, |o| o == Ordering::Equal)?,
+            Value::Boolean(true)
+        ),
+    }))
+}
+
+/// `round(x)`: a numeric to an integer half away from zero, anything else as a double
+/// half to even (PostgreSQL's `round(double precision)`, which integers take);
+/// `round(x, n)`: a numeric or an integer to `n` places, half away from zero.
+fn round(args: &[Value]) -> Result<Value, String> {
+    use bigdecimal::RoundingMode;
+    if args.iter().any(is_null) {
+        return Ok(null());
+    }
+    let places = match args {
+        [_] => 0,
+        [_, Value::Long(n)] => *n,
+        _ => {
+            return Err(coded(
+                "42883",
+                "function round takes a number and an integer",
+            ))
+        }
+    };
+    match (args, exact(&args[0])) {
+        ([Value::BigDec(_)] | [_, _], Some(d)) => Ok(Value::BigDec(std::sync::Arc::new(
+            crate::numeric::normalize(d.with_scale_round(places, RoundingMode::HalfUp)),
+        ))),
+        ([v], _) => as_f64(v)
+            .map(|x| Value::Double(crate::types::positive_zero(x.round_ties_even())))
+            .ok_or_else(|| {
+                coded(
+                    "42883",
+                    format!("function round({}) does not exist", kind(v)),
+                )
+            }),
+        ([v, _], None) => Err(coded(
+            "42883",
+            format!("function round({}, integer) does not exist", kind(v)),
+        )),
+        _ => Err(coded(
+            "42883",
+            "function round takes a number and an integer",
+        )),
+    }
 }
 
 fn extreme(vs: &[Value], want: Ordering) -> Result<Value, String> {
@@ -319,6 +406,13 @@ fn compare(args: &[Value], holds: fn(Ordering) -> bool) -> Result<Value, String>
     let ord = match (as_f64(a), as_f64(b)) {
         (Some(x), Some(y)) => match (a, b) {
             (Value::Long(p), Value::Long(q)) => p.cmp(q),
+            // Integers and decimals exactly.
+            (Value::Long(_) | Value::BigDec(_), Value::Long(_) | Value::BigDec(_)) => {
+                match (exact(a), exact(b)) {
+                    (Some(p), Some(q)) => p.cmp(&q),
+                    _ => x.total_cmp(&y),
+                }
+            }
             // PostgreSQL's float order: -0 equals 0, NaN equals NaN and is above all.
             _ => x
                 .partial_cmp(&y)

@@ -650,29 +650,35 @@ fn unscaled(cell: &Option<String>) -> Option<String> {
     })
 }
 
+/// `same`, with numbers compared by value (`unscaled`).
+async fn same_values(pg: &Client, vev: &Client, script: &[&str]) -> usize {
+    let mut with_rows = 0;
+    for sql in script {
+        let (want, got) = (returned(pg, sql).await, returned(vev, sql).await);
+        let values = |rows: &[Vec<Option<String>>]| -> Vec<Vec<Option<String>>> {
+            let mut v: Vec<Vec<Option<String>>> = rows
+                .iter()
+                .map(|r| r.iter().map(unscaled).collect())
+                .collect();
+            v.sort();
+            v
+        };
+        assert_eq!(
+            (values(&got.0), got.1),
+            (values(&want.0), want.1),
+            "{sql}: Vev (left) and PostgreSQL (right)"
+        );
+        with_rows += usize::from(!want.0.is_empty());
+    }
+    with_rows
+}
+
 #[test]
 fn numeric_arithmetic_matches_postgres() {
     with_pair(
         "numeric_arithmetic_matches_postgres",
         |pg, vev| async move {
-            let mut with_rows = 0;
-            for sql in NUMERIC {
-                let (want, got) = (returned(&pg, sql).await, returned(&vev, sql).await);
-                let values = |rows: &[Vec<Option<String>>]| -> Vec<Vec<Option<String>>> {
-                    let mut v: Vec<Vec<Option<String>>> = rows
-                        .iter()
-                        .map(|r| r.iter().map(unscaled).collect())
-                        .collect();
-                    v.sort();
-                    v
-                };
-                assert_eq!(
-                    (values(&got.0), got.1),
-                    (values(&want.0), want.1),
-                    "{sql}: Vev (left) and PostgreSQL (right)"
-                );
-                with_rows += usize::from(!want.0.is_empty());
-            }
+            let with_rows = same_values(&pg, &vev, NUMERIC).await;
             assert!(with_rows >= 12, "the script returns rows ({with_rows})");
             // The result types from Describe: decimal literals and their arithmetic are
             // numeric, and so is a numeric column's sum.
@@ -731,6 +737,44 @@ fn distinct_on_matches_postgres() {
             for c in [&pg, &vev] {
                 let e = c.simple_query(sql).await.expect_err(sql);
                 assert_eq!(e.code().map(|c| c.code()), Some("42P10"), "{sql}: {e}");
+            }
+        }
+    });
+}
+
+/// Functions and operators over the tables of `LEFT_JOINS`: `nullif`, `greatest`, `least`,
+/// `round`, `IS [NOT] DISTINCT FROM`, and `count`/`sum`/`avg(DISTINCT ...)`.
+const FUNCTIONS: &[&str] = &[
+    "SELECT id, nullif(grp, 1) FROM a",
+    "SELECT id, nullif(name, 'x') FROM a",
+    "SELECT id, greatest(id, grp, 2), least(id, grp) FROM a",
+    "SELECT id, greatest(v, a_id) FROM b",
+    "SELECT round(v / 3.0, 2), round(v / 4.0), round(v * 1.0 / 7, 0) FROM b",
+    "SELECT round(v * 2.5), round(v) FROM b",
+    "SELECT round(1234.567, -2), round(-2.5), round(2.5), round(-0.5, 0)",
+    "SELECT id FROM a WHERE grp IS DISTINCT FROM 1",
+    "SELECT id FROM a WHERE grp IS NOT DISTINCT FROM NULL",
+    "SELECT a.id, b.id FROM a JOIN b ON b.a_id IS NOT DISTINCT FROM a.id",
+    "SELECT id, grp IS DISTINCT FROM 2 FROM a",
+    "SELECT count(DISTINCT grp), count(grp), count(*) FROM a",
+    "SELECT count(DISTINCT a_id), sum(DISTINCT a_id), avg(DISTINCT v) FROM b",
+    "SELECT grp, count(DISTINCT name) FROM a GROUP BY grp",
+    "SELECT count(DISTINCT a.grp) FROM a JOIN b ON b.a_id = a.id",
+];
+
+#[test]
+fn functions_match_postgres() {
+    with_pair("functions_match_postgres", |pg, vev| async move {
+        same(&pg, &vev, &LEFT_JOINS[..6]).await;
+        let with_rows = same_values(&pg, &vev, FUNCTIONS).await;
+        assert!(with_rows >= 14, "the script returns rows ({with_rows})");
+        for (sql, code) in [
+            ("SELECT round(1.5::float8, 1) FROM a", "42883"),
+            ("SELECT count(DISTINCT *) FROM a", "42601"),
+        ] {
+            for c in [&pg, &vev] {
+                let e = c.simple_query(sql).await.expect_err(sql);
+                assert_eq!(e.code().map(|c| c.code()), Some(code), "{sql}: {e}");
             }
         }
     });

@@ -199,6 +199,21 @@ fn function(f: &sqlparser::ast::Function, ctx: &Ctx) -> Result<(Edn, Option<SqlT
                 )),
             }
         }
+        ("round", [_] | [_, _]) | ("nullif", [_, _]) | ("greatest" | "least", [_, ..]) => {
+            let vals: Vec<(Edn, Option<SqlType>)> = args
+                .iter()
+                .map(|x| eval(x, None, ctx))
+                .collect::<Result<_, _>>()?;
+            let first = vals.iter().find_map(|(_, t)| *t);
+            let ty = match (name, args.len()) {
+                ("round", 2) => Some(SqlType::Numeric),
+                ("round", _) if first == Some(SqlType::Numeric) => Some(SqlType::Numeric),
+                ("round", _) => Some(SqlType::Float8),
+                _ => first,
+            };
+            let edns: Vec<Edn> = vals.into_iter().map(|(e, _)| e).collect();
+            Ok((apply(name, &edns)?, ty))
+        }
         ("lower" | "upper" | "length" | "abs" | "coalesce", xs) => {
             let vals: Vec<(Edn, Option<SqlType>)> = xs
                 .iter()

@@ -311,6 +311,16 @@ impl Builder {
             Expr::Like { .. } | Expr::ILike { .. } | Expr::In { .. } | Expr::Between { .. } => {
                 self.predicate_expr(e)
             }
+            Expr::IsDistinctFrom(l, r) | Expr::IsNotDistinctFrom(l, r) => {
+                let a = self.expr(l, None)?;
+                let b = self.expr(r, a.ty)?;
+                let test = self.call("distinct?", &[&a, &b], Some(SqlType::Bool));
+                Ok(if matches!(e, Expr::IsNotDistinctFrom(..)) {
+                    self.call("not", &[&test], Some(SqlType::Bool))
+                } else {
+                    test
+                })
+            }
             Expr::Function(f) => self.function(f),
             other => Err(SqlError::unsupported(format!("the expression {other}"))),
         }
@@ -491,6 +501,57 @@ impl Builder {
                     _ => Some(SqlType::Text),
                 };
                 Ok(self.call(name, &[&t], ty))
+            }
+            ("nullif", [x, y]) => {
+                let a = self.expr(x, None)?;
+                let b = self.expr(y, a.ty)?;
+                let ty = a.ty.or(b.ty);
+                Ok(self.call("nullif", &[&a, &b], ty))
+            }
+            ("greatest" | "least", xs) if !xs.is_empty() => {
+                let mut terms = Vec::new();
+                let mut ty: Option<SqlType> = None;
+                for x in xs {
+                    let t = self.expr(x, ty)?;
+                    ty = match (ty, t.ty) {
+                        (None, t) | (t, None) => t,
+                        (Some(a), Some(b)) if a == b => Some(a),
+                        (Some(a), Some(b)) if a.is_integer() && b.is_integer() => {
+                            Some(SqlType::Int8)
+                        }
+                        (Some(a), Some(b)) if a.is_text() && b.is_text() => Some(SqlType::Text),
+                        (Some(a), Some(b)) => {
+                            return Err(SqlError::unsupported(format!(
+                                "{name} over {} and {}",
+                                a.name(),
+                                b.name()
+                            )))
+                        }
+                    };
+                    terms.push(t);
+                }
+                let refs: Vec<&Term> = terms.iter().collect();
+                Ok(self.call(name, &refs, ty))
+            }
+            ("round", [x]) => {
+                let t = self.expr(x, None)?;
+                let ty = if t.ty == Some(SqlType::Numeric) {
+                    SqlType::Numeric
+                } else {
+                    SqlType::Float8
+                };
+                Ok(self.call("round", &[&t], Some(ty)))
+            }
+            ("round", [x, n]) => {
+                let t = self.expr(x, None)?;
+                if let Some(ty @ (SqlType::Float4 | SqlType::Float8)) = t.ty {
+                    return Err(SqlError::new(
+                        "42883",
+                        format!("function round({}, integer) does not exist", ty.name()),
+                    ));
+                }
+                let n = self.expr(n, Some(SqlType::Int4))?;
+                Ok(self.call("round", &[&t, &n], Some(SqlType::Numeric)))
             }
             ("coalesce", xs) if !xs.is_empty() => {
                 let mut terms = Vec::new();

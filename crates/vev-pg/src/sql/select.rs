@@ -690,14 +690,22 @@ pub(crate) fn aggregate(
     if !matches!(name.as_str(), "count" | "sum" | "avg" | "min" | "max") {
         return Ok(None);
     }
+    // `count(DISTINCT x)` and the like: over distinct values (`min`, `max` are the same).
+    let mut distinct = false;
     if let sqlparser::ast::FunctionArguments::List(l) = &f.args {
-        if l.duplicate_treatment.is_some() {
-            return Err(SqlError::unsupported(format!("{name}(DISTINCT ...)")));
+        if matches!(
+            l.duplicate_treatment,
+            Some(sqlparser::ast::DuplicateTreatment::Distinct)
+        ) {
+            distinct = true;
         }
         if l.args.len() == 1 {
             if let sqlparser::ast::FunctionArg::Unnamed(sqlparser::ast::FunctionArgExpr::Wildcard) =
                 &l.args[0]
             {
+                if distinct {
+                    return Err(SqlError::syntax(format!("{name}(DISTINCT *)")));
+                }
                 let var = b.scopes.first().map(|s| s.var.clone()).unwrap_or_default();
                 return Ok(Some((
                     format!("(count {var})"),
@@ -724,8 +732,13 @@ pub(crate) fn aggregate(
         "avg" => (SqlType::Float8, Agg::Other),
         _ => (arg_ty, Agg::Other),
     };
+    let suffix = if distinct && matches!(name.as_str(), "count" | "sum" | "avg") {
+        "-distinct"
+    } else {
+        ""
+    };
     Ok(Some((
-        format!("(vev.sql/{name} {})", t.text),
+        format!("(vev.sql/{name}{suffix} {})", t.text),
         ty,
         Some(agg),
     )))
