@@ -112,12 +112,63 @@ pub fn call(name: &str, args: &[Value]) -> Result<Value, String> {
     }
 }
 
+/// A deferred error: what a function called in a CASE branch (`<name>-lazy`) returns
+/// instead of failing, since SQL evaluates only the branch a row takes
+/// (`CASE WHEN x = 0 THEN 0 ELSE 1 / x END` divides by nothing). The CASE raises it if its
+/// row takes that branch. A string that starts with NUL, which no SQL text holds.
+fn deferred(message: &str) -> Value {
+    Value::String(format!("\0{message}").into())
+}
+
+fn deferred_message(v: &Value) -> Option<&str> {
+    match v {
+        Value::String(s) => s.strip_prefix('\0'),
+        _ => None,
+    }
+}
+
+/// `CASE`: `[c1 v1 c2 v2 ... else]`, the first `v` whose `c` is true, or `else`.
+fn case_pick(args: &[Value]) -> Result<Value, String> {
+    let Some((otherwise, pairs)) = args.split_last() else {
+        return Err(coded("42883", "CASE without branches"));
+    };
+    for pair in pairs.chunks(2) {
+        if let [cond, value] = pair {
+            if let Some(m) = deferred_message(cond) {
+                return Ok(deferred(m));
+            }
+            if matches!(cond, Value::Boolean(true)) {
+                return Ok(value.clone());
+            }
+        }
+    }
+    Ok(otherwise.clone())
+}
+
 /// The registry every translated query runs with.
 pub fn registry() -> Registry {
     let mut r = Registry::new();
     for (name, f) in FNS {
         r.register_fn(&format!("vev.sql/{name}"), f);
+        // In a CASE branch: a deferred error in, or an error of its own, comes out as a
+        // deferred error.
+        r.register_fn(&format!("vev.sql/{name}-lazy"), move |args: &[Value]| {
+            if let Some(m) = args.iter().find_map(deferred_message) {
+                return Ok(deferred(m));
+            }
+            Ok(f(args).unwrap_or_else(|m| deferred(&m)))
+        });
     }
+    // The CASE a query computes raises the error of the branch its row took; a CASE
+    // inside another's branch passes it on.
+    r.register_fn("vev.sql/case", |args: &[Value]| {
+        let v = case_pick(args)?;
+        match deferred_message(&v) {
+            Some(m) => Err(m.to_owned()),
+            None => Ok(v),
+        }
+    });
+    r.register_fn("vev.sql/case-lazy", case_pick);
     r.register_aggregate("vev.sql/count", |vs| {
         Ok(Value::Long(vs.iter().filter(|v| !is_null(v)).count() as i64))
     });

@@ -83,6 +83,9 @@ pub struct Builder {
     /// ...)`), named by the quoted identifier `OUTER_TERM`.
     pub outer_term: Option<Term>,
     next: usize,
+    /// How many CASEs the expression being compiled is inside (their operands' errors are
+    /// deferred).
+    lazy: u32,
 }
 
 /// The identifier `Builder::outer_term` answers to (quoted: no column is named so by
@@ -102,6 +105,7 @@ impl Builder {
             outer: BTreeSet::new(),
             frames: Vec::new(),
             outer_term: None,
+            lazy: 0,
             next: 0,
         }
     }
@@ -266,9 +270,73 @@ impl Builder {
     fn call(&mut self, f: &str, args: &[&Term], ty: Option<SqlType>) -> Term {
         let var = self.fresh("x");
         let args: Vec<&str> = args.iter().map(|t| t.text.as_str()).collect();
+        // Inside a CASE's operands, an error is deferred to the CASE (`sqlfns::deferred`).
+        let lazy = if self.lazy > 0 { "-lazy" } else { "" };
         self.clauses
-            .push(format!("[(vev.sql/{f} {}) {var}]", args.join(" ")));
+            .push(format!("[(vev.sql/{f}{lazy} {}) {var}]", args.join(" ")));
         Term::var(var, ty)
+    }
+
+    /// `CASE [operand] WHEN ... THEN ... [ELSE ...] END`: every condition and result is
+    /// computed (with its errors deferred) and `vev.sql/case` picks the first result whose
+    /// condition is true, raising the error of the branch taken if it had one. The result
+    /// types must agree (integer widths widen; text types are text).
+    fn case(
+        &mut self,
+        operand: Option<&Expr>,
+        whens: &[sqlparser::ast::CaseWhen],
+        otherwise: Option<&Expr>,
+        expected: Option<SqlType>,
+    ) -> Result<Term, SqlError> {
+        self.lazy += 1;
+        let picked = self.case_operands(operand, whens, otherwise, expected);
+        self.lazy -= 1;
+        let (terms, ty) = picked?;
+        let refs: Vec<&Term> = terms.iter().collect();
+        Ok(self.call("case", &refs, ty))
+    }
+
+    fn case_operands(
+        &mut self,
+        operand: Option<&Expr>,
+        whens: &[sqlparser::ast::CaseWhen],
+        otherwise: Option<&Expr>,
+        expected: Option<SqlType>,
+    ) -> Result<(Vec<Term>, Option<SqlType>), SqlError> {
+        let mut terms = Vec::new();
+        let mut ty = expected;
+        let widen = |ty: Option<SqlType>, t: Option<SqlType>| match (ty, t) {
+            (None, t) | (t, None) => Ok(t),
+            (Some(a), Some(b)) if a == b => Ok(Some(a)),
+            (Some(a), Some(b)) if a.is_integer() && b.is_integer() => Ok(Some(SqlType::Int8)),
+            (Some(a), Some(b)) if a.is_text() && b.is_text() => Ok(Some(SqlType::Text)),
+            (Some(a), Some(b)) => Err(SqlError::unsupported(format!(
+                "CASE results of types {} and {}",
+                a.name(),
+                b.name()
+            ))),
+        };
+        for w in whens {
+            let cond = match operand {
+                Some(x) => Expr::BinaryOp {
+                    left: Box::new(x.clone()),
+                    op: sqlparser::ast::BinaryOperator::Eq,
+                    right: Box::new(w.condition.clone()),
+                },
+                None => w.condition.clone(),
+            };
+            terms.push(self.expr(&cond, Some(SqlType::Bool))?);
+            let r = self.expr(&w.result, ty)?;
+            ty = widen(ty, r.ty)?;
+            terms.push(r);
+        }
+        let otherwise = match otherwise {
+            Some(e) => self.expr(e, ty)?,
+            None => self.literal(&SqlValue::Null, ty)?,
+        };
+        ty = widen(ty, otherwise.ty)?;
+        terms.push(otherwise);
+        Ok((terms, ty))
     }
 
     /// A value expression (SELECT list, SET, or a condition not handled as a pattern).
@@ -322,6 +390,17 @@ impl Builder {
                 })
             }
             Expr::Function(f) => self.function(f),
+            Expr::Case {
+                operand,
+                conditions,
+                else_result,
+                ..
+            } => self.case(
+                operand.as_deref(),
+                conditions,
+                else_result.as_deref(),
+                expected,
+            ),
             other => Err(SqlError::unsupported(format!("the expression {other}"))),
         }
     }
