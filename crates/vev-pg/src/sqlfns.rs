@@ -46,8 +46,8 @@ pub fn is_null(v: &Value) -> bool {
 
 /// The SQL error a function's message carries, if it was one of ours.
 pub fn coded_message(text: &str) -> Option<SqlError> {
-    const CODES: [&str; 8] = [
-        "22012", "22003", "22P02", "42883", "22023", "42804", "23505", "23502",
+    const CODES: [&str; 9] = [
+        "22012", "22003", "22P02", "42883", "22023", "42804", "23505", "23502", "22011",
     ];
     for code in CODES {
         if let Some(at) = text.find(&format!("{code}: ")) {
@@ -65,7 +65,7 @@ fn coded(code: &str, message: impl std::fmt::Display) -> String {
 type Fn1 = fn(&[Value]) -> Result<Value, String>;
 
 /// Every scalar function, by its name after `vev.sql/`.
-const FNS: [(&str, Fn1); 30] = [
+const FNS: [(&str, Fn1); 33] = [
     ("add", |a| arith(a, "+")),
     ("sub", |a| arith(a, "-")),
     ("mul", |a| arith(a, "*")),
@@ -102,6 +102,9 @@ const FNS: [(&str, Fn1); 30] = [
     ("least", |a| extreme(a, Ordering::Less)),
     ("round", round),
     ("distinct?", is_distinct),
+    ("substr", substr),
+    ("replace", replace),
+    ("trim", trim),
 ];
 
 /// Call scalar function `name` (without its `vev.sql/` namespace) on constant values.
@@ -240,6 +243,72 @@ fn avg(vs: &[Value]) -> Result<Value, String> {
 fn distinct_values(vs: &[Value]) -> Vec<Value> {
     let mut seen = std::collections::BTreeSet::new();
     vs.iter().filter(|v| seen.insert(*v)).cloned().collect()
+}
+
+/// `substring(s FROM start [FOR count])`: the characters at positions `start` to
+/// `start + count - 1` (from 1; a start below 1 still counts toward `count`), as
+/// PostgreSQL's; a negative count is `22011`.
+fn substr(args: &[Value]) -> Result<Value, String> {
+    if args.iter().any(is_null) {
+        return Ok(null());
+    }
+    let (s, start, count) = match args {
+        [Value::String(s), Value::Long(a)] => (s, *a, None),
+        [Value::String(s), Value::Long(a), Value::Long(n)] => (s, *a, Some(*n)),
+        _ => {
+            return Err(coded(
+                "42883",
+                "function substring(text, integer[, integer])",
+            ))
+        }
+    };
+    if count.is_some_and(|n| n < 0) {
+        return Err(coded("22011", "negative substring length not allowed"));
+    }
+    let end = count.map_or(i64::MAX, |n| start.saturating_add(n));
+    let out: String = s
+        .chars()
+        .zip(1i64..)
+        .filter(|(_, p)| *p >= start && *p < end)
+        .map(|(c, _)| c)
+        .collect();
+    Ok(Value::String(out.into()))
+}
+
+/// `replace(s, from, to)`: every `from` in `s` replaced (an empty `from` replaces nothing).
+fn replace(args: &[Value]) -> Result<Value, String> {
+    if args.iter().any(is_null) {
+        return Ok(null());
+    }
+    match args {
+        [Value::String(s), Value::String(from), Value::String(to)] => Ok(Value::String(
+            if from.is_empty() {
+                s.to_string()
+            } else {
+                s.replace(&**from, to)
+            }
+            .into(),
+        )),
+        _ => Err(coded("42883", "function replace(text, text, text)")),
+    }
+}
+
+/// `trim([BOTH | LEADING | TRAILING] [chars] FROM s)`: the characters of `chars` (a
+/// space by default) removed from the ends asked.
+fn trim(args: &[Value]) -> Result<Value, String> {
+    if args.iter().any(is_null) {
+        return Ok(null());
+    }
+    let [Value::String(s), Value::String(chars), Value::String(side)] = args else {
+        return Err(coded("42883", "function trim(text, text)"));
+    };
+    let set = |c: char| chars.contains(c);
+    let out = match &**side {
+        "leading" => s.trim_start_matches(set),
+        "trailing" => s.trim_end_matches(set),
+        _ => s.trim_matches(set),
+    };
+    Ok(Value::String(out.to_owned().into()))
 }
 
 /// `nullif(a, b)`: NULL where `a = b`, else `a`.

@@ -390,6 +390,42 @@ impl Builder {
                 })
             }
             Expr::Function(f) => self.function(f),
+            Expr::Substring {
+                expr,
+                substring_from,
+                substring_for,
+                ..
+            } => {
+                let text = self.expr(expr, Some(SqlType::Text))?;
+                let mut args = vec![text];
+                let one = Expr::Value(SqlValue::Number("1".into(), false).into());
+                let from = substring_from.as_deref().unwrap_or(&one);
+                args.push(self.expr(from, Some(SqlType::Int4))?);
+                if let Some(n) = substring_for {
+                    args.push(self.expr(n, Some(SqlType::Int4))?);
+                }
+                let refs: Vec<&Term> = args.iter().collect();
+                Ok(self.call("substr", &refs, Some(SqlType::Text)))
+            }
+            Expr::Trim {
+                trim_where,
+                trim_what,
+                expr,
+                trim_characters: None,
+            } => {
+                let text = self.expr(expr, Some(SqlType::Text))?;
+                let chars = match trim_what {
+                    Some(w) => self.expr(w, Some(SqlType::Text))?,
+                    None => self.literal(&SqlValue::SingleQuotedString(" ".into()), None)?,
+                };
+                let side = match trim_where {
+                    Some(sqlparser::ast::TrimWhereField::Leading) => "leading",
+                    Some(sqlparser::ast::TrimWhereField::Trailing) => "trailing",
+                    _ => "both",
+                };
+                let side = self.literal(&SqlValue::SingleQuotedString(side.into()), None)?;
+                Ok(self.call("trim", &[&text, &chars, &side], Some(SqlType::Text)))
+            }
             Expr::Case {
                 operand,
                 conditions,
@@ -556,6 +592,54 @@ impl Builder {
         }
     }
 
+    /// `greatest(...)`, `least(...)`: arguments of one type family (integer widths widen,
+    /// text types are text).
+    fn greatest_least(&mut self, name: &str, xs: &[&Expr]) -> Result<Term, SqlError> {
+        let mut terms = Vec::new();
+        let mut ty: Option<SqlType> = None;
+        for x in xs {
+            let t = self.expr(x, ty)?;
+            ty = match (ty, t.ty) {
+                (None, t) | (t, None) => t,
+                (Some(a), Some(b)) if a == b => Some(a),
+                (Some(a), Some(b)) if a.is_integer() && b.is_integer() => Some(SqlType::Int8),
+                (Some(a), Some(b)) if a.is_text() && b.is_text() => Some(SqlType::Text),
+                (Some(a), Some(b)) => {
+                    return Err(SqlError::unsupported(format!(
+                        "{name} over {} and {}",
+                        a.name(),
+                        b.name()
+                    )))
+                }
+            };
+            terms.push(t);
+        }
+        let refs: Vec<&Term> = terms.iter().collect();
+        Ok(self.call(name, &refs, ty))
+    }
+
+    /// `round(x)`: numeric for a numeric, else `double precision` (PostgreSQL's choice for
+    /// integers too); `round(x, n)`: numeric, not for floats (`42883`).
+    fn round(&mut self, x: &Expr, places: Option<&Expr>) -> Result<Term, SqlError> {
+        let t = self.expr(x, None)?;
+        let Some(n) = places else {
+            let ty = if t.ty == Some(SqlType::Numeric) {
+                SqlType::Numeric
+            } else {
+                SqlType::Float8
+            };
+            return Ok(self.call("round", &[&t], Some(ty)));
+        };
+        if let Some(ty @ (SqlType::Float4 | SqlType::Float8)) = t.ty {
+            return Err(SqlError::new(
+                "42883",
+                format!("function round({}, integer) does not exist", ty.name()),
+            ));
+        }
+        let n = self.expr(n, Some(SqlType::Int4))?;
+        Ok(self.call("round", &[&t, &n], Some(SqlType::Numeric)))
+    }
+
     fn function(&mut self, f: &Function) -> Result<Term, SqlError> {
         let name = f.name.to_string().to_ascii_lowercase();
         let name = name.trim_start_matches("pg_catalog.");
@@ -581,57 +665,29 @@ impl Builder {
                 };
                 Ok(self.call(name, &[&t], ty))
             }
+            ("replace", [x, from, to]) => {
+                let x = self.expr(x, Some(SqlType::Text))?;
+                let from = self.expr(from, Some(SqlType::Text))?;
+                let to = self.expr(to, Some(SqlType::Text))?;
+                Ok(self.call("replace", &[&x, &from, &to], Some(SqlType::Text)))
+            }
+            ("substr", [x, rest @ ..]) if matches!(rest.len(), 1 | 2) => {
+                let mut terms = vec![self.expr(x, Some(SqlType::Text))?];
+                for r in rest {
+                    terms.push(self.expr(r, Some(SqlType::Int4))?);
+                }
+                let refs: Vec<&Term> = terms.iter().collect();
+                Ok(self.call("substr", &refs, Some(SqlType::Text)))
+            }
             ("nullif", [x, y]) => {
                 let a = self.expr(x, None)?;
                 let b = self.expr(y, a.ty)?;
                 let ty = a.ty.or(b.ty);
                 Ok(self.call("nullif", &[&a, &b], ty))
             }
-            ("greatest" | "least", xs) if !xs.is_empty() => {
-                let mut terms = Vec::new();
-                let mut ty: Option<SqlType> = None;
-                for x in xs {
-                    let t = self.expr(x, ty)?;
-                    ty = match (ty, t.ty) {
-                        (None, t) | (t, None) => t,
-                        (Some(a), Some(b)) if a == b => Some(a),
-                        (Some(a), Some(b)) if a.is_integer() && b.is_integer() => {
-                            Some(SqlType::Int8)
-                        }
-                        (Some(a), Some(b)) if a.is_text() && b.is_text() => Some(SqlType::Text),
-                        (Some(a), Some(b)) => {
-                            return Err(SqlError::unsupported(format!(
-                                "{name} over {} and {}",
-                                a.name(),
-                                b.name()
-                            )))
-                        }
-                    };
-                    terms.push(t);
-                }
-                let refs: Vec<&Term> = terms.iter().collect();
-                Ok(self.call(name, &refs, ty))
-            }
-            ("round", [x]) => {
-                let t = self.expr(x, None)?;
-                let ty = if t.ty == Some(SqlType::Numeric) {
-                    SqlType::Numeric
-                } else {
-                    SqlType::Float8
-                };
-                Ok(self.call("round", &[&t], Some(ty)))
-            }
-            ("round", [x, n]) => {
-                let t = self.expr(x, None)?;
-                if let Some(ty @ (SqlType::Float4 | SqlType::Float8)) = t.ty {
-                    return Err(SqlError::new(
-                        "42883",
-                        format!("function round({}, integer) does not exist", ty.name()),
-                    ));
-                }
-                let n = self.expr(n, Some(SqlType::Int4))?;
-                Ok(self.call("round", &[&t, &n], Some(SqlType::Numeric)))
-            }
+            ("greatest" | "least", xs) if !xs.is_empty() => self.greatest_least(name, xs),
+            ("round", [x]) => self.round(x, None),
+            ("round", [x, n]) => self.round(x, Some(n)),
             ("coalesce", xs) if !xs.is_empty() => {
                 let mut terms = Vec::new();
                 let mut ty = None;
