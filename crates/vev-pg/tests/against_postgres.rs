@@ -810,3 +810,71 @@ fn functions_match_postgres() {
         }
     });
 }
+
+/// `JOIN ... USING`: the merged column first in `SELECT *`, an unqualified name for it,
+/// chains, and PostgreSQL's errors.
+const USING: &[&str] = &[
+    "CREATE TABLE u1 (k int PRIMARY KEY, x text, m int)",
+    "CREATE TABLE u2 (k int PRIMARY KEY, y text, m int)",
+    "CREATE TABLE u3 (m int PRIMARY KEY, z text)",
+    "INSERT INTO u1 VALUES (1, 'a', 10), (2, 'b', 20), (3, 'c', NULL)",
+    "INSERT INTO u2 VALUES (1, 'p', 10), (3, 'q', 30), (4, 'r', 40)",
+    "INSERT INTO u3 VALUES (10, 'ten'), (30, 'thirty')",
+];
+
+#[test]
+fn join_using_matches_postgres() {
+    with_pair("join_using_matches_postgres", |pg, vev| async move {
+        same(&pg, &vev, USING).await;
+        for sql in [
+            "SELECT * FROM u1 JOIN u2 USING (k) ORDER BY k",
+            "SELECT k, x, y, u1.m, u2.m FROM u1 JOIN u2 USING (k) ORDER BY k",
+            "SELECT * FROM u1 JOIN u2 USING (k, m) ORDER BY k",
+            "SELECT * FROM u1 JOIN u2 USING (k) JOIN u3 ON u3.m = u2.m ORDER BY k",
+            "SELECT * FROM u1 JOIN u3 USING (m) ORDER BY m",
+            "SELECT k, count(*) FROM u1 INNER JOIN u2 USING (k) WHERE k > 1 GROUP BY k ORDER BY k",
+            "SELECT u2.k, m FROM u2 JOIN u3 USING (m) ORDER BY 1",
+        ] {
+            let want = common::text_rows(&pg, sql).await;
+            assert!(!want.is_empty(), "{sql} returns rows");
+            assert_eq!(common::text_rows(&vev, sql).await, want, "{sql}");
+            // The same column names, in the same order.
+            for c in [&pg, &vev] {
+                let names: Vec<String> = c
+                    .prepare(sql)
+                    .await
+                    .expect(sql)
+                    .columns()
+                    .iter()
+                    .map(|c| c.name().to_owned())
+                    .collect();
+                let pg_names: Vec<String> = pg
+                    .prepare(sql)
+                    .await
+                    .expect(sql)
+                    .columns()
+                    .iter()
+                    .map(|c| c.name().to_owned())
+                    .collect();
+                assert_eq!(names, pg_names, "{sql}");
+            }
+        }
+        for (sql, code) in [
+            ("SELECT * FROM u1 JOIN u2 USING (nope)", "42703"),
+            ("SELECT * FROM u1 JOIN u3 USING (k)", "42703"),
+            (
+                "SELECT * FROM u1 JOIN u2 USING (k) JOIN u3 USING (m)",
+                "42702",
+            ),
+            ("SELECT m FROM u1 JOIN u2 USING (k)", "42702"),
+        ] {
+            for c in [&pg, &vev] {
+                let e = c.simple_query(sql).await.expect_err(sql);
+                assert_eq!(e.code().map(|c| c.code()), Some(code), "{sql}: {e}");
+            }
+        }
+        let sql = "SELECT * FROM u1 LEFT JOIN u2 USING (k)";
+        let e = vev.simple_query(sql).await.expect_err(sql);
+        assert_eq!(e.code().map(|c| c.code()), Some("0A000"), "{e}");
+    });
+}

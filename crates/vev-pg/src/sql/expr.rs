@@ -86,6 +86,11 @@ pub struct Builder {
     /// How many CASEs the expression being compiled is inside (their operands' errors are
     /// deferred).
     lazy: u32,
+    /// Columns an unqualified name does not find: the right side's of a `JOIN ... USING`
+    /// (scope, column name), merged into the left side's (`using.rs`).
+    pub hidden: BTreeSet<(usize, String)>,
+    /// What `SELECT *` shows, in order: every scope's columns, except as USING merges them.
+    pub star: Vec<(usize, usize)>,
 }
 
 /// The identifier `Builder::outer_term` answers to (quoted: no column is named so by
@@ -106,6 +111,8 @@ impl Builder {
             frames: Vec::new(),
             outer_term: None,
             lazy: 0,
+            hidden: BTreeSet::new(),
+            star: Vec::new(),
             next: 0,
         }
     }
@@ -141,7 +148,9 @@ impl Builder {
         let mut found = None;
         for w in bounds.windows(2).rev() {
             for (si, s) in self.scopes.iter().enumerate().take(w[1]).skip(w[0]) {
-                if alias.is_some_and(|a| a != s.alias) {
+                if alias.is_some_and(|a| a != s.alias)
+                    || (alias.is_none() && self.hidden.contains(&(si, col.to_owned())))
+                {
                     continue;
                 }
                 if let Some((ci, _)) = s.table.column(col) {

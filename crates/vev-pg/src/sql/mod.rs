@@ -10,6 +10,7 @@ pub mod select;
 pub mod subquery;
 pub mod union;
 pub mod upsert;
+pub mod using;
 pub mod write;
 
 use std::sync::atomic::{AtomicU64, Ordering};

@@ -16,7 +16,7 @@ use sqlparser::ast::{
 };
 
 use super::expr::{function_args, ident_name, placeholder, Builder, Scope, Term};
-use crate::catalog::{Catalog, Rows, Table};
+use crate::catalog::{Catalog, Rows};
 use crate::error::SqlError;
 use crate::types::SqlType;
 
@@ -121,8 +121,15 @@ pub fn compile(q: &Query, catalog: &Catalog) -> Result<Option<SelectPlan>, SqlEr
     let mut si = 0;
     for twj in &sel.from {
         let first = si;
+        let mut chain = every_column(&b, first);
         si += 1;
         for j in &twj.joins {
+            if let Some(names) = super::using::columns(j)? {
+                super::using::join(&mut b, &mut chain, si, &names)?;
+                si += 1;
+                continue;
+            }
+            chain.extend(every_column(&b, si));
             // An ON condition sees the tables of its own join chain up to this one (a
             // comma binds looser than a join), as PostgreSQL checks.
             on_references(j, &b.scopes[first..=si], &b.scopes)?;
@@ -149,6 +156,7 @@ pub fn compile(q: &Query, catalog: &Catalog) -> Result<Option<SelectPlan>, SqlEr
             }
             si += 1;
         }
+        b.star.extend(chain);
     }
     if let Some(w) = &sel.selection {
         super::subquery::condition(&mut b, w, catalog)?;
@@ -591,8 +599,8 @@ fn select_list(
     for item in &sel.projection {
         match item {
             SelectItem::Wildcard(_) => {
-                for si in 0..b.scopes.len() {
-                    all_columns(b, si, finds, columns, post);
+                for (si, ci) in b.star.clone() {
+                    output_column(b, si, ci, finds, columns, post);
                 }
             }
             SelectItem::QualifiedWildcard(SelectItemQualifiedWildcardKind::ObjectName(n), _) => {
@@ -624,19 +632,38 @@ fn all_columns(
     columns: &mut Vec<OutCol>,
     post: &mut Post,
 ) {
-    let table: Arc<Table> = b.scopes[si].table.clone();
-    for (ci, c) in table.columns.iter().enumerate() {
-        let t = b.column(si, ci, false);
-        post.select.push(finds.len());
-        finds.push(Find {
-            text: t.text,
-            agg: None,
-        });
-        columns.push(OutCol {
-            name: c.name.clone(),
-            ty: c.ty,
-        });
+    for (si, ci) in every_column(b, si) {
+        output_column(b, si, ci, finds, columns, post);
     }
+}
+
+/// Scope `si`'s columns, in order.
+fn every_column(b: &Builder, si: usize) -> Vec<(usize, usize)> {
+    (0..b.scopes[si].table.columns.len())
+        .map(|ci| (si, ci))
+        .collect()
+}
+
+/// Column `ci` of scope `si` as an output column.
+fn output_column(
+    b: &mut Builder,
+    si: usize,
+    ci: usize,
+    finds: &mut Vec<Find>,
+    columns: &mut Vec<OutCol>,
+    post: &mut Post,
+) {
+    let c = b.scopes[si].table.columns[ci].clone();
+    let t = b.column(si, ci, false);
+    post.select.push(finds.len());
+    finds.push(Find {
+        text: t.text,
+        agg: None,
+    });
+    columns.push(OutCol {
+        name: c.name.clone(),
+        ty: c.ty,
+    });
 }
 
 /// PostgreSQL's name for an unaliased select item.
