@@ -533,13 +533,7 @@ fn unions_match_postgres() {
         let with_rows = same(&pg, &vev, &unordered).await;
         assert!(with_rows >= 9, "the script returns rows ({with_rows})");
         for sql in ordered {
-            let want = common::text_rows(&pg, sql).await;
-            assert!(!want.is_empty(), "{sql} returns rows");
-            assert_eq!(
-                common::text_rows(&vev, sql).await,
-                want,
-                "{sql}: Vev (left) and PostgreSQL (right)"
-            );
+            same_in_order(&pg, &vev, sql).await;
         }
         // Parameters in both branches, and as LIMIT, over the extended protocol.
         let sql = "SELECT id FROM a WHERE grp = $1 UNION SELECT id FROM b WHERE v > $2 \
@@ -703,6 +697,18 @@ fn numeric_arithmetic_matches_postgres() {
     );
 }
 
+/// A statement's rows on both servers, compared in order (it has an ORDER BY over every
+/// column that decides it); PostgreSQL's must not be empty.
+async fn same_in_order(pg: &Client, vev: &Client, sql: &str) {
+    let want = common::text_rows(pg, sql).await;
+    assert!(!want.is_empty(), "{sql} returns rows");
+    assert_eq!(
+        common::text_rows(vev, sql).await,
+        want,
+        "{sql}: Vev (left) and PostgreSQL (right)"
+    );
+}
+
 /// `DISTINCT ON`: the first row of each key in ORDER BY's order (compared in order).
 const DISTINCT_ON: &[&str] = &[
     "SELECT DISTINCT ON (grp) id, grp FROM a ORDER BY grp, id",
@@ -720,13 +726,7 @@ fn distinct_on_matches_postgres() {
     with_pair("distinct_on_matches_postgres", |pg, vev| async move {
         same(&pg, &vev, &LEFT_JOINS[..6]).await;
         for sql in DISTINCT_ON {
-            let want = common::text_rows(&pg, sql).await;
-            assert!(!want.is_empty(), "{sql} returns rows");
-            assert_eq!(
-                common::text_rows(&vev, sql).await,
-                want,
-                "{sql}: Vev (left) and PostgreSQL (right)"
-            );
+            same_in_order(&pg, &vev, sql).await;
         }
         // Without ORDER BY the row kept is any of its key's; the keys are the same.
         same(&pg, &vev, &["SELECT DISTINCT ON (grp) grp FROM a"]).await;
@@ -835,29 +835,15 @@ fn join_using_matches_postgres() {
             "SELECT k, count(*) FROM u1 INNER JOIN u2 USING (k) WHERE k > 1 GROUP BY k ORDER BY k",
             "SELECT u2.k, m FROM u2 JOIN u3 USING (m) ORDER BY 1",
         ] {
-            let want = common::text_rows(&pg, sql).await;
-            assert!(!want.is_empty(), "{sql} returns rows");
-            assert_eq!(common::text_rows(&vev, sql).await, want, "{sql}");
+            same_in_order(&pg, &vev, sql).await;
             // The same column names, in the same order.
+            let mut names = Vec::new();
             for c in [&pg, &vev] {
-                let names: Vec<String> = c
-                    .prepare(sql)
-                    .await
-                    .expect(sql)
-                    .columns()
-                    .iter()
-                    .map(|c| c.name().to_owned())
-                    .collect();
-                let pg_names: Vec<String> = pg
-                    .prepare(sql)
-                    .await
-                    .expect(sql)
-                    .columns()
-                    .iter()
-                    .map(|c| c.name().to_owned())
-                    .collect();
-                assert_eq!(names, pg_names, "{sql}");
+                let st = c.prepare(sql).await.expect(sql);
+                let n: Vec<String> = st.columns().iter().map(|c| c.name().to_owned()).collect();
+                names.push(n);
             }
+            assert_eq!(names[1], names[0], "{sql}");
         }
         for (sql, code) in [
             ("SELECT * FROM u1 JOIN u2 USING (nope)", "42703"),

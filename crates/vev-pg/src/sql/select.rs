@@ -819,30 +819,45 @@ fn order_by(
         let (position, desc, nulls_first) = order_item(o, columns.len())?;
         let at = match (position, &o.expr) {
             (Some(k), _) => post.select[k],
-            (None, e) => match output_position(e, sel, columns) {
-                Some(k) => post.select[k],
-                None => {
-                    let t = b.expr(e, None)?;
-                    let t = b.as_var(t);
-                    match finds.iter().position(|f| f.text == t.text) {
+            (None, e) => {
+                match output_position(e, sel, columns) {
+                    Some(k) => post.select[k],
+                    None => {
+                        let aggregated = finds.iter().any(|f| f.agg.is_some());
+                        match find_element(b, e, finds, !aggregated)? {
                         Some(i) => i,
-                        None => {
-                            if finds.iter().any(|f| f.agg.is_some()) {
-                                return Err(SqlError::unsupported("ORDER BY an expression not in the select list of an aggregate query"));
-                            }
-                            finds.push(Find {
-                                text: t.text,
-                                agg: None,
-                            });
-                            finds.len() - 1
-                        }
+                        None => return Err(SqlError::unsupported("ORDER BY an expression not in the select list of an aggregate query")),
+                    }
                     }
                 }
-            },
+            }
         };
         post.order.push((at, desc, nulls_first));
     }
     Ok(())
+}
+
+/// The find element that computes `e`: one already there, or (`add`) a new one; `None`
+/// when it is not there and may not be added.
+fn find_element(
+    b: &mut Builder,
+    e: &Expr,
+    finds: &mut Vec<Find>,
+    add: bool,
+) -> Result<Option<usize>, SqlError> {
+    let t = b.expr(e, None)?;
+    let t = b.as_var(t);
+    if let Some(i) = finds.iter().position(|f| f.text == t.text) {
+        return Ok(Some(i));
+    }
+    if !add {
+        return Ok(None);
+    }
+    finds.push(Find {
+        text: t.text,
+        agg: None,
+    });
+    Ok(Some(finds.len() - 1))
 }
 
 /// `DISTINCT ON (keys)`: each key's find element (an output column, or one added), checked
@@ -860,20 +875,7 @@ fn distinct_on(
     for e in keys {
         let k = match output_position(e, sel, columns) {
             Some(k) => post.select[k],
-            None => {
-                let t = b.expr(e, None)?;
-                let t = b.as_var(t);
-                match finds.iter().position(|f| f.text == t.text) {
-                    Some(i) => i,
-                    None => {
-                        finds.push(Find {
-                            text: t.text,
-                            agg: None,
-                        });
-                        finds.len() - 1
-                    }
-                }
-            }
+            None => find_element(b, e, finds, true)?.unwrap_or_default(),
         };
         at.push(k);
     }
