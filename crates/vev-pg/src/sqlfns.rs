@@ -406,9 +406,9 @@ fn arith(args: &[Value], op: &str) -> Result<Value, String> {
     match (a, b) {
         (Value::Long(x), Value::Long(y)) => int_arith(*x, *y, op),
         // A decimal with an integer or a decimal: exact numeric arithmetic.
-        _ if exact(a).is_some() && exact(b).is_some() => {
+        (Value::Long(_) | Value::BigDec(_), Value::Long(_) | Value::BigDec(_)) => {
             let (Some(x), Some(y)) = (exact(a), exact(b)) else {
-                unreachable!("checked above")
+                unreachable!("integers and decimals are exact")
             };
             crate::numeric::arith(&x, &y, op)
                 .map(|d| Value::BigDec(std::sync::Arc::new(d)))
@@ -527,6 +527,7 @@ fn compare(args: &[Value], holds: fn(Ordering) -> bool) -> Result<Value, String>
         (Some(x), Some(y)) => match (a, b) {
             (Value::Long(p), Value::Long(q)) => p.cmp(q),
             // Integers and decimals exactly.
+            (Value::BigDec(p), Value::BigDec(q)) => p.cmp(q),
             (Value::Long(_) | Value::BigDec(_), Value::Long(_) | Value::BigDec(_)) => {
                 match (exact(a), exact(b)) {
                     (Some(p), Some(q)) => p.cmp(&q),
