@@ -18,6 +18,8 @@ struct Expander<'a> {
     functions: &'a dyn TxFunctions,
     terms: Vec<Term>,
     next_internal: u64,
+    /// The holders of the lookup refs the transaction data names, looked up together.
+    holders: Holders,
 }
 
 pub(crate) fn expand(
@@ -25,11 +27,16 @@ pub(crate) fn expand(
     ops: &[TxOp],
     functions: &dyn TxFunctions,
 ) -> Result<Vec<Term>, TxError> {
+    let mut keys = Vec::new();
+    for op in ops {
+        lookup_keys_of_op(db, op, &mut keys);
+    }
     let mut x = Expander {
         db,
         functions,
         terms: Vec::with_capacity(ops.len() * 4),
         next_internal: 0,
+        holders: Holders::prefetch(db, keys.into_iter()),
     };
     for op in ops {
         x.op(op, 0)?;
@@ -238,7 +245,7 @@ impl Expander<'_> {
 
     /// Resolve an entity in entity position.
     pub(super) fn entity(&self, r: &EntityRef) -> Result<TermEntity, TxError> {
-        resolve_entity(self.db, r)
+        resolve_entity(self.db, r, &self.holders)
     }
 
     /// A value that must be single (cas).
@@ -385,7 +392,7 @@ impl Expander<'_> {
                 ))
             }
         };
-        Ok(e_to_v(resolve_entity(self.db, &r)?))
+        Ok(e_to_v(resolve_entity(self.db, &r, &self.holders)?))
     }
 }
 
@@ -455,8 +462,9 @@ fn wrong_type_for(err: TxError, a: &Attribute, v: &TxValue, e: &TermEntity) -> T
     }
 }
 
-/// Resolve an entity reference against db-before (tempids stay symbolic).
-pub(crate) fn resolve_entity(db: &Db, r: &EntityRef) -> Result<TermEntity, TxError> {
+/// Resolve an entity reference against db-before (tempids stay symbolic); a lookup ref's
+/// holder from `holders` when it was prefetched.
+fn resolve_entity(db: &Db, r: &EntityRef, holders: &Holders) -> Result<TermEntity, TxError> {
     match r {
         EntityRef::Id(id) => {
             let tx_next = vev_core::ids::tx_id(db.basis_t() + 1);
@@ -471,11 +479,16 @@ pub(crate) fn resolve_entity(db: &Db, r: &EntityRef) -> Result<TermEntity, TxErr
             .map(TermEntity::Id)
             .ok_or_else(|| TxError::UnknownIdent { ident: k.clone() }),
         EntityRef::TempId(t) => Ok(TermEntity::Temp(t.clone())),
-        EntityRef::LookupRef(a, v) => lookup_ref(db, a, v).map(TermEntity::Id),
+        EntityRef::LookupRef(a, v) => lookup_ref(db, a, v, holders).map(TermEntity::Id),
     }
 }
 
-fn lookup_ref(db: &Db, a: &vev_core::Keyword, v: &TxValue) -> Result<u64, TxError> {
+fn lookup_ref(
+    db: &Db,
+    a: &vev_core::Keyword,
+    v: &TxValue,
+    holders: &Holders,
+) -> Result<u64, TxError> {
     let form = Edn::Vector(vec![Edn::Keyword(a.clone()), v.to_edn()]);
     let Some(attr) = db.attribute(a) else {
         return Err(TxError::InvalidLookupRef {
@@ -491,10 +504,12 @@ fn lookup_ref(db: &Db, a: &vev_core::Keyword, v: &TxValue) -> Result<u64, TxErro
     }
     let value = match v {
         TxValue::Value(x) => Some(x.clone()),
-        TxValue::Edn(x) if attr.is_ref() => match resolve_entity(db, &EntityRef::from_edn(x)?)? {
-            TermEntity::Id(id) => Some(Value::Ref(id)),
-            TermEntity::Temp(_) => None,
-        },
+        TxValue::Edn(x) if attr.is_ref() => {
+            match resolve_entity(db, &EntityRef::from_edn(x)?, holders)? {
+                TermEntity::Id(id) => Some(Value::Ref(id)),
+                TermEntity::Temp(_) => None,
+            }
+        }
         TxValue::Edn(x) => coerce(db, attr, x),
         _ => None,
     };
@@ -507,10 +522,12 @@ fn lookup_ref(db: &Db, a: &vev_core::Keyword, v: &TxValue) -> Result<u64, TxErro
             ),
         });
     };
-    lookup_unique(db, attr.id, &value).ok_or_else(|| TxError::UnresolvedLookupRef {
-        attribute: a.clone(),
-        value: v.to_edn(),
-    })
+    holders
+        .get(db, attr.id, &value)
+        .ok_or_else(|| TxError::UnresolvedLookupRef {
+            attribute: a.clone(),
+            value: v.to_edn(),
+        })
 }
 
 /// The entity holding `value` for unique attribute `a` in db's current view.
@@ -547,6 +564,100 @@ impl Holders {
             Ok(i) => self.found[i],
             Err(_) => lookup_unique(db, a, value),
         }
+    }
+}
+
+/// The `(attribute, value)` key of the lookup ref `[a v]` when `a` is a unique non-ref
+/// attribute and `v` has its type: what `lookup_ref` will look up.
+fn lookup_key(db: &Db, a: &vev_core::Keyword, v: &TxValue) -> Option<(u64, Value)> {
+    match v {
+        TxValue::Value(x) => unique_attr(db, a).map(|attr| (attr.id, x.clone())),
+        TxValue::Edn(x) => lookup_key_edn(db, a, x),
+        _ => None,
+    }
+}
+
+/// `lookup_key` for the lookup ref `[a x]` written in EDN.
+fn lookup_key_edn(db: &Db, a: &vev_core::Keyword, x: &Edn) -> Option<(u64, Value)> {
+    let attr = unique_attr(db, a)?;
+    Some((attr.id, coerce(db, attr, x)?))
+}
+
+fn unique_attr<'a>(db: &'a Db, a: &vev_core::Keyword) -> Option<&'a Attribute> {
+    db.attribute(a)
+        .map(|attr| &**attr)
+        .filter(|attr| attr.unique.is_some() && !attr.is_ref())
+}
+
+/// The keys of the lookup refs in `op` (as an entity, or as a value of a ref attribute),
+/// for `Holders::prefetch`. Only a prefetch: a lookup ref it misses (inside a
+/// transaction function's result, say) is looked up when the expander meets it.
+fn lookup_keys_of_op(db: &Db, op: &TxOp, out: &mut Vec<(u64, Value)>) {
+    let entity = |r: &EntityRef, out: &mut Vec<(u64, Value)>| {
+        if let EntityRef::LookupRef(a, v) = r {
+            out.extend(lookup_key(db, a, v));
+        }
+    };
+    match op {
+        TxOp::Add { e, a, v } | TxOp::Retract { e, a, v: Some(v) } => {
+            entity(e, out);
+            if let AttrRef::Ident(k) = a {
+                lookup_keys_of_value(db, k, v, out);
+            }
+        }
+        TxOp::Retract { e, .. } | TxOp::RetractEntity { e } | TxOp::Cas { e, .. } => {
+            entity(e, out);
+        }
+        TxOp::Map(m) => lookup_keys_of_map(db, m, out),
+        TxOp::Call { .. } => {}
+    }
+}
+
+fn lookup_keys_of_map(db: &Db, m: &TxMap, out: &mut Vec<(u64, Value)>) {
+    if let Some(EntityRef::LookupRef(a, v)) = &m.id {
+        out.extend(lookup_key(db, a, v));
+    }
+    for (k, v) in &m.attrs {
+        if !k.is_reverse() {
+            lookup_keys_of_value(db, k, v, out);
+        }
+    }
+}
+
+/// The lookup refs among the values `v` of attribute `a` when it is a ref attribute.
+fn lookup_keys_of_value(db: &Db, a: &vev_core::Keyword, v: &TxValue, out: &mut Vec<(u64, Value)>) {
+    if !db.attribute(a).is_some_and(|a| a.is_ref()) {
+        return;
+    }
+    let edn_ref = |x: &Edn, out: &mut Vec<(u64, Value)>| match x {
+        Edn::Vector(items) | Edn::List(items) => {
+            if let [Edn::Keyword(k), x] = items.as_slice() {
+                out.extend(lookup_key_edn(db, k, x));
+            }
+        }
+        _ => {}
+    };
+    match v {
+        TxValue::Entity(r) => {
+            if let EntityRef::LookupRef(k, x) = r {
+                out.extend(lookup_key(db, k, x));
+            }
+        }
+        TxValue::Map(m) => lookup_keys_of_map(db, m, out),
+        TxValue::Many(items) => {
+            for item in items {
+                lookup_keys_of_value(db, a, item, out);
+            }
+        }
+        TxValue::Edn(x @ (Edn::Vector(items) | Edn::List(items))) => {
+            // One lookup ref, or a collection of values each of which may be one.
+            edn_ref(x, out);
+            for item in items {
+                edn_ref(item, out);
+            }
+        }
+        TxValue::Edn(Edn::Set(items)) => items.iter().for_each(|x| edn_ref(x, out)),
+        TxValue::Edn(_) | TxValue::Value(_) => {}
     }
 }
 
