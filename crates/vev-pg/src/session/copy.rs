@@ -85,18 +85,20 @@ impl Session {
                 }
             }
         }
-        let mut ops = Vec::with_capacity(c.rows.len() + 1);
+        let n = c.rows.len();
+        let mut ops = Vec::with_capacity(n + 1);
         let mut keys: Vec<Vec<Edn>> = vec![Vec::new(); table.primary_key.len()];
-        for values in &c.rows {
+        // Each row's text values go as soon as its operation is made: a large COPY would
+        // otherwise hold them all until the end of the transaction.
+        for values in std::mem::take(&mut c.rows) {
             ops.push(TxOp::Map(sql::write::row_map(
                 table,
-                values,
+                &values,
                 &mut self.next_row,
             )?));
-            sql::write::collect_keys(table, values, &mut keys);
+            sql::write::collect_keys(table, &values, &mut keys);
         }
         ops.extend(sql::write::key_guards(table, keys));
-        let n = c.rows.len();
         self.write(ops, Touch::Tables(std::slice::from_ref(&c.plan.table.name)))
             .await?;
         Ok(Outcome::Command(format!("COPY {n}")))

@@ -67,6 +67,7 @@ fn key_of(e: &EntityRef) -> Option<Key> {
 /// disappears from it.
 pub(super) fn merge_ops(pending: &mut Vec<TxOp>, new: Vec<TxOp>) -> bool {
     let mut folded = false;
+    pending.reserve(new.len());
     for op in new {
         let before = pending.len();
         match &op {
