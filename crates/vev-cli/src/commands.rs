@@ -784,7 +784,8 @@ pub fn verify(path: &Path) -> CliResult<()> {
     Ok(out.flush()?)
 }
 
-/// `vev serve`: the PostgreSQL server on the database, until the process is stopped.
+/// `vev serve`: the PostgreSQL server on the database, until SIGTERM or SIGINT; then every
+/// connection is closed and the database checkpointed.
 pub fn serve(
     path: &Path,
     listen: std::net::SocketAddr,
@@ -793,7 +794,7 @@ pub fn serve(
 ) -> CliResult<()> {
     let conn = open_write(path, lock)?;
     let opts = vev_pg::ServeOptions { listen, password };
-    let server = vev_pg::Server::start(conn, &opts).map_err(|e| CliError::Argument {
+    let server = vev_pg::Server::start(conn.clone(), &opts).map_err(|e| CliError::Argument {
         code: e.code(),
         message: e.to_string(),
     })?;
@@ -806,6 +807,13 @@ pub fn serve(
     );
     use std::io::Write;
     let _ = std::io::stdout().flush();
-    server.wait();
+    let Some(signal) = server.wait_for_signal() else {
+        return Ok(());
+    };
+    // Every session is closed: checkpoint, so that the next start replays no log.
+    println!("vev serve: {signal}: connections closed, checkpointing");
+    let _ = std::io::stdout().flush();
+    conn.checkpoint()?;
+    println!("vev serve: stopped");
     Ok(())
 }

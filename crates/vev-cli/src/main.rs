@@ -185,7 +185,8 @@ enum Command {
         format: Option<Format>,
     },
     /// Serve the database over PostgreSQL's wire protocol, for psql, drivers and pgbench
-    /// (docs/sql.md): tables are attribute namespaces, rows are entities. Runs until stopped.
+    /// (docs/sql.md): tables are attribute namespaces, rows are entities. Runs until SIGTERM or SIGINT (Ctrl-C),
+    /// then closes its connections and checkpoints the database.
     Serve {
         /// The database file (created if missing).
         db: PathBuf,

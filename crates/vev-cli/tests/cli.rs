@@ -1309,3 +1309,82 @@ fn fulltext_query_stats_and_verify() {
     assert_eq!(get(&verified, "fulltext-documents"), &Edn::Integer(4));
     assert_eq!(get(&verified, "fulltext-segments"), &Edn::Integer(2));
 }
+
+/// `vev serve` stops on SIGTERM and on SIGINT: it closes its connections, checkpoints (the
+/// file's root is at the last transaction, so the next start replays no log) and exits 0.
+#[cfg(unix)]
+#[test]
+fn serve_stops_and_checkpoints_on_sigterm_and_sigint() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let db = dir.path().join("served.vev");
+    let root_t = |db: &Path| -> Option<i64> {
+        let conn =
+            rusqlite::Connection::open_with_flags(db, rusqlite::OpenFlags::SQLITE_OPEN_READ_ONLY)
+                .unwrap();
+        conn.query_row("SELECT t FROM vev_root WHERE slot = 0", [], |r| r.get(0))
+            .ok()
+    };
+    for (signal, sql) in [
+        (
+            "TERM",
+            "CREATE TABLE pet (id int PRIMARY KEY, name text); \
+             INSERT INTO pet VALUES (1, 'Rex'), (2, 'Tom')",
+        ),
+        ("INT", "INSERT INTO pet VALUES (3, 'Kit')"),
+    ] {
+        let server = Live::spawn(&["serve", s(&db), "--port", "0"]);
+        let first = server.line();
+        let port = first
+            .rsplit("-p ")
+            .next()
+            .and_then(|r| r.split_whitespace().next())
+            .and_then(|p| p.parse::<u16>().ok())
+            .unwrap_or_else(|| panic!("vev serve printed {first:?}"));
+        let psql = std::process::Command::new("psql")
+            .args([
+                "-h",
+                "127.0.0.1",
+                "-p",
+                &port.to_string(),
+                "-U",
+                "vev",
+                "-d",
+                "app",
+            ])
+            .args(["-X", "-v", "ON_ERROR_STOP=1", "-c", sql])
+            .output()
+            .expect("psql runs");
+        assert!(
+            psql.status.success(),
+            "{}",
+            String::from_utf8_lossy(&psql.stderr)
+        );
+        let pid = server.child.id().to_string();
+        let kill = std::process::Command::new("kill")
+            .args([&format!("-{signal}"), &pid])
+            .status()
+            .expect("kill runs");
+        assert!(kill.success());
+        assert_eq!(
+            server.line(),
+            format!("vev serve: SIG{signal}: connections closed, checkpointing")
+        );
+        assert_eq!(server.line(), "vev serve: stopped");
+        let out = server.finish();
+        assert!(
+            out.status.success(),
+            "SIG{signal}: {:?} {}",
+            out.status,
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let stats = parse(&run_ok(&["stats", s(&db), "--format", "edn"], "")).unwrap();
+        let Edn::Integer(basis) = get(&stats, "basis-t") else {
+            panic!("{stats}")
+        };
+        assert_eq!(root_t(&db), Some(*basis), "SIG{signal}: the checkpoint's t");
+    }
+    let names = run_ok(&["query", s(&db), "[:find ?n :where [_ :pet/name ?n]]"], "");
+    for name in ["Rex", "Tom", "Kit"] {
+        assert!(names.contains(name), "{names}");
+    }
+}

@@ -138,6 +138,39 @@ impl Server {
         }
     }
 
+    /// Serve until the process receives SIGTERM or SIGINT (PostgreSQL's "smart" and "fast"
+    /// shutdown signals), then stop accepting and close every connection; the signal's name.
+    /// The other signals keep their default actions. Without a way to listen for signals
+    /// (no Unix), serves until stopped.
+    pub fn wait_for_signal(mut self) -> Option<&'static str> {
+        let (rt, done) = (self.runtime.as_ref()?, self.done.take()?);
+        let signal = rt.block_on(async {
+            #[cfg(unix)]
+            {
+                use tokio::signal::unix::{signal, SignalKind};
+                let (Ok(mut term), Ok(mut int)) = (
+                    signal(SignalKind::terminate()),
+                    signal(SignalKind::interrupt()),
+                ) else {
+                    let _ = done.await;
+                    return None;
+                };
+                tokio::select! {
+                    _ = term.recv() => Some("SIGTERM"),
+                    _ = int.recv() => Some("SIGINT"),
+                    _ = done => None,
+                }
+            }
+            #[cfg(not(unix))]
+            {
+                let _ = done.await;
+                None
+            }
+        });
+        self.stop_now();
+        signal
+    }
+
     /// Stop accepting and close every connection.
     pub fn shutdown(mut self) {
         self.stop_now();
