@@ -49,22 +49,21 @@ impl Source for Db {
                 );
                 return;
             }
+            let boxed = prefix
+                .iter()
+                .any(|c| matches!(c, Component::Value(v) if behind_pointer(v)));
+            if let (IndexOrder::Avet, [Component::Entity(a), Component::Value(v)], false) =
+                (order, prefix, boxed)
+            {
+                // An attribute and a value (a unique value's holder, an equality filter):
+                // the comparison inlined, not `cmp_prefix`'s walk over components.
+                let key = |d: &Datom| d.a.cmp(a).then_with(|| d.v.cmp(v));
+                tree.visit_from(|d| key(d) == Ordering::Less, &mut |d| {
+                    key(d) == Ordering::Equal && visit(d)
+                });
+                return;
+            }
             let below = |d: &Datom| order.cmp_prefix(d, prefix) == Ordering::Less;
-            let boxed = prefix.iter().any(|c| {
-                matches!(
-                    c,
-                    Component::Value(
-                        Value::String(_)
-                            | Value::Keyword(_)
-                            | Value::Uri(_)
-                            | Value::Bytes(_)
-                            | Value::Symbol(_)
-                            | Value::BigInt(_)
-                            | Value::BigDec(_)
-                            | Value::Tuple(_)
-                    )
-                )
-            });
             if !boxed {
                 tree.visit_from(below, &mut |d| {
                     order.cmp_prefix(d, prefix) == Ordering::Equal && visit(d)
@@ -287,6 +286,22 @@ impl vev_query::source::AttrRuns for AttrCursor {
 
 /// The ids an order leads with: e then a (EAVT), a then e (AEVT, AVET).
 #[inline]
+/// Whether comparing with `v` follows a pointer (a string longer than `SmolStr` keeps
+/// inline, a keyword, a tuple, ...).
+fn behind_pointer(v: &Value) -> bool {
+    match v {
+        Value::String(s) => s.is_heap_allocated(),
+        Value::Keyword(_)
+        | Value::Uri(_)
+        | Value::Bytes(_)
+        | Value::Symbol(_)
+        | Value::BigInt(_)
+        | Value::BigDec(_)
+        | Value::Tuple(_) => true,
+        _ => false,
+    }
+}
+
 fn leading_ids(order: IndexOrder, d: &Datom) -> [u64; 2] {
     match order {
         IndexOrder::Aevt | IndexOrder::Avet => [d.a, d.e],
