@@ -1334,12 +1334,8 @@ fn serve_stops_and_checkpoints_on_sigterm_and_sigint() {
     ] {
         let server = Live::spawn(&["serve", s(&db), "--port", "0"]);
         let first = server.line();
-        let port = first
-            .rsplit("-p ")
-            .next()
-            .and_then(|r| r.split_whitespace().next())
-            .and_then(|p| p.parse::<u16>().ok())
-            .unwrap_or_else(|| panic!("vev serve printed {first:?}"));
+        let port =
+            common::served_port(&first).unwrap_or_else(|| panic!("vev serve printed {first:?}"));
         let psql = std::process::Command::new("psql")
             .args([
                 "-h",

@@ -7,6 +7,8 @@ use std::io::{BufRead, BufReader};
 use std::process::{Command as Process, Stdio};
 
 use assert_cmd::Command;
+
+mod common;
 use vev_postgres::testing;
 
 fn vev() -> Command {
@@ -85,12 +87,7 @@ fn serve_answers_psql(url: &str) {
     BufReader::new(server.stdout.take().unwrap())
         .read_line(&mut line)
         .unwrap();
-    let port = line
-        .rsplit("-p ")
-        .next()
-        .and_then(|r| r.split_whitespace().next())
-        .and_then(|p| p.parse::<u16>().ok());
-    let Some(port) = port else {
+    let Some(port) = common::served_port(&line) else {
         let _ = server.kill();
         panic!("vev serve printed {line:?}");
     };

@@ -1,4 +1,6 @@
-//! Helpers shared by the CLI's test files.
+//! Helpers shared by the CLI's test files (each uses some of them).
+
+#![allow(dead_code)]
 
 /// A `vev` process on pipes whose stdout is read a line at a time while it runs.
 pub struct Live {
@@ -46,9 +48,17 @@ impl Live {
     }
 
     /// Close stdin and wait for the process.
-    #[allow(dead_code)] // not every test file finishes a session this way
     pub fn finish(mut self) -> std::process::Output {
         drop(self.child.stdin.take());
         self.child.wait_with_output().unwrap()
     }
+}
+
+/// The port `vev serve` names in the line it prints first (`... (psql -h HOST -p PORT -U
+/// vev)`).
+pub fn served_port(line: &str) -> Option<u16> {
+    line.rsplit("-p ")
+        .next()
+        .and_then(|r| r.split_whitespace().next())
+        .and_then(|p| p.parse::<u16>().ok())
 }
