@@ -1336,18 +1336,8 @@ fn serve_stops_and_checkpoints_on_sigterm_and_sigint() {
         let first = server.line();
         let port =
             common::served_port(&first).unwrap_or_else(|| panic!("vev serve printed {first:?}"));
-        let psql = std::process::Command::new("psql")
-            .args([
-                "-h",
-                "127.0.0.1",
-                "-p",
-                &port.to_string(),
-                "-U",
-                "vev",
-                "-d",
-                "app",
-            ])
-            .args(["-X", "-v", "ON_ERROR_STOP=1", "-c", sql])
+        let psql = common::psql(port)
+            .args(["-c", sql])
             .output()
             .expect("psql runs");
         assert!(

@@ -91,21 +91,10 @@ fn serve_answers_psql(url: &str) {
         let _ = server.kill();
         panic!("vev serve printed {line:?}");
     };
-    let out = Process::new("psql")
+    let out = common::psql(port)
         .args([
-            "-h",
-            "127.0.0.1",
-            "-p",
-            &port.to_string(),
-            "-U",
-            "vev",
-            "-d",
-            "app",
-            "-X",
             "-A",
             "-t",
-            "-v",
-            "ON_ERROR_STOP=1",
             "-c",
             "CREATE TABLE pet (id int PRIMARY KEY, name text)",
             "-c",

@@ -62,3 +62,12 @@ pub fn served_port(line: &str) -> Option<u16> {
         .and_then(|r| r.split_whitespace().next())
         .and_then(|p| p.parse::<u16>().ok())
 }
+
+/// `psql` on a server's loopback `port` (user vev, database app, no psqlrc), stopping at the
+/// first error; the caller adds the commands.
+pub fn psql(port: u16) -> std::process::Command {
+    let mut cmd = std::process::Command::new("psql");
+    cmd.args(["-h", "127.0.0.1", "-p", &port.to_string()])
+        .args(["-U", "vev", "-d", "app", "-X", "-v", "ON_ERROR_STOP=1"]);
+    cmd
+}
