@@ -95,9 +95,7 @@ fn score_segment(
         if let Some(p) = seg.postings(a, term) {
             let mut pi = 0;
             for &local in matched.iter() {
-                if p.docs.get(pi).is_some_and(|&d| d < local) {
-                    pi += p.docs[pi..].partition_point(|&d| d < local);
-                }
+                pi = seek(&p.docs, pi, local);
                 let d = &seg.docs[local as usize];
                 let score = if p.docs.get(pi) == Some(&local) {
                     scoring.term_score(0, p.tf(pi), d.len)
@@ -300,6 +298,23 @@ fn phrase_docs(seg: &Segment, a: EntityId, words: &[String]) -> Vec<u32> {
     docs
 }
 
+/// The first index at or after `from` whose id is not below `target` (`ids` increasing):
+/// a gallop, so a walk along a list costs what it skips, logarithmically, and one step
+/// when the next id is the one sought.
+fn seek(ids: &[u32], from: usize, target: u32) -> usize {
+    match ids.get(from) {
+        Some(&d) if d < target => {}
+        _ => return from,
+    }
+    let mut step = 1;
+    while from + step < ids.len() && ids[from + step] < target {
+        step *= 2;
+    }
+    let lo = from + step / 2 + 1;
+    let hi = (from + step + 1).min(ids.len());
+    lo + ids[lo..hi].partition_point(|&d| d < target)
+}
+
 /// Call `f(i, j)` for each `x[i] == y[j]` (both increasing).
 fn for_each_common(x: &[u32], y: &[u32], mut f: impl FnMut(usize, usize)) {
     let (mut i, mut j) = (0, 0);
@@ -388,6 +403,12 @@ mod tests {
         let long: Vec<u32> = (0..1000).map(|i| i * 3).collect();
         assert_eq!(intersect(&[0, 4, 9, 2997, 3000], &long), [0, 9, 2997]);
         assert_eq!(intersect(&[], &long), Vec::<u32>::new());
+        for target in 0..3005 {
+            for from in [0, 1, 7, 500, 999, 1000] {
+                let want = from + long.get(from..).map_or(0, |r| r.partition_point(|&d| d < target));
+                assert_eq!(seek(&long, from, target), want, "from {from} target {target}");
+            }
+        }
         assert_eq!(subtract(&[1, 3, 5, 7], &[3, 4, 7]), [1, 5]);
         assert_eq!(union(&[1, 3, 5], &[2, 3, 9]), [1, 2, 3, 5, 9]);
     }
