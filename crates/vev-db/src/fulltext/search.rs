@@ -405,8 +405,15 @@ mod tests {
         assert_eq!(intersect(&[], &long), Vec::<u32>::new());
         for target in 0..3005 {
             for from in [0, 1, 7, 500, 999, 1000] {
-                let want = from + long.get(from..).map_or(0, |r| r.partition_point(|&d| d < target));
-                assert_eq!(seek(&long, from, target), want, "from {from} target {target}");
+                let want = from
+                    + long
+                        .get(from..)
+                        .map_or(0, |r| r.partition_point(|&d| d < target));
+                assert_eq!(
+                    seek(&long, from, target),
+                    want,
+                    "from {from} target {target}"
+                );
             }
         }
         assert_eq!(subtract(&[1, 3, 5, 7], &[3, 4, 7]), [1, 5]);
