@@ -184,8 +184,8 @@ pub struct Session {
     cancel_pid: Option<i32>,
     pub user: String,
     pub database: String,
-    /// The database every part of the running statement reads (a UNION's branches), when
-    /// it has more than one query.
+    /// The database every part of the running statement reads (a set operation's
+    /// branches), when it has more than one query.
     pinned: Option<Db>,
 }
 
@@ -691,8 +691,8 @@ impl Session {
         })
     }
 
-    /// UNION [ALL]: each branch's rows conformed to the resolved column types, combined as
-    /// the set operations nest, then ORDER BY, OFFSET and LIMIT.
+    /// UNION, INTERSECT, EXCEPT (each [ALL]): each branch's rows conformed to the resolved
+    /// column types, combined as the set operations nest, then ORDER BY, OFFSET and LIMIT.
     /// The branches read one database, as one statement does.
     async fn union(&mut self, u: &UnionPlan, params: &[Param]) -> Result<Outcome, SqlError> {
         self.pinned = Some(self.shared.conn.db());

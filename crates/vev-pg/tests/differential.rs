@@ -73,7 +73,7 @@ fn sql_differential_against_postgres_15() {
     });
     eprintln!(
         "differential: {cases} cases from seed {seed:#x}: {} selects ({} with rows, {} both \
-         erring, {} unions), {} writes, in {:.1?} (PostgreSQL started in {:.1?})",
+         erring, {} set operations), {} writes, in {:.1?} (PostgreSQL started in {:.1?})",
         stats.selects,
         stats.with_rows,
         stats.both_err,

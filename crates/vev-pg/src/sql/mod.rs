@@ -35,7 +35,7 @@ use write::{CopyPlan, InsertPlan, RowsPlan};
 #[derive(Clone, Debug)]
 pub enum Plan {
     Select(Arc<SelectPlan>),
-    /// `UNION [ALL]` of SELECTs.
+    /// `UNION`, `INTERSECT` or `EXCEPT` (each `[ALL]`) of SELECTs.
     Union(Arc<union::UnionPlan>),
     /// A SELECT without FROM: its items, evaluated when it runs.
     Values(Arc<ValuesPlan>),
@@ -352,13 +352,7 @@ fn query(q: &Query, catalog: &Catalog) -> Result<Plan, SqlError> {
 fn explain(stmt: &Statement, catalog: &Catalog) -> Result<String, SqlError> {
     Ok(match plan(stmt, catalog)? {
         Plan::Select(s) => s.datalog.clone(),
-        Plan::Union(u) => u
-            .tree
-            .branches()
-            .iter()
-            .map(|b| b.datalog.as_str())
-            .collect::<Vec<_>>()
-            .join("\nUNION\n"),
+        Plan::Union(u) => u.tree.explain(),
         Plan::Update(r) | Plan::Delete(r) => r.datalog.clone(),
         other => format!("{other:?}"),
     })

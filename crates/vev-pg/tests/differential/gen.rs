@@ -548,9 +548,28 @@ pub struct Select {
     pub order_by_expr: bool,
     pub limit: Option<u64>,
     pub offset: Option<u64>,
-    /// `UNION [ALL]` (`true`: ALL) with a second SELECT of the same items and FROM list
-    /// under another filter; the ORDER BY and LIMIT above are then the union's.
-    pub union: Option<(bool, Box<Select>)>,
+    /// `UNION`, `INTERSECT` or `EXCEPT` (`true`: with ALL) with a second SELECT of the
+    /// same items and FROM list under another filter; the ORDER BY and LIMIT above are then
+    /// the set operation's.
+    pub union: Option<(SetOp, bool, Box<Select>)>,
+}
+
+/// A set operation between two SELECTs.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum SetOp {
+    Union,
+    Intersect,
+    Except,
+}
+
+impl SetOp {
+    fn keyword(self) -> &'static str {
+        match self {
+            SetOp::Union => "UNION",
+            SetOp::Intersect => "INTERSECT",
+            SetOp::Except => "EXCEPT",
+        }
+    }
 }
 
 impl Select {
@@ -568,8 +587,10 @@ impl Select {
 
     pub fn render(&self, schema: &Schema) -> String {
         let mut s = self.render_body(schema);
-        if let Some((all, other)) = &self.union {
-            s.push_str(if *all { " UNION ALL " } else { " UNION " });
+        if let Some((op, all, other)) = &self.union {
+            s.push(' ');
+            s.push_str(op.keyword());
+            s.push_str(if *all { " ALL " } else { " " });
             s.push_str(&other.render_body(schema));
         }
         self.render_tail(&mut s);
@@ -664,14 +685,20 @@ impl Select {
     /// Smaller statements that may fail the same way: each is one step simpler.
     pub fn shrinks(&self) -> Vec<Select> {
         let mut out = Vec::new();
-        if let Some((all, other)) = &self.union {
+        if let Some((op, all, other)) = &self.union {
             out.push(Select {
                 union: None,
                 ..self.clone()
             });
             if !all {
                 out.push(Select {
-                    union: Some((true, other.clone())),
+                    union: Some((*op, true, other.clone())),
+                    ..self.clone()
+                });
+            }
+            if *op != SetOp::Union {
+                out.push(Select {
+                    union: Some((SetOp::Union, *all, other.clone())),
                     ..self.clone()
                 });
             }
@@ -907,7 +934,12 @@ pub fn select(rng: &mut Rng, schema: &Schema) -> Select {
             union: None,
             ..s.clone()
         };
-        s.union = Some((rng.chance(50), Box::new(other)));
+        let op = match rng.below(4) {
+            0 => SetOp::Intersect,
+            1 => SetOp::Except,
+            _ => SetOp::Union,
+        };
+        s.union = Some((op, rng.chance(50), Box::new(other)));
     }
     s
 }
