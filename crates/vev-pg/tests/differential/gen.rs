@@ -7,10 +7,13 @@
 //! the rows it keeps are determined), and primary keys are never updated (PostgreSQL checks
 //! uniqueness row by row during an UPDATE). An average in HAVING is compared with `<` or
 //! `>` only (a double in Vev, a numeric in PostgreSQL). An INSERT that repeats a key says
-//! `ON CONFLICT DO NOTHING` or `DO UPDATE SET col = EXCLUDED.col` now and then. A UNION's
-//! second branch is the first with another filter (so the branches' columns have the same
+//! `ON CONFLICT DO NOTHING` or `DO UPDATE SET col = EXCLUDED.col` now and then. A set
+//! operation's (UNION, INTERSECT, EXCEPT; `SetOp`, the server's own keywords) second branch
+//! is the first with another filter (so the branches' columns have the same
 //! types) and its ORDER BY names positions. SELECTs are kept as a small AST so that a
 //! failing one can be shrunk (`Select::shrinks`).
+
+pub use vev_pg::sql::union::SetOp;
 
 /// SplitMix64: a fixed seed gives the same statements on every machine.
 pub struct Rng(u64);
@@ -552,24 +555,6 @@ pub struct Select {
     /// same items and FROM list under another filter; the ORDER BY and LIMIT above are then
     /// the set operation's.
     pub union: Option<(SetOp, bool, Box<Select>)>,
-}
-
-/// A set operation between two SELECTs.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum SetOp {
-    Union,
-    Intersect,
-    Except,
-}
-
-impl SetOp {
-    fn keyword(self) -> &'static str {
-        match self {
-            SetOp::Union => "UNION",
-            SetOp::Intersect => "INTERSECT",
-            SetOp::Except => "EXCEPT",
-        }
-    }
 }
 
 impl Select {
