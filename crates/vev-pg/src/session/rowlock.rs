@@ -80,7 +80,7 @@ impl Session {
         held: &mut Vec<EntityId>,
     ) -> Result<(usize, Vec<Vec<Edn>>), SqlError> {
         let found = Found {
-            tables: std::slice::from_ref(&p.table.name),
+            tables: &p.reads,
             query: &p.query,
             cost: &p.cost,
             args,
@@ -88,7 +88,13 @@ impl Session {
             entities: &[0],
             nowait: false,
         };
-        let rows = self.find_and_lock(&found, held).await?;
+        let mut rows = self.find_and_lock(&found, held).await?;
+        if p.joined {
+            // A row joined to several rows of FROM (or USING) is written once, with the
+            // first of them.
+            let mut seen = std::collections::HashSet::new();
+            rows.retain(|r| seen.insert(r[0].clone()));
+        }
         let ops = p.tx(&rows, &|e| self.entity_ref(e))?;
         let returned = p.returned(&rows)?;
         let n = rows.len();

@@ -12,7 +12,9 @@
 
 use std::sync::Arc;
 
-use sqlparser::ast::{AssignmentTarget, Expr, FromTable, ObjectName, SetExpr, TableObject};
+use sqlparser::ast::{
+    AssignmentTarget, Expr, FromTable, ObjectName, SetExpr, TableObject, UpdateTableFromKind,
+};
 use vev::{Edn, EntityId, EntityRef, Keyword, TxMap, TxOp, TxValue};
 
 use super::consts::{self, Ctx};
@@ -57,6 +59,13 @@ pub struct RowsPlan {
     pub cost: Arc<super::QueryCost>,
     /// RETURNING's columns (its further find elements come after the assigned values).
     pub returning: Option<Returning>,
+    /// The tables the query reads: the target, then those of UPDATE's FROM or DELETE's
+    /// USING.
+    pub reads: Vec<String>,
+    /// Whether a target row may be found more than once (joined to several rows of FROM
+    /// or USING): the session then keeps the first row found for each, as PostgreSQL
+    /// updates a row once with one of its join rows.
+    pub joined: bool,
 }
 
 pub fn insert(ins: &sqlparser::ast::Insert, catalog: &Catalog) -> Result<InsertPlan, SqlError> {
@@ -647,12 +656,19 @@ pub fn reinsert_deleted(db: &vev::Db, pending: &mut Vec<TxOp>, new: &mut Vec<TxO
 
 /// UPDATE: the rows and the new values, found by one query.
 pub fn update(u: &sqlparser::ast::Update, catalog: &Catalog) -> Result<RowsPlan, SqlError> {
-    if u.from.is_some() || !u.table.joins.is_empty() {
-        return Err(SqlError::unsupported("UPDATE ... FROM"));
+    if !u.table.joins.is_empty() {
+        return Err(SqlError::unsupported("UPDATE of a join"));
     }
     let scope = scope_of(&u.table.relation, catalog, 0)?;
     let (table, alias) = (scope.table.clone(), scope.alias.clone());
-    let mut b = Builder::new(vec![scope]);
+    let from = match &u.from {
+        None => &[][..],
+        Some(UpdateTableFromKind::BeforeSet(f) | UpdateTableFromKind::AfterSet(f)) => &f[..],
+    };
+    if !from.is_empty() && u.returning.is_some() {
+        return Err(returning_joined("UPDATE ... FROM"));
+    }
+    let mut b = Builder::new(with_joined(scope, from, catalog)?);
     if let Some(w) = &u.selection {
         super::subquery::condition(&mut b, w, catalog)?;
     }
@@ -712,20 +728,59 @@ pub fn update(u: &sqlparser::ast::Update, catalog: &Catalog) -> Result<RowsPlan,
     rows_plan(b, table, finds, sets, returning)
 }
 
+/// The scopes of an UPDATE or DELETE: its target (`?t0`), then each table of UPDATE's FROM
+/// or DELETE's USING, whose rows the WHERE condition joins to the target's. A name given
+/// twice is `42712`, as in PostgreSQL.
+fn with_joined(
+    target: super::expr::Scope,
+    joined: &[sqlparser::ast::TableWithJoins],
+    catalog: &Catalog,
+) -> Result<Vec<super::expr::Scope>, SqlError> {
+    let mut scopes = vec![target];
+    for twj in joined {
+        if !twj.joins.is_empty() {
+            return Err(SqlError::unsupported(
+                "JOIN in UPDATE ... FROM or DELETE ... USING (list the tables and join them \
+                 in WHERE)",
+            ));
+        }
+        let s = scope_of(&twj.relation, catalog, scopes.len())?;
+        if scopes.iter().any(|o| o.alias == s.alias) {
+            return Err(SqlError::new(
+                "42712",
+                format!("table name \"{}\" specified more than once", s.alias),
+            ));
+        }
+        scopes.push(s);
+    }
+    Ok(scopes)
+}
+
+/// RETURNING after FROM or USING: PostgreSQL's sees the joined tables' columns (and finds
+/// a name they share with the target ambiguous), Vev's only the target's, so it is refused
+/// rather than answered differently.
+fn returning_joined(what: &str) -> SqlError {
+    SqlError::unsupported(format!("RETURNING with {what}"))
+}
+
 /// DELETE: the rows, found by one query.
 pub fn delete(d: &sqlparser::ast::Delete, catalog: &Catalog) -> Result<RowsPlan, SqlError> {
-    if d.using.is_some() {
-        return Err(SqlError::unsupported("DELETE ... USING"));
-    }
     let from = match &d.from {
         FromTable::WithFromKeyword(f) | FromTable::WithoutKeyword(f) => f,
     };
     let [twj] = from.as_slice() else {
         return Err(SqlError::unsupported("DELETE from several tables"));
     };
+    if !twj.joins.is_empty() {
+        return Err(SqlError::unsupported("DELETE of a join"));
+    }
     let scope = scope_of(&twj.relation, catalog, 0)?;
     let (table, alias) = (scope.table.clone(), scope.alias.clone());
-    let mut b = Builder::new(vec![scope]);
+    let using = d.using.as_deref().unwrap_or(&[]);
+    if !using.is_empty() && d.returning.is_some() {
+        return Err(returning_joined("DELETE ... USING"));
+    }
+    let mut b = Builder::new(with_joined(scope, using, catalog)?);
     if let Some(w) = &d.selection {
         super::subquery::condition(&mut b, w, catalog)?;
     }
@@ -753,6 +808,10 @@ fn rows_plan(
     sets: Vec<usize>,
     returning: Option<Returning>,
 ) -> Result<RowsPlan, SqlError> {
+    // The joined tables' rows, where no condition's pattern finds them already.
+    for si in 1..b.scopes.len() {
+        super::select::find_rows(&mut b, si);
+    }
     if !b.clauses.iter().any(|c| c.starts_with("[?t0 :")) {
         b.clauses.insert(
             0,
@@ -793,6 +852,8 @@ fn rows_plan(
         sets,
         cost: Arc::default(),
         returning,
+        reads: b.scopes.iter().map(|s| s.table.name.clone()).collect(),
+        joined: b.scopes.len() > 1,
     })
 }
 
