@@ -3,7 +3,7 @@
 //!
 //! Why: Vev's trees copy and free many small nodes per transaction, and glibc's allocator
 //! spends more time on that churn than the transactor does once the heap holds millions of
-//! datoms (`bench/RESULTS.md`, core benchmark).
+//! datoms (`bench/history/2026-11-30-1845-allocator.md`).
 //!
 //! Through the facade it is `vev::alloc` (the `vev` crate's `mimalloc` feature):
 //!

@@ -3,9 +3,10 @@
 //! Why: delta coding (`codec.rs`) shrinks ids, but the values (strings, keywords) and the
 //! repeated shapes of neighbouring datoms stay as they are; LZ4 finds those repeats. On the
 //! 1M-person demo database the file went from 66-69 to 30 bytes per datom (issue 24; the
-//! figures and the command are in `bench/RESULTS.md`). LZ4 rather than a stronger codec:
-//! a segment is decoded on every cache miss, and LZ4's decoder runs at gigabytes per second,
-//! so the load stays dominated by the datom decoding that follows it.
+//! figures and the command are in `bench/history/2026-12-05-2335-results-page.md`). LZ4
+//! rather than a stronger codec: a segment is decoded on every cache miss, and LZ4's
+//! decoder runs at gigabytes per second, so the load stays dominated by the datom decoding
+//! that follows it.
 //!
 //! A packed blob is either the raw encoding unchanged (its first byte is the encoding's own
 //! kind, below `KIND_LZ4`) or `KIND_LZ4`, the raw length as a varint, then one LZ4 block of
