@@ -17,6 +17,7 @@ use vev_query::fulltext::{scoring_terms, Atom, FtQuery, Hit, Scoring};
 
 use super::segment::{Postings, Segment};
 use super::{load, visible, Entry, ViewBounds};
+use crate::tree::gallop;
 use crate::Db;
 
 /// Documents of attribute `a` in `db`'s view that match `query`, scored.
@@ -95,7 +96,7 @@ fn score_segment(
         if let Some(p) = seg.postings(a, term) {
             let mut pi = 0;
             for &local in matched.iter() {
-                pi = seek(&p.docs, pi, local);
+                pi = gallop(&p.docs, pi, |&d| d < local);
                 let d = &seg.docs[local as usize];
                 let score = if p.docs.get(pi) == Some(&local) {
                     scoring.term_score(0, p.tf(pi), d.len)
@@ -298,23 +299,6 @@ fn phrase_docs(seg: &Segment, a: EntityId, words: &[String]) -> Vec<u32> {
     docs
 }
 
-/// The first index at or after `from` whose id is not below `target` (`ids` increasing):
-/// a gallop, so a walk along a list costs what it skips, logarithmically, and one step
-/// when the next id is the one sought.
-fn seek(ids: &[u32], from: usize, target: u32) -> usize {
-    match ids.get(from) {
-        Some(&d) if d < target => {}
-        _ => return from,
-    }
-    let mut step = 1;
-    while from + step < ids.len() && ids[from + step] < target {
-        step *= 2;
-    }
-    let lo = from + step / 2 + 1;
-    let hi = (from + step + 1).min(ids.len());
-    lo + ids[lo..hi].partition_point(|&d| d < target)
-}
-
 /// Call `f(i, j)` for each `x[i] == y[j]` (both increasing).
 fn for_each_common(x: &[u32], y: &[u32], mut f: impl FnMut(usize, usize)) {
     let (mut i, mut j) = (0, 0);
@@ -410,7 +394,7 @@ mod tests {
                         .get(from..)
                         .map_or(0, |r| r.partition_point(|&d| d < target));
                 assert_eq!(
-                    seek(&long, from, target),
+                    gallop(&long, from, |&d| d < target),
                     want,
                     "from {from} target {target}"
                 );

@@ -45,6 +45,7 @@ mod tests;
 
 pub(crate) use pending::Pending;
 use pending::{PendingMerge, PendingPos, PENDING_LOOSE_MAX, PENDING_MAX};
+pub(crate) use scan::gallop;
 use scan::{batch_node, visit_node};
 pub use scan::{Iter, Runs};
 

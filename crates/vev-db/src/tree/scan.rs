@@ -34,7 +34,7 @@ pub(super) fn visit_node<B: Fn(&Datom) -> bool>(
 /// `items`): steps of 1, 2, 4, ... from `from`, then a binary search in the last step. Costs
 /// the logarithm of the distance moved, not of the slice, and reads near `from` first.
 #[inline]
-pub(super) fn gallop<T>(items: &[T], from: usize, pred: impl Fn(&T) -> bool) -> usize {
+pub(crate) fn gallop<T>(items: &[T], from: usize, pred: impl Fn(&T) -> bool) -> usize {
     let rest = &items[from..];
     let mut bound = 1;
     while bound <= rest.len() && pred(&rest[bound - 1]) {
