@@ -121,6 +121,16 @@ async fn same(pg: &Client, vev: &Client, script: &[&str]) -> usize {
     with_rows
 }
 
+/// Each statement fails with the same SQLSTATE on PostgreSQL and on Vev.
+async fn same_errors(pg: &Client, vev: &Client, cases: &[(&str, &str)]) {
+    for &(sql, code) in cases {
+        for c in [pg, vev] {
+            let e = c.simple_query(sql).await.expect_err(sql);
+            assert_eq!(e.code().map(|c| c.code()), Some(code), "{sql}: {e}");
+        }
+    }
+}
+
 #[test]
 fn returning_matches_postgres() {
     with_pair("returning_matches_postgres", |pg, vev| async move {
@@ -405,18 +415,18 @@ fn insert_select_matches_postgres() {
             with_rows >= 6,
             "the script returns rows ({with_rows} statements)"
         );
-        for (sql, code) in [
-            (
-                "INSERT INTO dst (name, qty) SELECT name, name FROM src",
-                "42804",
-            ),
-            ("INSERT INTO dst (name, qty) SELECT name FROM src", "42601"),
-        ] {
-            for c in [&pg, &vev] {
-                let e = c.simple_query(sql).await.expect_err(sql);
-                assert_eq!(e.code().map(|c| c.code()), Some(code), "{sql}: {e}");
-            }
-        }
+        same_errors(
+            &pg,
+            &vev,
+            &[
+                (
+                    "INSERT INTO dst (name, qty) SELECT name, name FROM src",
+                    "42804",
+                ),
+                ("INSERT INTO dst (name, qty) SELECT name FROM src", "42601"),
+            ],
+        )
+        .await;
         same(&pg, &vev, &["SELECT count(*) FROM dst"]).await;
     });
 }
@@ -582,25 +592,25 @@ fn unions_match_postgres() {
             }
         }
         // The same errors as PostgreSQL's.
-        for (sql, code) in [
-            ("SELECT id FROM a UNION SELECT id, v FROM b", "42601"),
-            ("SELECT id FROM a UNION SELECT name FROM a", "42804"),
-            ("SELECT id FROM a INTERSECT SELECT id, v FROM b", "42601"),
-            ("SELECT id FROM a EXCEPT ALL SELECT name FROM a", "42804"),
-            (
-                "SELECT id FROM a UNION SELECT id FROM b ORDER BY 3",
-                "42P10",
-            ),
-            (
-                "SELECT id FROM a UNION SELECT id FROM b ORDER BY nope",
-                "42703",
-            ),
-        ] {
-            for c in [&pg, &vev] {
-                let e = c.simple_query(sql).await.expect_err(sql);
-                assert_eq!(e.code().map(|c| c.code()), Some(code), "{sql}: {e}");
-            }
-        }
+        same_errors(
+            &pg,
+            &vev,
+            &[
+                ("SELECT id FROM a UNION SELECT id, v FROM b", "42601"),
+                ("SELECT id FROM a UNION SELECT name FROM a", "42804"),
+                ("SELECT id FROM a INTERSECT SELECT id, v FROM b", "42601"),
+                ("SELECT id FROM a EXCEPT ALL SELECT name FROM a", "42804"),
+                (
+                    "SELECT id FROM a UNION SELECT id FROM b ORDER BY 3",
+                    "42P10",
+                ),
+                (
+                    "SELECT id FROM a UNION SELECT id FROM b ORDER BY nope",
+                    "42703",
+                ),
+            ],
+        )
+        .await;
         // What Vev does not do yet is refused, never answered wrongly.
         for sql in [
             "SELECT 1 UNION SELECT 2",
@@ -819,21 +829,21 @@ fn functions_match_postgres() {
             common::text_rows(&pg, sql).await,
             "{sql}"
         );
-        for (sql, code) in [
-            ("SELECT round(1.5::float8, 1) FROM a", "42883"),
-            ("SELECT count(DISTINCT *) FROM a", "42601"),
-            // The branch a row takes fails: its error, as in PostgreSQL.
-            (
-                "SELECT CASE WHEN v > 6 THEN v / 0 ELSE v END FROM b",
-                "22012",
-            ),
-            ("SELECT substring(w FROM 1 FOR -1) FROM c", "22011"),
-        ] {
-            for c in [&pg, &vev] {
-                let e = c.simple_query(sql).await.expect_err(sql);
-                assert_eq!(e.code().map(|c| c.code()), Some(code), "{sql}: {e}");
-            }
-        }
+        same_errors(
+            &pg,
+            &vev,
+            &[
+                ("SELECT round(1.5::float8, 1) FROM a", "42883"),
+                ("SELECT count(DISTINCT *) FROM a", "42601"),
+                // The branch a row takes fails: its error, as in PostgreSQL.
+                (
+                    "SELECT CASE WHEN v > 6 THEN v / 0 ELSE v END FROM b",
+                    "22012",
+                ),
+                ("SELECT substring(w FROM 1 FOR -1) FROM c", "22011"),
+            ],
+        )
+        .await;
     });
 }
 
@@ -871,20 +881,20 @@ fn join_using_matches_postgres() {
             }
             assert_eq!(names[1], names[0], "{sql}");
         }
-        for (sql, code) in [
-            ("SELECT * FROM u1 JOIN u2 USING (nope)", "42703"),
-            ("SELECT * FROM u1 JOIN u3 USING (k)", "42703"),
-            (
-                "SELECT * FROM u1 JOIN u2 USING (k) JOIN u3 USING (m)",
-                "42702",
-            ),
-            ("SELECT m FROM u1 JOIN u2 USING (k)", "42702"),
-        ] {
-            for c in [&pg, &vev] {
-                let e = c.simple_query(sql).await.expect_err(sql);
-                assert_eq!(e.code().map(|c| c.code()), Some(code), "{sql}: {e}");
-            }
-        }
+        same_errors(
+            &pg,
+            &vev,
+            &[
+                ("SELECT * FROM u1 JOIN u2 USING (nope)", "42703"),
+                ("SELECT * FROM u1 JOIN u3 USING (k)", "42703"),
+                (
+                    "SELECT * FROM u1 JOIN u2 USING (k) JOIN u3 USING (m)",
+                    "42702",
+                ),
+                ("SELECT m FROM u1 JOIN u2 USING (k)", "42702"),
+            ],
+        )
+        .await;
         let sql = "SELECT * FROM u1 LEFT JOIN u2 USING (k)";
         let e = vev.simple_query(sql).await.expect_err(sql);
         assert_eq!(e.code().map(|c| c.code()), Some("0A000"), "{e}");
@@ -941,16 +951,16 @@ fn update_from_and_delete_using_match_postgres() {
                 let e = vev.simple_query(sql).await.expect_err(sql);
                 assert_eq!(e.code().map(|c| c.code()), Some("0A000"), "{sql}: {e}");
             }
-            for (sql, code) in [
-                ("UPDATE acct SET bal = 1 FROM acct WHERE true", "42712"),
-                ("DELETE FROM pay USING pay WHERE true", "42712"),
-                ("UPDATE acct SET bal = 1 FROM nope WHERE true", "42P01"),
-            ] {
-                for c in [&pg, &vev] {
-                    let e = c.simple_query(sql).await.expect_err(sql);
-                    assert_eq!(e.code().map(|c| c.code()), Some(code), "{sql}: {e}");
-                }
-            }
+            same_errors(
+                &pg,
+                &vev,
+                &[
+                    ("UPDATE acct SET bal = 1 FROM acct WHERE true", "42712"),
+                    ("DELETE FROM pay USING pay WHERE true", "42712"),
+                    ("UPDATE acct SET bal = 1 FROM nope WHERE true", "42P01"),
+                ],
+            )
+            .await;
         },
     );
 }
