@@ -434,7 +434,7 @@ fn check_name(name: &str) -> Result<(), SqlError> {
     }
 }
 
-fn value_type_name(t: ValueType) -> &'static str {
+pub(crate) fn value_type_name(t: ValueType) -> &'static str {
     match t {
         ValueType::Long => "long",
         ValueType::Float => "float",

@@ -301,8 +301,9 @@ impl QueryParser for Parser {
 /// The columns a plan's rows have, when it returns rows.
 fn result_columns(plan: &Plan) -> Vec<OutCol> {
     match plan {
-        Plan::Select(s) => s.columns.to_vec(),
-        Plan::Union(u) => u.columns.to_vec(),
+        Plan::Select(_) | Plan::Union(_) | Plan::Values(_) | Plan::With(_) => {
+            crate::sql::result_columns(plan).unwrap_or_default()
+        }
         Plan::Insert(i) => i
             .returning
             .as_ref()
@@ -312,28 +313,6 @@ fn result_columns(plan: &Plan) -> Vec<OutCol> {
             .as_ref()
             .map_or_else(Vec::new, |r| r.columns.to_vec()),
         Plan::Catalog { columns, .. } => columns.to_vec(),
-        Plan::Values(v) => v
-            .items
-            .iter()
-            .map(|(name, e)| {
-                // NULL parameters: the types come from the expressions (casts), not values.
-                let nulls = vec![Param::Null; v.params.len()];
-                let ctx = crate::sql::consts::Ctx {
-                    params: &nulls,
-                    now_ms: 0,
-                    user: "",
-                    database: "",
-                    setting: &|_| Some(String::new()),
-                };
-                let ty = crate::sql::consts::eval(e, None, &ctx)
-                    .ok()
-                    .and_then(|(_, t)| t);
-                OutCol {
-                    name: name.clone(),
-                    ty: ty.unwrap_or(SqlType::Text),
-                }
-            })
-            .collect(),
         Plan::Show(name) => vec![OutCol {
             name: name.clone(),
             ty: SqlType::Text,

@@ -23,6 +23,7 @@ use crate::sql::{self, Plan, QueryCost};
 use crate::types::SqlType;
 
 mod copy;
+mod derived;
 mod insert;
 mod pending;
 mod rowlock;
@@ -187,6 +188,9 @@ pub struct Session {
     /// The database every part of the running statement reads (a set operation's
     /// branches), when it has more than one query.
     pinned: Option<Db>,
+    /// The database with the derived tables (`WITH`, subqueries in FROM) of the running
+    /// statement made so far: every part of it reads this one (`session/derived.rs`).
+    derived: Option<Db>,
 }
 
 impl Drop for Session {
@@ -248,6 +252,7 @@ impl Session {
             user,
             database,
             pinned: None,
+            derived: None,
         }
     }
 
@@ -317,6 +322,9 @@ impl Session {
     /// The database a statement reading `tables` sees: the latest one when the
     /// transaction's writes touch none of them (`None`: any table).
     pub fn view_for(&mut self, tables: Option<&[String]>) -> Result<Db, SqlError> {
+        if let Some(db) = &self.derived {
+            return Ok(db.clone());
+        }
         let latest = self.base_db()?;
         let Some(txn) = &mut self.txn else {
             return Ok(latest);
@@ -424,8 +432,10 @@ impl Session {
         // A statement's pinned database is its own (one whose future was dropped midway
         // leaves nothing behind for the next).
         self.pinned = None;
+        self.derived = None;
         let result = self.execute_inner(plan, params).await;
         self.pinned = None;
+        self.derived = None;
         self.canceler.finish();
         if result.is_err() {
             if let Some(t) = &mut self.txn {
@@ -439,6 +449,7 @@ impl Session {
         match plan {
             Plan::Select(p) => self.select(p, params).await,
             Plan::Union(u) => self.union(u, params).await,
+            Plan::With(w) => self.with_derived(w, params).await,
             Plan::Catalog { sql, .. } => self.psql_describe(sql).unwrap_or_else(|| {
                 Err(SqlError::new(
                     "XX000",

@@ -73,11 +73,12 @@ fn sql_differential_against_postgres_15() {
     });
     eprintln!(
         "differential: {cases} cases from seed {seed:#x}: {} selects ({} with rows, {} both \
-         erring, {} set operations), {} writes, in {:.1?} (PostgreSQL started in {:.1?})",
+         erring, {} set operations, {} through a derived table), {} writes, in {:.1?} (PostgreSQL started in {:.1?})",
         stats.selects,
         stats.with_rows,
         stats.both_err,
         stats.unions,
+        stats.derived,
         stats.writes,
         started.elapsed(),
         pg_ready
@@ -116,6 +117,7 @@ struct Stats {
     writes: usize,
     /// Of the selects, those that are a UNION [ALL].
     unions: usize,
+    derived: usize,
 }
 
 struct Pair {
@@ -535,6 +537,7 @@ impl Case<'_> {
     async fn select(&self, s: &Select, stats: &mut Stats) {
         stats.selects += 1;
         stats.unions += usize::from(s.union.is_some());
+        stats.derived += usize::from(s.derived());
         let sql = s.render(&self.schema);
         let pg = simple(&self.pair.pg, &sql).await;
         match &pg {

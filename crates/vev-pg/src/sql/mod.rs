@@ -3,6 +3,7 @@
 
 pub mod compare;
 pub mod consts;
+pub mod derived;
 pub mod expr;
 pub mod having;
 pub mod returning;
@@ -39,6 +40,8 @@ pub enum Plan {
     Union(Arc<union::UnionPlan>),
     /// A SELECT without FROM: its items, evaluated when it runs.
     Values(Arc<ValuesPlan>),
+    /// A query over derived tables (`WITH`, subqueries in FROM), made when it runs.
+    With(Arc<derived::WithPlan>),
     Insert(Arc<InsertPlan>),
     Update(Arc<RowsPlan>),
     Delete(Arc<RowsPlan>),
@@ -213,6 +216,7 @@ impl Plan {
             Plan::Insert(i) => i.params.clone(),
             Plan::Update(r) | Plan::Delete(r) => r.params.clone(),
             Plan::Values(v) => v.params.clone(),
+            Plan::With(w) => w.params.clone(),
             _ => Vec::new(),
         }
     }
@@ -309,6 +313,9 @@ pub fn plan(stmt: &Statement, catalog: &Catalog) -> Result<Plan, SqlError> {
 }
 
 fn query(q: &Query, catalog: &Catalog) -> Result<Plan, SqlError> {
+    if let Some(w) = derived::compile(q, catalog)? {
+        return Ok(Plan::With(Arc::new(w)));
+    }
     if let Some(u) = union::compile(q, catalog)? {
         return Ok(Plan::Union(Arc::new(u)));
     }
@@ -349,10 +356,41 @@ fn query(q: &Query, catalog: &Catalog) -> Result<Plan, SqlError> {
     Ok(Plan::Values(Arc::new(ValuesPlan { items, params })))
 }
 
+/// The columns of a query plan's rows (`None`: the plan is no query).
+pub fn result_columns(plan: &Plan) -> Option<Vec<select::OutCol>> {
+    Some(match plan {
+        Plan::Select(s) => s.columns.to_vec(),
+        Plan::Union(u) => u.columns.to_vec(),
+        Plan::With(w) => return result_columns(&w.body),
+        Plan::Values(v) => v
+            .items
+            .iter()
+            .map(|(name, e)| {
+                // NULL parameters: the types come from the expressions (casts), not values.
+                let nulls = vec![consts::Param::Null; v.params.len()];
+                let ctx = consts::Ctx {
+                    params: &nulls,
+                    now_ms: 0,
+                    user: "",
+                    database: "",
+                    setting: &|_| Some(String::new()),
+                };
+                let ty = consts::eval(e, None, &ctx).ok().and_then(|(_, t)| t);
+                select::OutCol {
+                    name: name.clone(),
+                    ty: ty.unwrap_or(SqlType::Text),
+                }
+            })
+            .collect(),
+        _ => return None,
+    })
+}
+
 fn explain(stmt: &Statement, catalog: &Catalog) -> Result<String, SqlError> {
     Ok(match plan(stmt, catalog)? {
         Plan::Select(s) => s.datalog.clone(),
         Plan::Union(u) => u.tree.explain(),
+        Plan::With(w) => w.explain(),
         Plan::Update(r) | Plan::Delete(r) => r.datalog.clone(),
         other => format!("{other:?}"),
     })

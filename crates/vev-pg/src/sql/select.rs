@@ -336,6 +336,25 @@ pub fn scopes(from: &[TableWithJoins], catalog: &Catalog) -> Result<Vec<Scope>, 
 }
 
 pub fn scope_of(t: &TableFactor, catalog: &Catalog, i: usize) -> Result<Scope, SqlError> {
+    if let TableFactor::Derived {
+        subquery,
+        alias: Some(alias),
+        lateral: false,
+        ..
+    } = t
+    {
+        // Made by `derived::compile` for the statement's own FROM lists.
+        let key = super::derived::subquery_key(alias, subquery);
+        let table = catalog
+            .tables
+            .get(&key)
+            .ok_or_else(|| SqlError::unsupported("a subquery in FROM inside a subquery"))?;
+        return Ok(Scope {
+            alias: ident_name(&alias.name),
+            table: table.clone(),
+            var: format!("?t{i}"),
+        });
+    }
     let TableFactor::Table {
         name,
         alias,

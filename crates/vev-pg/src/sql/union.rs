@@ -36,6 +36,35 @@ pub struct UnionPlan {
     pub post: Post,
 }
 
+/// Add the parameter types of one part of a statement (`from`) to those of the others
+/// (`into`): a parameter two parts type differently is `42P08`, as in PostgreSQL.
+pub fn merge_params(
+    into: &mut Vec<Option<SqlType>>,
+    from: &[Option<SqlType>],
+) -> Result<(), SqlError> {
+    for (i, ty) in from.iter().enumerate() {
+        if into.len() <= i {
+            into.resize(i + 1, None);
+        }
+        match (&into[i], ty) {
+            (None, _) => into[i] = *ty,
+            (Some(a), Some(t)) if a != t => {
+                return Err(SqlError::new(
+                    "42P08",
+                    format!(
+                        "inconsistent types deduced for parameter ${}: {} and {}",
+                        i + 1,
+                        a.name(),
+                        t.name()
+                    ),
+                ))
+            }
+            _ => {}
+        }
+    }
+    Ok(())
+}
+
 /// The set operations as they nest.
 #[derive(Clone, Debug)]
 pub enum Node {
@@ -120,26 +149,7 @@ pub fn compile(q: &Query, catalog: &Catalog) -> Result<Option<UnionPlan>, SqlErr
     let columns = resolve(&tree)?;
     let mut params: Vec<Option<SqlType>> = Vec::new();
     for b in &branches {
-        for (i, ty) in b.params.iter().enumerate() {
-            if params.len() <= i {
-                params.resize(i + 1, None);
-            }
-            match (&params[i], ty) {
-                (None, _) => params[i] = *ty,
-                (Some(a), Some(t)) if a != t => {
-                    return Err(SqlError::new(
-                        "42P08",
-                        format!(
-                            "inconsistent types deduced for parameter ${}: {} and {}",
-                            i + 1,
-                            a.name(),
-                            t.name()
-                        ),
-                    ))
-                }
-                _ => {}
-            }
-        }
+        merge_params(&mut params, &b.params)?;
     }
     let mut post = Post {
         select: (0..columns.len()).collect(),

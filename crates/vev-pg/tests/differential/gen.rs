@@ -555,6 +555,9 @@ pub struct Select {
     /// same items and FROM list under another filter; the ORDER BY and LIMIT above are then
     /// the set operation's.
     pub union: Option<(SetOp, bool, Box<Select>)>,
+    /// Read through a derived table when the statement is unordered (`true`: `WITH d AS
+    /// (...) SELECT * FROM d`, `false`: `SELECT * FROM (...) AS d`): the same rows.
+    pub derived: Option<bool>,
 }
 
 impl Select {
@@ -579,7 +582,16 @@ impl Select {
             s.push_str(&other.render_body(schema));
         }
         self.render_tail(&mut s);
-        s
+        match self.derived {
+            Some(true) if !self.ordered() => format!("WITH d AS ({s}) SELECT * FROM d"),
+            Some(false) if !self.ordered() => format!("SELECT * FROM ({s}) AS d"),
+            _ => s,
+        }
+    }
+
+    /// Whether the statement reads through a derived table.
+    pub fn derived(&self) -> bool {
+        self.derived.is_some() && !self.ordered()
     }
 
     /// The SELECT up to HAVING.
@@ -670,6 +682,12 @@ impl Select {
     /// Smaller statements that may fail the same way: each is one step simpler.
     pub fn shrinks(&self) -> Vec<Select> {
         let mut out = Vec::new();
+        if self.derived.is_some() {
+            out.push(Select {
+                derived: None,
+                ..self.clone()
+            });
+        }
         if let Some((op, all, other)) = &self.union {
             out.push(Select {
                 union: None,
@@ -869,6 +887,7 @@ pub fn select(rng: &mut Rng, schema: &Schema) -> Select {
         limit: None,
         offset: None,
         union: None,
+        derived: None,
     };
     match rng.below(10) {
         0..=4 => {
@@ -925,6 +944,9 @@ pub fn select(rng: &mut Rng, schema: &Schema) -> Select {
             _ => SetOp::Union,
         };
         s.union = Some((op, rng.chance(50), Box::new(other)));
+    }
+    if rng.chance(12) {
+        s.derived = Some(rng.chance(50));
     }
     s
 }
