@@ -304,6 +304,7 @@ fn result_columns(plan: &Plan) -> Vec<OutCol> {
         Plan::Select(_) | Plan::Union(_) | Plan::Values(_) | Plan::With(_) => {
             crate::sql::result_columns(plan).unwrap_or_default()
         }
+        Plan::Scalars(s) => result_columns(&s.body),
         Plan::Insert(i) => i
             .returning
             .as_ref()

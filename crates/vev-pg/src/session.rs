@@ -450,6 +450,7 @@ impl Session {
             Plan::Select(p) => self.select(p, params).await,
             Plan::Union(u) => self.union(u, params).await,
             Plan::With(w) => self.with_derived(w, params).await,
+            Plan::Scalars(s) => self.with_scalars(s, params).await,
             Plan::Catalog { sql, .. } => self.psql_describe(sql).unwrap_or_else(|| {
                 Err(SqlError::new(
                     "XX000",

@@ -73,12 +73,13 @@ fn sql_differential_against_postgres_15() {
     });
     eprintln!(
         "differential: {cases} cases from seed {seed:#x}: {} selects ({} with rows, {} both \
-         erring, {} set operations, {} through a derived table), {} writes, in {:.1?} (PostgreSQL started in {:.1?})",
+         erring, {} set operations, {} through a derived table, {} with a scalar subquery), {} writes, in {:.1?} (PostgreSQL started in {:.1?})",
         stats.selects,
         stats.with_rows,
         stats.both_err,
         stats.unions,
         stats.derived,
+        stats.scalars,
         stats.writes,
         started.elapsed(),
         pg_ready
@@ -117,7 +118,9 @@ struct Stats {
     writes: usize,
     /// Of the selects, those that are a UNION [ALL].
     unions: usize,
+    /// Read through a derived table, and with a scalar subquery.
     derived: usize,
+    scalars: usize,
 }
 
 struct Pair {
@@ -539,6 +542,11 @@ impl Case<'_> {
         stats.unions += usize::from(s.union.is_some());
         stats.derived += usize::from(s.derived());
         let sql = s.render(&self.schema);
+        stats.scalars += usize::from(
+            ["(SELECT count(*) FROM ", "(SELECT max(", "(SELECT min("]
+                .iter()
+                .any(|p| sql.contains(p)),
+        );
         let pg = simple(&self.pair.pg, &sql).await;
         match &pg {
             Answer::Rows { rows, .. } if !rows.is_empty() => stats.with_rows += 1,

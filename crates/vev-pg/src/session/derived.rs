@@ -1,5 +1,6 @@
-//! A query over derived tables (`sql/derived.rs`): each one's rows made into a speculative
-//! database in turn, then the query run on it.
+//! The parts of a statement that run before it: derived tables (`sql/derived.rs`), each
+//! one's rows made into a speculative database in turn before the query runs on it, and
+//! scalar subqueries (`sql/scalar.rs`), whose values become parameters of the statement.
 
 use std::sync::Arc;
 
@@ -7,6 +8,7 @@ use super::{Outcome, Session};
 use crate::error::SqlError;
 use crate::sql::consts::Param;
 use crate::sql::derived::{self, WithPlan};
+use crate::sql::scalar::ScalarPlan;
 
 impl Session {
     /// Run each derived table's plan on the database the statement reads (with the derived
@@ -61,5 +63,54 @@ impl Session {
             self.derived = Some(db.clone());
         }
         Box::pin(self.execute_inner(&w.body, params)).await
+    }
+}
+
+impl Session {
+    /// Run each scalar subquery with the parameters so far (the statement's own, then the
+    /// values of those before it), then the statement with all of them. A read-only
+    /// statement reads one database value throughout; a write's row lookups and checks read
+    /// what they always do.
+    pub(super) async fn with_scalars(
+        &mut self,
+        s: &Arc<ScalarPlan>,
+        params: &[Param],
+    ) -> Result<Outcome, SqlError> {
+        if !s.body.writes() && self.pinned.is_none() {
+            self.pinned = Some(self.shared.conn.db());
+        }
+        let mut all: Vec<Param> = params.iter().take(s.own).cloned().collect();
+        if all.len() < s.own {
+            return Err(SqlError::new(
+                "08P01",
+                format!(
+                    "bind message supplies {} parameters, but the statement needs {}",
+                    all.len(),
+                    s.own
+                ),
+            ));
+        }
+        for (plan, ty) in &s.scalars {
+            let Outcome::Rows { rows, .. } = Box::pin(self.execute_inner(plan, &all)).await? else {
+                return Err(SqlError::internal("a scalar subquery returned no rows"));
+            };
+            let value = match rows.as_slice() {
+                [] => Param::Null,
+                [row] => match row.first() {
+                    Some(v) if !crate::sqlfns::is_null_edn(v) => {
+                        Param::Typed(crate::sql::union::conform(v.clone(), *ty), *ty)
+                    }
+                    _ => Param::Null,
+                },
+                _ => {
+                    return Err(SqlError::new(
+                        "21000",
+                        "more than one row returned by a subquery used as an expression",
+                    ))
+                }
+            };
+            all.push(value);
+        }
+        Box::pin(self.execute_inner(&s.body, &all)).await
     }
 }

@@ -162,9 +162,15 @@ impl WithPlan {
         let mut lines: Vec<String> = self
             .derived
             .iter()
-            .map(|d| format!("{} := {}", shown(&d.table.name), explain_plan(&d.plan)))
+            .map(|d| {
+                format!(
+                    "{} := {}",
+                    shown(&d.table.name),
+                    super::explain_plan(&d.plan)
+                )
+            })
             .collect();
-        lines.push(explain_plan(&self.body));
+        lines.push(super::explain_plan(&self.body));
         lines.join("\n")
     }
 }
@@ -174,15 +180,6 @@ fn shown(name: &str) -> &str {
     name.strip_prefix('\u{1}')
         .and_then(|rest| rest.split('\u{1}').next())
         .unwrap_or(name)
-}
-
-fn explain_plan(p: &Plan) -> String {
-    match p {
-        Plan::Select(s) => s.datalog.clone(),
-        Plan::Union(u) => u.tree.explain(),
-        Plan::With(w) => w.explain(),
-        other => format!("{other:?}"),
-    }
 }
 
 /// The tables a row-returning plan reads.
@@ -196,6 +193,11 @@ fn read_tables(p: &Plan) -> Vec<String> {
             .flat_map(|b| b.tables.clone())
             .collect(),
         Plan::With(w) => w.tables.clone(),
+        Plan::Scalars(s) => {
+            let mut t = read_tables(&s.body);
+            t.extend(s.scalars.iter().flat_map(|(p, _)| read_tables(p)));
+            t
+        }
         _ => Vec::new(),
     }
 }

@@ -127,6 +127,17 @@ fn operand(
                 Ok((Operand::Const(edn), ty))
             }
         },
+        // A typed parameter (a scalar subquery's value is one, `sql/scalar.rs`).
+        Expr::Cast {
+            expr, data_type, ..
+        } if matches!(&**expr, Expr::Value(v) if matches!(v.value, SqlValue::Placeholder(_))) => {
+            let ty = SqlType::from_ast(data_type)?;
+            let (param, _) = operand(b, expr, Some(ty), finds)?;
+            let Operand::Param(n, _) = param else {
+                unreachable!("a placeholder is a parameter")
+            };
+            Ok((Operand::Param(n, Some(ty)), Some(ty)))
+        }
         Expr::UnaryOp {
             op: UnaryOperator::Minus,
             expr,

@@ -7,6 +7,7 @@ pub mod derived;
 pub mod expr;
 pub mod having;
 pub mod returning;
+pub mod scalar;
 pub mod select;
 pub mod subquery;
 pub mod union;
@@ -42,6 +43,8 @@ pub enum Plan {
     Values(Arc<ValuesPlan>),
     /// A query over derived tables (`WITH`, subqueries in FROM), made when it runs.
     With(Arc<derived::WithPlan>),
+    /// A statement with scalar subqueries, run first as parameters of it.
+    Scalars(Arc<scalar::ScalarPlan>),
     Insert(Arc<InsertPlan>),
     Update(Arc<RowsPlan>),
     Delete(Arc<RowsPlan>),
@@ -217,12 +220,16 @@ impl Plan {
             Plan::Update(r) | Plan::Delete(r) => r.params.clone(),
             Plan::Values(v) => v.params.clone(),
             Plan::With(w) => w.params.clone(),
+            Plan::Scalars(s) => s.params(),
             _ => Vec::new(),
         }
     }
 
     /// Whether the statement writes (refused under `vev.as_of`).
     pub fn writes(&self) -> bool {
+        if let Plan::Scalars(s) = self {
+            return s.body.writes();
+        }
         matches!(
             self,
             Plan::Insert(_)
@@ -239,6 +246,14 @@ impl Plan {
 
 /// Plan one statement against the tables of `catalog`.
 pub fn plan(stmt: &Statement, catalog: &Catalog) -> Result<Plan, SqlError> {
+    if matches!(
+        stmt,
+        Statement::Query(_) | Statement::Insert(_) | Statement::Update(_) | Statement::Delete(_)
+    ) {
+        if let Some(s) = scalar::compile(stmt, catalog)? {
+            return Ok(Plan::Scalars(Arc::new(s)));
+        }
+    }
     Ok(match stmt {
         Statement::Query(q) => query(q, catalog)?,
         Statement::Insert(i) => Plan::Insert(Arc::new(write::insert(i, catalog)?)),
@@ -362,6 +377,7 @@ pub fn result_columns(plan: &Plan) -> Option<Vec<select::OutCol>> {
         Plan::Select(s) => s.columns.to_vec(),
         Plan::Union(u) => u.columns.to_vec(),
         Plan::With(w) => return result_columns(&w.body),
+        Plan::Scalars(s) => return result_columns(&s.body),
         Plan::Values(v) => v
             .items
             .iter()
@@ -387,13 +403,19 @@ pub fn result_columns(plan: &Plan) -> Option<Vec<select::OutCol>> {
 }
 
 fn explain(stmt: &Statement, catalog: &Catalog) -> Result<String, SqlError> {
-    Ok(match plan(stmt, catalog)? {
+    Ok(explain_plan(&plan(stmt, catalog)?))
+}
+
+/// The Datalog a plan runs (each part's, one per line), or the plan.
+fn explain_plan(p: &Plan) -> String {
+    match p {
         Plan::Select(s) => s.datalog.clone(),
         Plan::Union(u) => u.tree.explain(),
         Plan::With(w) => w.explain(),
+        Plan::Scalars(s) => s.explain(),
         Plan::Update(r) | Plan::Delete(r) => r.datalog.clone(),
         other => format!("{other:?}"),
-    })
+    }
 }
 
 fn create_table(ct: &sqlparser::ast::CreateTable) -> Result<Plan, SqlError> {

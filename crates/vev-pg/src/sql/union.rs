@@ -435,7 +435,7 @@ fn counted(
 }
 
 /// A branch's value as a value of its column's resolved type.
-fn conform(v: Edn, to: SqlType) -> Edn {
+pub(crate) fn conform(v: Edn, to: SqlType) -> Edn {
     match (to, v) {
         (SqlType::Numeric, Edn::Integer(x)) => Edn::BigDec(Box::new(x.into())),
         (SqlType::Float4 | SqlType::Float8, Edn::Integer(x)) => Edn::Float(x as f64),

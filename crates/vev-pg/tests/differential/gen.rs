@@ -289,6 +289,8 @@ pub enum Expr {
     Like(Box<Expr>, String, bool),
     /// `count(*)` when the argument is `None`.
     Agg(&'static str, Option<Box<Expr>>, Ty),
+    /// A scalar subquery that reads nothing of the statement around it.
+    Sub(String, Ty),
 }
 
 impl Expr {
@@ -323,6 +325,7 @@ impl Expr {
             ),
             Expr::Agg(f, None, _) => format!("{f}(*)"),
             Expr::Agg(f, Some(a), _) => format!("{f}({})", a.render()),
+            Expr::Sub(text, _) => text.clone(),
         }
     }
 
@@ -338,7 +341,9 @@ impl Expr {
 
 /// The columns a statement can name: (rendered name, type, may be NULL).
 #[derive(Clone, Debug, Default)]
-pub struct Columns(pub Vec<(String, Ty, bool)>);
+/// The columns in scope (name, type, nullable), and the scalar subqueries an expression
+/// may use (text, type): `(SELECT max(c) FROM t)` over any table of the schema.
+pub struct Columns(pub Vec<(String, Ty, bool)>, pub Vec<(String, Ty)>);
 
 impl Columns {
     fn of(&self, rng: &mut Rng, want: impl Fn(Ty) -> bool) -> Option<Expr> {
@@ -397,6 +402,17 @@ fn scalar(rng: &mut Rng, cols: &Columns, ty: Ty, depth: u32) -> Expr {
         let (a, b) = if rng.chance(50) { (a, b) } else { (b, a) };
         return Expr::Arith(Box::new(a), op, Box::new(b), ty);
     }
+    if depth > 0 && rng.chance(8) {
+        let fits: Vec<&(String, Ty)> = cols
+            .1
+            .iter()
+            .filter(|(_, t)| *t == ty || (ty.integer() && t.integer()))
+            .collect();
+        if !fits.is_empty() {
+            let (text, t) = fits[rng.below(fits.len())];
+            return Expr::Sub(text.clone(), *t);
+        }
+    }
     if rng.chance(5) {
         return Expr::Lit(Lit::Null, ty);
     }
@@ -417,7 +433,7 @@ fn subject(rng: &mut Rng, cols: &Columns, depth: u32) -> Expr {
 fn ty_of(e: &Expr) -> Ty {
     match e {
         Expr::Col(_, t) | Expr::Lit(_, t) | Expr::Arith(.., t) | Expr::Neg(_, t) => *t,
-        Expr::Agg(_, _, t) => *t,
+        Expr::Agg(_, _, t) | Expr::Sub(_, t) => *t,
         _ => Ty::Bool,
     }
 }
@@ -786,6 +802,15 @@ fn from_list(rng: &mut Rng, schema: &Schema) -> (Vec<From>, Columns) {
     };
     let mut from: Vec<From> = Vec::new();
     let mut cols = Columns::default();
+    for t in &schema.tables {
+        cols.1
+            .push((format!("(SELECT count(*) FROM {})", t.name), Ty::BigInt));
+        for c in t.cols.iter().filter(|c| c.ty != Ty::Bool) {
+            let f = if c.name.len() % 2 == 0 { "max" } else { "min" };
+            cols.1
+                .push((format!("(SELECT {f}({}) FROM {})", c.name, t.name), c.ty));
+        }
+    }
     for i in 0..n {
         let table = rng.below(schema.tables.len());
         let alias = format!("{}", (b'a' + i as u8) as char);
@@ -1127,6 +1152,7 @@ pub fn update(rng: &mut Rng, schema: &Schema, table: usize) -> String {
                         })
                         .cloned()
                         .collect(),
+                    Vec::new(),
                 );
                 match scalar(rng, &fit, col.ty, 1) {
                     Expr::Lit(Lit::Null, _) if col.not_null => cell(rng, schema, col).render(),
@@ -1163,5 +1189,6 @@ fn table_columns(t: &Table) -> Columns {
             .iter()
             .map(|c| (c.name.clone(), c.ty, !c.not_null))
             .collect(),
+        Vec::new(),
     )
 }
