@@ -73,13 +73,14 @@ fn sql_differential_against_postgres_15() {
     });
     eprintln!(
         "differential: {cases} cases from seed {seed:#x}: {} selects ({} with rows, {} both \
-         erring, {} set operations, {} through a derived table, {} with a scalar subquery), {} writes, in {:.1?} (PostgreSQL started in {:.1?})",
+         erring, {} set operations, {} through a derived table, {} with a scalar subquery, {} with a FULL JOIN), {} writes, in {:.1?} (PostgreSQL started in {:.1?})",
         stats.selects,
         stats.with_rows,
         stats.both_err,
         stats.unions,
         stats.derived,
         stats.scalars,
+        stats.full_joins,
         stats.writes,
         started.elapsed(),
         pg_ready
@@ -121,6 +122,7 @@ struct Stats {
     /// Read through a derived table, and with a scalar subquery.
     derived: usize,
     scalars: usize,
+    full_joins: usize,
 }
 
 struct Pair {
@@ -542,6 +544,7 @@ impl Case<'_> {
         stats.unions += usize::from(s.union.is_some());
         stats.derived += usize::from(s.derived());
         let sql = s.render(&self.schema);
+        stats.full_joins += usize::from(sql.contains(" FULL JOIN "));
         stats.scalars += usize::from(
             ["(SELECT count(*) FROM ", "(SELECT max(", "(SELECT min("]
                 .iter()

@@ -805,7 +805,10 @@ impl Builder {
                 Some((s2, c2)) => number_kind(col.ty)
                     .zip(number_kind(self.column_def(s2, c2).ty))
                     .is_some_and(|(a, b)| a != b),
-                None => col.ty.is_integer() && is_decimal_literal(other),
+                None => {
+                    (col.ty.is_integer() && is_decimal_literal(other))
+                        || cast_type(other).is_some_and(|t| number_kind(t) != number_kind(col.ty))
+                }
             };
         // A column an earlier term bound with `get-else` may hold the NULL keyword, and
         // the planner may run a built-in predicate before the pattern that would drop
@@ -858,6 +861,15 @@ fn number_kind(t: SqlType) -> Option<u8> {
         t if t.is_integer() => Some(0),
         SqlType::Float4 | SqlType::Float8 => Some(1),
         SqlType::Numeric => Some(2),
+        _ => None,
+    }
+}
+
+/// The type a value is cast to (`3::real`, `$1::float8`, a scalar subquery's parameter).
+fn cast_type(e: &Expr) -> Option<SqlType> {
+    match e {
+        Expr::Cast { data_type, .. } => SqlType::from_ast(data_type).ok(),
+        Expr::Nested(x) => cast_type(x),
         _ => None,
     }
 }

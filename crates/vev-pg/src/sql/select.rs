@@ -116,48 +116,8 @@ pub fn compile(q: &Query, catalog: &Catalog) -> Result<Option<SelectPlan>, SqlEr
     }
     let scopes = scopes(&sel.from, catalog)?;
     let mut b = Builder::new(scopes);
-    // The scopes a LEFT JOIN brings in: their rows come from its clause.
-    let mut outer: Vec<usize> = Vec::new();
-    let mut si = 0;
-    for twj in &sel.from {
-        let first = si;
-        let mut chain = every_column(&b, first);
-        si += 1;
-        for j in &twj.joins {
-            if let Some(names) = super::using::columns(j)? {
-                super::using::join(&mut b, &mut chain, si, &names)?;
-                si += 1;
-                continue;
-            }
-            chain.extend(every_column(&b, si));
-            // An ON condition sees the tables of its own join chain up to this one (a
-            // comma binds looser than a join), as PostgreSQL checks.
-            on_references(j, &b.scopes[first..=si], &b.scopes)?;
-            match outer_join_on(j)? {
-                Some((Side::Left, on)) => {
-                    let before: Vec<usize> = (0..si).filter(|k| !outer.contains(k)).collect();
-                    left_join(&mut b, si, &before, on)?;
-                    outer.push(si);
-                }
-                // `a RIGHT JOIN b ON c` is `b LEFT JOIN a ON c` with the columns in a, b's
-                // order: only where `a` is one table (a RIGHT JOIN that would make an
-                // earlier join's rows NULL is not supported).
-                Some((Side::Right, _)) if si != first + 1 => {
-                    return Err(SqlError::unsupported("a RIGHT JOIN after another join"))
-                }
-                Some((Side::Right, on)) => {
-                    let before: Vec<usize> = (0..=si)
-                        .filter(|k| *k != first && !outer.contains(k))
-                        .collect();
-                    left_join(&mut b, first, &before, on)?;
-                    outer.push(first);
-                }
-                None => join_condition(&mut b, j)?,
-            }
-            si += 1;
-        }
-        b.star.extend(chain);
-    }
+    // The scopes an outer join brings in: their rows come from its clause.
+    let outer = joins(&mut b, sel)?;
     if let Some(w) = &sel.selection {
         super::subquery::condition(&mut b, w, catalog)?;
     }
@@ -204,6 +164,64 @@ pub fn compile(q: &Query, catalog: &Catalog) -> Result<Option<SelectPlan>, SqlEr
         tables: b.scopes.iter().map(|s| s.table.name.clone()).collect(),
         cost: Arc::default(),
     }))
+}
+
+/// The FROM list's joins, chain by chain: ON conditions, USING, outer joins. The scopes
+/// outer joins bring in (their rows come from the join's clause).
+fn joins(b: &mut Builder, sel: &sqlparser::ast::Select) -> Result<Vec<usize>, SqlError> {
+    let mut outer: Vec<usize> = Vec::new();
+    let mut si = 0;
+    for twj in &sel.from {
+        let first = si;
+        let mut chain = every_column(b, first);
+        si += 1;
+        for j in &twj.joins {
+            if let Some(names) = super::using::columns(j)? {
+                super::using::join(b, &mut chain, si, &names)?;
+                si += 1;
+                continue;
+            }
+            chain.extend(every_column(b, si));
+            // An ON condition sees the tables of its own join chain up to this one (a
+            // comma binds looser than a join), as PostgreSQL checks.
+            on_references(j, &b.scopes[first..=si], &b.scopes)?;
+            match outer_join_on(j)? {
+                Some((Side::Left, on)) => {
+                    let before: Vec<usize> = (0..si).filter(|k| !outer.contains(k)).collect();
+                    left_join(b, si, &before, on)?;
+                    outer.push(si);
+                }
+                // `a RIGHT JOIN b ON c` is `b LEFT JOIN a ON c` with the columns in a, b's
+                // order: only where `a` is one table (a RIGHT JOIN that would make an
+                // earlier join's rows NULL is not supported).
+                Some((Side::Right, _)) if si != first + 1 => {
+                    return Err(SqlError::unsupported("a RIGHT JOIN after another join"))
+                }
+                // `a FULL JOIN b`: only as the one join of its chain.
+                Some((Side::Full, _)) if si != first + 1 || twj.joins.len() != 1 => {
+                    return Err(SqlError::unsupported(
+                        "a FULL JOIN with another join in its chain",
+                    ))
+                }
+                Some((Side::Full, on)) => {
+                    full_join(b, first, si, on)?;
+                    outer.push(first);
+                    outer.push(si);
+                }
+                Some((Side::Right, on)) => {
+                    let before: Vec<usize> = (0..=si)
+                        .filter(|k| *k != first && !outer.contains(k))
+                        .collect();
+                    left_join(b, first, &before, on)?;
+                    outer.push(first);
+                }
+                None => join_condition(b, j)?,
+            }
+            si += 1;
+        }
+        b.star.extend(chain);
+    }
+    Ok(outer)
 }
 
 /// `FOR UPDATE [OF t, ...] [NOWAIT]` (and `FOR SHARE`, which locks as FOR UPDATE does):
@@ -499,6 +517,8 @@ fn on_references(
 enum Side {
     Left,
     Right,
+    /// Both (`FULL JOIN`).
+    Full,
 }
 
 /// An outer join's kept side and ON condition; `None` for an inner join.
@@ -507,6 +527,7 @@ fn outer_join_on(j: &sqlparser::ast::Join) -> Result<Option<(Side, &Expr)>, SqlE
     let (side, c) = match &j.join_operator {
         JoinOperator::Left(c) | JoinOperator::LeftOuter(c) => (Side::Left, c),
         JoinOperator::Right(c) | JoinOperator::RightOuter(c) => (Side::Right, c),
+        JoinOperator::FullOuter(c) => (Side::Full, c),
         _ => return Ok(None),
     };
     match c {
@@ -551,6 +572,49 @@ fn left_join(b: &mut Builder, r: usize, before: &[usize], on: &Expr) -> Result<(
         tr = right.var,
         null = crate::sqlfns::NULL_KEYWORD,
     ));
+    b.outer.insert(r);
+    Ok(())
+}
+
+/// `FULL JOIN` of scopes `l` and `r` ON `on`: each pair of their rows that satisfies `on`,
+/// each row of either that pairs with none, with NULLs for the other. One clause:
+/// `(or-join [[<inputs>] ?tl ?tr] (and <l's rows> <r's rows> <on>) (and <l's rows>
+/// (not-join [?tl <inputs>] <r's rows> <on>) [(ground :vev.sql/null) ?tr]) (and <r's rows>
+/// (not-join [?tr <inputs>] <l's rows> <on>) [(ground :vev.sql/null) ?tl]))`, where
+/// `<inputs>` are the parameters the condition reads (it reads no other table).
+fn full_join(b: &mut Builder, l: usize, r: usize, on: &Expr) -> Result<(), SqlError> {
+    let (left, right) = (b.scopes[l].clone(), b.scopes[r].clone());
+    let start = b.clauses.len();
+    let columns = b.bound_columns();
+    b.condition(on)?;
+    let cond = b.clauses.split_off(start).join(" ");
+    b.forget_since(&columns);
+    let inputs: Vec<String> = bound_outside(b, &cond)
+        .into_iter()
+        .filter(|v| *v != left.var && *v != right.var)
+        .collect();
+    let required = if inputs.is_empty() {
+        String::new()
+    } else {
+        format!("[{}] ", inputs.join(" "))
+    };
+    let (rl, rr) = (row_clause(&left), row_clause(&right));
+    let (tl, tr) = (&left.var, &right.var);
+    let with = |v: &str| {
+        std::iter::once(v.to_owned())
+            .chain(inputs.iter().cloned())
+            .collect::<Vec<_>>()
+            .join(" ")
+    };
+    b.clauses.push(format!(
+        "(or-join [{required}{tl} {tr}] (and {rl} {rr} {cond}) \
+         (and {rl} (not-join [{wl}] {rr} {cond}) [(ground :{null}) {tr}]) \
+         (and {rr} (not-join [{wr}] {rl} {cond}) [(ground :{null}) {tl}]))",
+        wl = with(tl),
+        wr = with(tr),
+        null = crate::sqlfns::NULL_KEYWORD,
+    ));
+    b.outer.insert(l);
     b.outer.insert(r);
     Ok(())
 }

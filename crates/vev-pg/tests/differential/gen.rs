@@ -402,7 +402,7 @@ fn scalar(rng: &mut Rng, cols: &Columns, ty: Ty, depth: u32) -> Expr {
         let (a, b) = if rng.chance(50) { (a, b) } else { (b, a) };
         return Expr::Arith(Box::new(a), op, Box::new(b), ty);
     }
-    if depth > 0 && rng.chance(8) {
+    if depth > 0 && rng.chance(4) {
         let fits: Vec<&(String, Ty)> = cols
             .1
             .iter()
@@ -508,6 +508,8 @@ pub struct From {
     pub left: bool,
     /// The second table, joined with `RIGHT JOIN` (the first table's columns may be NULL).
     pub right: bool,
+    /// The second of two tables, joined with `FULL JOIN` (both tables' columns may be NULL).
+    pub full: bool,
 }
 
 /// A subquery conjunct of WHERE: `[NOT] EXISTS (SELECT 1 FROM t AS s WHERE <key> [AND
@@ -627,14 +629,21 @@ impl Select {
         let mut filter: Vec<String> = Vec::new();
         // `a, b LEFT JOIN c ON <a>` is not SQL (a comma binds looser than a join): a FROM
         // list with a LEFT JOIN is written with JOINs only.
-        let comma_joins = self.comma_joins && !self.from.iter().any(|f| f.left || f.right);
+        let comma_joins =
+            self.comma_joins && !self.from.iter().any(|f| f.left || f.right || f.full);
         for (i, f) in self.from.iter().enumerate() {
             let name = &schema.tables[f.table].name;
             match (i, &f.on, comma_joins) {
                 (0, _, _) => s.push_str(&format!("{name} AS {}", f.alias)),
-                (_, Some(on), _) if f.left || f.right => s.push_str(&format!(
+                (_, Some(on), _) if f.left || f.right || f.full => s.push_str(&format!(
                     " {} JOIN {name} AS {} ON {}",
-                    if f.left { "LEFT" } else { "RIGHT" },
+                    if f.left {
+                        "LEFT"
+                    } else if f.full {
+                        "FULL"
+                    } else {
+                        "RIGHT"
+                    },
                     f.alias,
                     on.render()
                 )),
@@ -817,15 +826,19 @@ fn from_list(rng: &mut Rng, schema: &Schema) -> (Vec<From>, Columns) {
         let on = (i > 0).then(|| join_key(rng, schema, &from, table, &alias));
         let left = i > 0 && rng.chance(30);
         let right = i == 1 && !left && rng.chance(20);
-        if right {
+        let full = n == 2 && i == 1 && !left && !right && rng.chance(20);
+        if right || full {
             // The first table's columns may be NULL now.
             for c in &mut cols.0 {
                 c.2 = true;
             }
         }
         for c in &schema.tables[table].cols {
-            cols.0
-                .push((format!("{alias}.{}", c.name), c.ty, left || !c.not_null));
+            cols.0.push((
+                format!("{alias}.{}", c.name),
+                c.ty,
+                left || full || !c.not_null,
+            ));
         }
         from.push(From {
             table,
@@ -833,6 +846,7 @@ fn from_list(rng: &mut Rng, schema: &Schema) -> (Vec<From>, Columns) {
             on,
             left,
             right,
+            full,
         });
     }
     (from, cols)
