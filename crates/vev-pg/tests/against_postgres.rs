@@ -780,6 +780,8 @@ const SCALARS: &[&str] = &[
     "SELECT id FROM b WHERE v = 9::numeric",
     "SELECT id FROM a WHERE id = 2.0::float8",
     "SELECT a_id, count(*) FROM b GROUP BY a_id HAVING count(*) < (SELECT count(*) FROM c)",
+    "SELECT a_id, count(*) FROM b GROUP BY a_id HAVING count(*) >= (SELECT count(*) FROM c) - 2",
+    "SELECT a_id, sum(v) FROM b GROUP BY a_id HAVING sum(v) > 2 * 3 - 1",
     "SELECT id, v * (SELECT count(*) FROM c) FROM b WHERE note IS NOT NULL",
     "SELECT name FROM a WHERE name < (SELECT max(note) FROM b)",
     "WITH t AS (SELECT id FROM a WHERE id < (SELECT max(a_id) FROM b)) SELECT id FROM t",

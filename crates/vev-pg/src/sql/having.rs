@@ -43,6 +43,8 @@ pub enum Operand {
     Const(Edn),
     /// `$n`, as a value of its type.
     Param(usize, Option<SqlType>),
+    /// Arithmetic over literals and parameters (`$1 - 1`), evaluated with the parameters.
+    Expr(Box<Expr>, Option<SqlType>),
 }
 
 /// Compile `e`; aggregates it names that are not find elements yet are added to `finds`.
@@ -152,6 +154,11 @@ fn operand(
             }
             other => Err(SqlError::unsupported(format!("HAVING -{other}"))),
         },
+        e if constant(e) => {
+            // Its parameters are read when the rows are, as a parameter alone is.
+            note_params(b, e, expected);
+            Ok((Operand::Expr(Box::new(e.clone()), expected), expected))
+        }
         _ => {
             let t = b.expr(e, expected)?;
             let at = finds
@@ -206,8 +213,66 @@ pub fn test(h: &Having, row: &[Edn], params: &[Param]) -> Result<Option<bool>, S
     })
 }
 
+/// Whether `e` is arithmetic over literals and parameters only (no column, no function).
+fn constant(e: &Expr) -> bool {
+    match e {
+        Expr::Value(_) => true,
+        Expr::Nested(x) | Expr::Cast { expr: x, .. } => constant(x),
+        Expr::UnaryOp {
+            op: UnaryOperator::Minus | UnaryOperator::Plus,
+            expr,
+        } => constant(expr),
+        Expr::BinaryOp { left, op, right } => {
+            matches!(
+                op,
+                BinaryOperator::Plus
+                    | BinaryOperator::Minus
+                    | BinaryOperator::Multiply
+                    | BinaryOperator::Divide
+                    | BinaryOperator::Modulo
+            ) && constant(left)
+                && constant(right)
+        }
+        _ => false,
+    }
+}
+
+/// Note the parameters of a constant expression as the statement's (typed by a cast over
+/// them, else by `expected` when the expression is the parameter), not as query inputs.
+fn note_params(b: &mut Builder, e: &Expr, expected: Option<SqlType>) {
+    match e {
+        Expr::Value(v) => {
+            if let SqlValue::Placeholder(p) = &v.value {
+                if let Ok(n) = placeholder(p) {
+                    b.param(n, expected);
+                    b.used_params.remove(&n);
+                }
+            }
+        }
+        Expr::Cast {
+            expr, data_type, ..
+        } => note_params(b, expr, SqlType::from_ast(data_type).ok()),
+        Expr::Nested(x) | Expr::UnaryOp { expr: x, .. } => note_params(b, x, None),
+        Expr::BinaryOp { left, right, .. } => {
+            note_params(b, left, None);
+            note_params(b, right, None);
+        }
+        _ => {}
+    }
+}
+
 fn value(o: &Operand, row: &[Edn], params: &[Param]) -> Result<Edn, SqlError> {
     Ok(match o {
+        Operand::Expr(e, ty) => {
+            let ctx = super::consts::Ctx {
+                params,
+                now_ms: 0,
+                user: "",
+                database: "",
+                setting: &|_| None,
+            };
+            super::consts::eval(e, *ty, &ctx)?.0
+        }
         Operand::Find(i) => row[*i].clone(),
         Operand::Const(e) => e.clone(),
         Operand::Param(n, ty) => match params.get(n - 1) {
