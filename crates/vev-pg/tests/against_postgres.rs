@@ -837,6 +837,9 @@ fn scalar_subqueries_match_postgres() {
         for sql in [
             "SELECT a.id, (SELECT count(*) FROM b WHERE b.a_id = a.id) FROM a",
             "SELECT id FROM a WHERE id = ANY (SELECT a_id FROM b)",
+            // Planned alone, a subquery cannot see the statement's CTEs and derived tables.
+            "WITH t AS (SELECT id FROM a) SELECT (SELECT max(id) FROM t)",
+            "SELECT s.k, (SELECT max(k) FROM s) FROM (SELECT id AS k FROM a) s",
         ] {
             let e = vev.simple_query(sql).await.expect_err(sql);
             assert_eq!(e.code().map(|c| c.code()), Some("0A000"), "{sql}: {e}");

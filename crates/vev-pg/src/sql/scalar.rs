@@ -205,7 +205,18 @@ impl Outer {
         struct Tables<'a>(&'a Catalog, Outer);
         impl Visitor for Tables<'_> {
             type Break = ();
+            fn pre_visit_query(&mut self, q: &Query) -> ControlFlow<()> {
+                // A CTE is a table of the statement too.
+                for cte in q.with.iter().flat_map(|w| &w.cte_tables) {
+                    self.1.tables.push(super::expr::ident_name(&cte.alias.name));
+                }
+                ControlFlow::Continue(())
+            }
+
             fn pre_visit_table_factor(&mut self, t: &TableFactor) -> ControlFlow<()> {
+                if let TableFactor::Derived { alias: Some(a), .. } = t {
+                    self.1.tables.push(super::expr::ident_name(&a.name));
+                }
                 if let TableFactor::Table { name, alias, .. } = t {
                     let found = super::select::table_name(name)
                         .ok()
