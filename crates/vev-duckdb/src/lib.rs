@@ -41,20 +41,10 @@ use duckdb::Connection;
 
 use crate::table::Table;
 
-/// The extension's own (Rust) allocations go to mimalloc, linked into it statically; the
-/// host's `malloc` is not replaced, and nothing one allocator gives is freed by the other
-/// (DuckDB copies the strings and values it is handed, and the `duckdb` crate frees what
-/// DuckDB allocates with `duckdb_free`). Why: the engine's many small allocations and frees
-/// cost less than under glibc's allocator, as in the `vev` binary
-/// (`bench/history/2026-11-30-1845-allocator.md`). On the DuckDB benchmark's database of a
-/// million datoms, from Python, p50 of 25 calls in three alternating runs of each build:
-/// its predicate scan (20,554 rows) 20.4-21.8 ms under glibc's, 15.8-17.7 ms under mimalloc;
-/// all 163,934 ages 44.5-45.8 and 41.8-42.0 ms; its aggregate 3.0-3.3 and 3.1-3.7 ms (the
-/// same: a scan with few allocations). Purging stays on (freed memory goes back to the OS):
-/// turning it off, as the `vev` binary does, measured no better here and keeps the host's
-/// memory.
-#[global_allocator]
-static ALLOCATOR: vev::alloc::MiMalloc = vev::alloc::MiMalloc;
+// No `#[global_allocator]`: with mimalloc as the extension's own allocator (statically
+// linked), Python running the extension's tests died with SIGSEGV in about half the runs
+// (2026-12-06), though a million-datom predicate scan was 15-25% faster; the system
+// allocator stays until that is understood.
 
 /// Register the table functions on the connection DuckDB loads the extension with.
 fn register(con: &Connection) -> duckdb::Result<()> {

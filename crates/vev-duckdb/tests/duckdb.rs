@@ -502,7 +502,8 @@ fn the_extension_answers_in_duckdb_as_vev_does() {
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(
         out.status.success(),
-        "the DuckDB checks failed:\n{stdout}\n{stderr}"
+        "the DuckDB checks failed ({:?}):\n{stdout}\n{stderr}",
+        out.status
     );
     assert!(stdout.contains("checks passed"), "{stdout}");
     eprintln!("{}", stdout.trim());
