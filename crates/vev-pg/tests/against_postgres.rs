@@ -799,18 +799,29 @@ fn scalar_subqueries_match_postgres() {
         same(&pg, &vev, &LEFT_JOINS[..6]).await;
         let with_rows = same(&pg, &vev, SCALARS).await;
         assert!(with_rows >= 14, "the script returns rows ({with_rows})");
-        // Parameters inside and outside, over the extended protocol.
-        let sql = "SELECT id FROM b WHERE v > (SELECT min(v) FROM b WHERE a_id = $1) \
-                   AND id < $2 ORDER BY id";
-        let mut answers = Vec::new();
-        for c in [&pg, &vev] {
-            let st = c.prepare(sql).await.expect(sql);
-            assert_eq!(st.params().len(), 2, "{sql}");
-            let rows = c.query(&st, &[&1i32, &14i32]).await.expect(sql);
-            answers.push(rows.iter().map(|r| r.get(0)).collect::<Vec<i32>>());
+        // Parameters inside and outside, over the extended protocol; one read by both
+        // WHERE and HAVING.
+        for (sql, args) in [
+            (
+                "SELECT id FROM b WHERE v > (SELECT min(v) FROM b WHERE a_id = $1) \
+                 AND id < $2 ORDER BY id",
+                [1i32, 14],
+            ),
+            (
+                "SELECT a_id FROM b WHERE v > $1 GROUP BY a_id HAVING count(*) > $2::int - $1",
+                [4, 5],
+            ),
+        ] {
+            let mut answers = Vec::new();
+            for c in [&pg, &vev] {
+                let st = c.prepare(sql).await.expect(sql);
+                assert_eq!(st.params().len(), 2, "{sql}");
+                let rows = c.query(&st, &[&args[0], &args[1]]).await.expect(sql);
+                answers.push(rows.iter().map(|r| r.get(0)).collect::<Vec<i32>>());
+            }
+            assert_eq!(answers[1], answers[0], "{sql}");
+            assert!(!answers[0].is_empty());
         }
-        assert_eq!(answers[1], answers[0], "{sql}");
-        assert!(!answers[0].is_empty());
         for (sql, ty) in [
             ("SELECT (SELECT max(v) FROM b)", "int4"),
             ("SELECT (SELECT count(*) FROM b)", "int8"),

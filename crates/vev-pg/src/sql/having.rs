@@ -119,9 +119,7 @@ fn operand(
         Expr::Value(v) => match &v.value {
             SqlValue::Placeholder(p) => {
                 let n = placeholder(p)?;
-                // Read when the rows are, not by the query.
-                let ty = b.param(n, expected).ty;
-                b.used_params.remove(&n);
+                let ty = note_param(b, n, expected);
                 Ok((Operand::Param(n, ty), ty))
             }
             other => {
@@ -155,8 +153,9 @@ fn operand(
             other => Err(SqlError::unsupported(format!("HAVING -{other}"))),
         },
         e if constant(e) => {
-            // Its parameters are read when the rows are, as a parameter alone is.
-            note_params(b, e, expected);
+            for (i, ty) in super::const_params(&[e]).into_iter().enumerate() {
+                note_param(b, i + 1, ty);
+            }
             Ok((Operand::Expr(Box::new(e.clone()), expected), expected))
         }
         _ => {
@@ -237,28 +236,16 @@ fn constant(e: &Expr) -> bool {
     }
 }
 
-/// Note the parameters of a constant expression as the statement's (typed by a cast over
-/// them, else by `expected` when the expression is the parameter), not as query inputs.
-fn note_params(b: &mut Builder, e: &Expr, expected: Option<SqlType>) {
-    match e {
-        Expr::Value(v) => {
-            if let SqlValue::Placeholder(p) = &v.value {
-                if let Ok(n) = placeholder(p) {
-                    b.param(n, expected);
-                    b.used_params.remove(&n);
-                }
-            }
-        }
-        Expr::Cast {
-            expr, data_type, ..
-        } => note_params(b, expr, SqlType::from_ast(data_type).ok()),
-        Expr::Nested(x) | Expr::UnaryOp { expr: x, .. } => note_params(b, x, None),
-        Expr::BinaryOp { left, right, .. } => {
-            note_params(b, left, None);
-            note_params(b, right, None);
-        }
-        _ => {}
+/// Note `$n` (of type `ty` if it has none yet) as a parameter of the statement that HAVING
+/// reads when the groups are tested: not an input of the query, unless the query reads it
+/// too (in WHERE, say). Its type.
+fn note_param(b: &mut Builder, n: usize, ty: Option<SqlType>) -> Option<SqlType> {
+    let input = b.used_params.contains(&n);
+    let ty = b.param(n, ty).ty;
+    if !input {
+        b.used_params.remove(&n);
     }
+    ty
 }
 
 fn value(o: &Operand, row: &[Edn], params: &[Param]) -> Result<Edn, SqlError> {
