@@ -49,7 +49,7 @@ impl Session {
             let made = |e: vev::Error| {
                 SqlError::internal(format!(
                     "making the derived table \"{}\": {e}",
-                    d.table.name.trim_start_matches('\u{1}')
+                    derived::shown(&d.table.name)
                 ))
             };
             db = conn

@@ -107,14 +107,13 @@ pub fn compile(q: &Query, catalog: &Catalog) -> Result<Option<WithPlan>, SqlErro
     }
     let mut cat = catalog.clone();
     let mut derived: Vec<Derived> = Vec::new();
-    let mut names: Vec<String> = Vec::new();
     if let Some(w) = &q.with {
         if w.recursive {
             return Err(SqlError::unsupported("WITH RECURSIVE"));
         }
         for cte in &w.cte_tables {
             let name = ident_name(&cte.alias.name);
-            if names.contains(&name) {
+            if derived.iter().any(|d| d.table.name == name) {
                 return Err(SqlError::new(
                     "42712",
                     format!("WITH query name \"{name}\" specified more than once"),
@@ -122,8 +121,7 @@ pub fn compile(q: &Query, catalog: &Catalog) -> Result<Option<WithPlan>, SqlErro
             }
             let plan = super::query(&cte.query, &cat)?;
             let table = table_of(&name, &name, &cte.alias, &plan)?;
-            cat.tables.insert(name.clone(), table.clone());
-            names.push(name);
+            cat.tables.insert(name, table.clone());
             derived.push(Derived { table, plan });
         }
     }
@@ -176,7 +174,7 @@ impl WithPlan {
 }
 
 /// A derived table's name as a user wrote it (a subquery's alias).
-fn shown(name: &str) -> &str {
+pub fn shown(name: &str) -> &str {
     name.strip_prefix('\u{1}')
         .and_then(|rest| rest.split('\u{1}').next())
         .unwrap_or(name)
