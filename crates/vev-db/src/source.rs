@@ -179,6 +179,10 @@ impl Source for Db {
         }
     }
 
+    fn obeys_schema(&self) -> bool {
+        self.is_current_view() && self.failed.is_none()
+    }
+
     fn attr_runs(
         &self,
         a: EntityId,

@@ -16,7 +16,7 @@ use std::time::Instant;
 
 use vev_core::Value;
 
-use crate::compile::{CClause, CTerm, Scope};
+use crate::compile::{CBinding, CClause, CTerm, Scope};
 use crate::error::QueryError;
 use crate::funcs::{self, Registry};
 use crate::pattern::Prepared;
@@ -27,6 +27,7 @@ use crate::values::edn_to_value;
 
 mod call;
 pub(crate) use call::{fn_attribute, fulltext_args};
+mod fd;
 mod plan;
 
 pub(crate) use plan::PlanCache;
@@ -169,6 +170,8 @@ impl<'a> Ctx<'a> {
             _ => (None, Vec::new()),
         };
         let mut order: Vec<usize> = Vec::new();
+        // What the applied patterns say some variables determine (see `fd`).
+        let mut fds: Vec<fd::Fd> = Vec::new();
         let mut prefix_open = restore_prefix(env, &mut rel, &mut remaining, &mut positions);
         while !remaining.is_empty() {
             self.check(rel.len)?;
@@ -207,6 +210,9 @@ impl<'a> Ctx<'a> {
                     rel.len,
                 );
             } else if let Some((star, members)) = self.star(env, &rel, clause, &remaining)? {
+                for m in std::iter::once(clause).chain(members.iter().map(|i| remaining[*i])) {
+                    self.pattern_fds(env, m, &rel, &mut fds);
+                }
                 let out = star.join(&rel)?;
                 for m in std::iter::once(clause).chain(members.iter().map(|i| remaining[*i])) {
                     self.record(
@@ -223,6 +229,7 @@ impl<'a> Ctx<'a> {
                 }
                 rel = out;
             } else {
+                self.pattern_fds(env, clause, &rel, &mut fds);
                 rel = self.apply(env, rel, clause, &remaining, keep)?;
             }
             // Only the clause right after a restored prefix may use the prefix's index.
@@ -236,7 +243,7 @@ impl<'a> Ctx<'a> {
                     p.restored.set(false);
                 }
             }
-            rel = project_step(env, rel, clauses, &remaining, keep);
+            rel = project_step(env, rel, clauses, &remaining, keep, &fds);
         }
         if let (Some(cache), false) = (env.cache, stats.is_empty() && clauses.is_empty()) {
             if !self.limits.naive {
@@ -388,7 +395,17 @@ impl<'a> Ctx<'a> {
                 binding,
                 span,
             } => {
-                let out = self.apply_fn(env, rel, name, args, binding, *span)?;
+                // What later steps read: a scalar input only this call reads need not be
+                // copied into every row the call makes (see `apply_fulltext`).
+                let later =
+                    |v: VarId| keep.contains(&v) || remaining.iter().any(|c| c.vars().contains(&v));
+                let out = match binding {
+                    // Datomic's form, `[(fulltext $ :attr ?q) [[?e ?v ?tx ?score]]]`.
+                    CBinding::Rel(_) if name.as_str() == "fulltext" => {
+                        self.apply_fulltext(env, rel, args, binding, *span, &later)?
+                    }
+                    _ => self.apply_fn(env, rel, name, args, binding, *span)?,
+                };
                 self.record(env, c, || "function".into(), None, out.len);
                 Ok(out)
             }
@@ -598,6 +615,7 @@ fn project_step(
     clauses: &[CClause],
     remaining: &[&CClause],
     keep: &[VarId],
+    fds: &[fd::Fd],
 ) -> Rel {
     let needed: HashSet<VarId> = remaining
         .iter()
@@ -617,9 +635,15 @@ fn project_step(
         .vars
         .iter()
         .all(|v| needed.contains(v) || env.consts.contains_key(v))
+        || fd::drop_keeps_distinct(
+            &rel,
+            |v| needed.contains(&v),
+            |v| env.consts.contains_key(&v),
+            fds,
+        )
     {
-        // Only scalar inputs go: every row holds the same value in their columns, so
-        // the rows stay as distinct as they were.
+        // Only scalar inputs go (every row holds the same value in their columns), or
+        // variables the kept ones determine: the rows stay as distinct as they were.
         rel.retain_vars_constant(|v| needed.contains(&v))
     } else {
         rel.retain_vars(|v| needed.contains(&v))

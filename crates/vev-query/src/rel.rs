@@ -397,11 +397,44 @@ impl Rel {
     }
 
     /// `project`, without copying when the relation already is that projection.
-    pub fn into_projection(self, vars: &[VarId]) -> Rel {
+    pub fn into_projection(mut self, vars: &[VarId]) -> Rel {
         if self.distinct && self.vars == vars {
             return self;
         }
-        self.project(vars)
+        let mut cols: Vec<usize> = Vec::with_capacity(vars.len());
+        for v in vars {
+            match self.col(*v) {
+                Some(c) if !cols.contains(&c) => cols.push(c),
+                _ => return self.project(vars),
+            }
+        }
+        if !self.distinct || cols.is_empty() || cols.len() != self.width() || self.len == 0 {
+            return self.project(vars);
+        }
+        // Every column, reordered: the values swap places within their rows (no clone).
+        // The swaps that take a row from the old order to the new, found once: `at[c]` is
+        // where old column `c` is after the swaps so far, `held[i]` which one place i holds.
+        let w = cols.len();
+        let mut at: Vec<usize> = (0..w).collect();
+        let mut held: Vec<usize> = (0..w).collect();
+        let mut swaps: Vec<(usize, usize)> = Vec::new();
+        for (k, &c) in cols.iter().enumerate() {
+            let from = at[c];
+            if from != k {
+                swaps.push((k, from));
+                let displaced = held[k];
+                held.swap(k, from);
+                at[c] = k;
+                at[displaced] = from;
+            }
+        }
+        for chunk in self.data[..w * self.len].chunks_exact_mut(w) {
+            for &(i, j) in &swaps {
+                chunk.swap(i, j);
+            }
+        }
+        self.vars = vars.to_vec();
+        self
     }
 
     /// Drop the variables not in `keep`, deduplicating when any is dropped.
@@ -563,6 +596,38 @@ mod tests {
             prop_assert!(out.distinct);
             let got: Vec<Vec<Value>> = (0..out.len).map(|i| out.row(i).to_vec()).collect();
             prop_assert_eq!(got, expected);
+        }
+
+        /// Reordering every column of a distinct relation in place gives each row's values
+        /// in the new order, as the copying projection does.
+        #[test]
+        fn into_projection_reorders_the_columns_in_place(
+            width in 1usize..7,
+            rows in 0usize..12,
+            order in Just(()).prop_perturb(|_, mut rng| rng.random::<u64>()),
+        ) {
+            let mut vars: Vec<VarId> = (0..width).collect();
+            // A permutation of the columns from `order`'s bits (Fisher-Yates).
+            let mut bits = order;
+            for i in (1..width).rev() {
+                let j = (bits % (i as u64 + 1)) as usize;
+                bits /= i as u64 + 1;
+                vars.swap(i, j);
+            }
+            let mut rel = Rel::empty((0..width).collect());
+            for r in 0..rows {
+                let row: Vec<Value> = (0..width)
+                    .map(|c| if c % 2 == 0 { Value::Long((r * 10 + c) as i64) } else { Value::string(&format!("{r}-{c}")) })
+                    .collect();
+                rel.push_row(&row);
+            }
+            rel.distinct = true;
+            let want = rel.project(&vars);
+            let got = rel.into_projection(&vars);
+            prop_assert_eq!(&got.vars, &vars);
+            prop_assert_eq!(got.len, rows);
+            let rows_of = |r: &Rel| (0..r.len).map(|i| r.row(i).to_vec()).collect::<Vec<_>>();
+            prop_assert_eq!(rows_of(&got), rows_of(&want));
         }
 
         /// `join` gives every pair of rows that agree on the shared variables, with the

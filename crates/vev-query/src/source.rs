@@ -84,6 +84,16 @@ pub trait Source: Send + Sync {
         Ok(crate::fulltext::scan_search(self, a, query))
     }
 
+    /// Whether every datom the view shows obeys the schema: at most one value of a
+    /// cardinality-one attribute per entity and one entity per value of a unique one. A
+    /// database's current view does (the transactor refuses anything else, alterations
+    /// included); a past view may show values from before an alteration, and a test source
+    /// may hold anything, so the default is false. The planner relies on it only to skip
+    /// work (see `exec::fd`), never for an answer a false here would change.
+    fn obeys_schema(&self) -> bool {
+        false
+    }
+
     /// A cursor over the current datoms of attribute `a` in AEVT order whose entity lies in
     /// `entities`, lent a run at a time (see [`AttrRuns`]); `None` when the source cannot
     /// give one (the default, and any view other than a plain current database: as-of,

@@ -216,6 +216,7 @@ fn check_query(
     check_streamed(&query, &args, &result)?;
     match (result, want) {
         (Ok(got), Ok(want)) => {
+            no_duplicate_rows(&got)?;
             let want = subst(run, db, want)?;
             let as_wanted = |got: vev::QueryResult| match (got.to_edn(), &want) {
                 (Edn::Vector(items), Edn::Set(_)) => Edn::Set(items.into_iter().collect()),
@@ -233,6 +234,7 @@ fn check_query(
             naive.limits.naive = true;
             match vev::Query::parse(&query).and_then(|q| q.run(&args, &naive)) {
                 Ok(reference) => {
+                    no_duplicate_rows(&reference)?;
                     let reference = as_wanted(reference);
                     if approx_eq(&reference, &want) {
                         Ok(())
@@ -643,4 +645,27 @@ fn check_tx_data(run: &Run, db: &Db, k: &Edn, want: &Edn) -> Result<(), String> 
 /// A storage failure as a check failure.
 fn stored<T>(r: Result<T, vev::StorageError>) -> Result<T, String> {
     r.map_err(|e| format!("error[{}]: {e}", e.code()))
+}
+
+/// A relation or collection find is a set: the expected values are written as one (and a
+/// relation prints as one), which would hide a row given twice, so the rows are counted.
+fn no_duplicate_rows(got: &vev::QueryResult) -> Result<(), String> {
+    let (rows, distinct) = match got {
+        vev::QueryResult::Rel(rows) => (
+            rows.len(),
+            rows.iter()
+                .map(|r| r.to_vec())
+                .collect::<BTreeSet<_>>()
+                .len(),
+        ),
+        vev::QueryResult::Coll(items) => (items.len(), items.iter().collect::<BTreeSet<_>>().len()),
+        _ => return Ok(()),
+    };
+    if distinct == rows {
+        Ok(())
+    } else {
+        Err(format!(
+            "{rows} rows, {distinct} distinct: a set result repeats a row"
+        ))
+    }
 }

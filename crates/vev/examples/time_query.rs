@@ -4,7 +4,7 @@
 //!
 //! ```text
 //! cargo run --release -p vev --example time_query -- PATH [--runs N] [--query EDN]
-//!     [--naive] [--export DIR ATTR...]
+//!     [--naive] [--arg STRING]... [--export DIR ATTR...]
 //! ```
 //!
 //! The default query is issue 24's aggregate over the demo's people:
@@ -16,21 +16,31 @@ use std::time::{Duration, Instant};
 use vev::{Component, Connection, IndexOrder, Input, Keyword, Limits, OpenOptions, Query};
 use vev::{QueryOptions, Value};
 
+// As the `vev` and `vev-bench` binaries run (`--features mimalloc`).
+#[cfg(feature = "mimalloc")]
+#[global_allocator]
+static ALLOCATOR: vev::alloc::MiMalloc = vev::alloc::MiMalloc;
+
 const DEFAULT_QUERY: &str =
     "[:find ?city (count ?p) (avg ?age) :where [?p :person/city ?city] [?p :person/age ?age]]";
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
+    #[cfg(feature = "mimalloc")]
+    vev::alloc::keep_freed_memory();
     let mut args = std::env::args().skip(1);
     let path = args
         .next()
         .ok_or("usage: time_query PATH [--runs N] [--query EDN] ...")?;
     let (mut runs, mut query, mut naive) = (10usize, DEFAULT_QUERY.to_owned(), false);
     let mut export: Option<(String, Vec<String>)> = None;
+    // String inputs for the query's `:in` after `$`, in order.
+    let mut strings: Vec<vev::Edn> = Vec::new();
     while let Some(a) = args.next() {
         match a.as_str() {
             "--runs" => runs = args.next().ok_or("--runs N")?.parse()?,
             "--query" => query = args.next().ok_or("--query EDN")?,
             "--naive" => naive = true,
+            "--arg" => strings.push(vev::Edn::String(args.next().ok_or("--arg STRING")?)),
             "--export" => {
                 let dir = args.next().ok_or("--export DIR ATTR...")?;
                 export = Some((dir, args.by_ref().collect()));
@@ -60,17 +70,20 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         },
         ..QueryOptions::default()
     };
+    let inputs: Vec<Input> = std::iter::once(Input::Db(&db))
+        .chain(strings.iter().map(Input::Edn))
+        .collect();
     let mut times: Vec<Duration> = Vec::new();
     let mut last = None;
     for _ in 0..runs.max(1) {
         let t = Instant::now();
-        let result = q.run(&[Input::Db(&db)], &opts)?;
+        let result = q.run(&inputs, &opts)?;
         times.push(t.elapsed());
         last = Some(result);
     }
     let result = last.ok_or("no run")?;
     let rows = result.len();
-    let (_, plan) = q.explain(&[Input::Db(&db)], &opts)?;
+    let (_, plan) = q.explain(&inputs, &opts)?;
     let best = times[1.min(times.len() - 1)..].iter().min().copied();
     let entities = db
         .datoms(
@@ -81,9 +94,12 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     println!("query: {query} (naive plan: {naive})");
     println!("rows: {rows}; first run {:?}", times[0]);
     if let Some(best) = best {
+        let mut warm: Vec<Duration> = times[1.min(times.len() - 1)..].to_vec();
+        warm.sort();
         println!(
-            "warm best of {}: {best:?} ({:.1} ns per datom of the first pattern's {entities})",
-            times.len().saturating_sub(1).max(1),
+            "warm best of {}: {best:?}, median {:?} ({:.1} ns per datom of the first pattern's {entities})",
+            warm.len(),
+            warm[warm.len() / 2],
             best.as_nanos() as f64 / entities.max(1) as f64
         );
     }

@@ -70,9 +70,6 @@ impl Ctx<'_> {
         span: vev_edn::Span,
     ) -> Result<Rel, QueryError> {
         let fname = self.known_function(name, span)?;
-        if let (true, CBinding::Rel(positions)) = (fname == "fulltext", binding) {
-            return self.apply_fulltext(env, rel, args, binding, positions, span);
-        }
         let mut out = output_rel(&rel, binding);
         let mut buf: Vec<Value> = Vec::new();
         let plan = ArgPlan::new(args, &rel);
@@ -94,16 +91,21 @@ impl Ctx<'_> {
     }
 
     /// `(fulltext $ :attr ?q)` bound to a relation (`[[?e ?v ?tx ?score]]`, Datomic's
-    /// form): each hit becomes a row directly, with no tuple value built in between.
-    fn apply_fulltext(
+    /// form): each hit becomes a row directly, with no tuple value built in between. A
+    /// scalar input no later step reads (`later`: the query text, usually) is left out of
+    /// the rows rather than copied into each hit's.
+    pub(super) fn apply_fulltext(
         &self,
         env: &Env<'_>,
         rel: Rel,
         args: &[CArg],
         binding: &CBinding,
-        positions: &[Option<VarId>],
         span: vev_edn::Span,
+        later: &dyn Fn(VarId) -> bool,
     ) -> Result<Rel, QueryError> {
+        let CBinding::Rel(positions) = binding else {
+            unreachable!("the caller checks for a relation binding");
+        };
         let mut out = output_rel(&rel, binding);
         let mut buf: Vec<Value> = Vec::new();
         let plan = ArgPlan::new(args, &rel);
@@ -112,6 +114,7 @@ impl Ctx<'_> {
         let values = positions.get(1).is_some_and(Option::is_some);
         // The binding positions in output column order, when no bound variable is already
         // in the input and none repeats (what every Datomic example does).
+        let mut carried: Vec<usize> = Vec::new();
         let direct: Option<Vec<usize>> = {
             let fresh: Vec<(VarId, usize)> = positions
                 .iter()
@@ -125,6 +128,17 @@ impl Ctx<'_> {
                 && seen.len() == fresh.len()
                 && fresh.iter().all(|(v, _)| !rel.has(*v)))
             .then(|| {
+                // The input's columns the rows carry, then the binding's variables.
+                let carry: Vec<usize> = (0..rel.width())
+                    .filter(|c| {
+                        let v = rel.vars[*c];
+                        later(v) || !env.consts.contains_key(&v)
+                    })
+                    .collect();
+                let mut vars: Vec<VarId> = carry.iter().map(|c| rel.vars[*c]).collect();
+                vars.extend(out.vars[rel.width()..].iter().copied());
+                out.vars = vars;
+                carried = carry;
                 let mut by_col: Vec<(usize, usize)> = fresh
                     .iter()
                     .map(|(v, k)| (out.col(*v).expect("new var has a column"), *k))
@@ -133,9 +147,13 @@ impl Ctx<'_> {
                 by_col.into_iter().map(|(_, k)| k).collect()
             })
         };
+        // Whether the binding tells every two hits apart (so distinct input rows give
+        // distinct output rows), for each row's attribute.
+        let mut distinct = rel.distinct;
         for row in rel.rows() {
             plan.fill(row, &mut vals);
             let hits = self.fulltext_hits(env, args, &vals, span, values)?;
+            distinct = distinct && self.hits_told_apart(env, args, &vals, positions, span);
             if positions.len() > 4 && !hits.is_empty() {
                 return Err(QueryError::Type {
                     name: "fulltext".to_owned(),
@@ -151,7 +169,7 @@ impl Ctx<'_> {
                 // straight after the input row's.
                 out.data.reserve(hits.len() * out.width());
                 for h in &hits {
-                    out.data.extend_from_slice(row);
+                    out.data.extend(carried.iter().map(|c| row[*c].clone()));
                     for &k in cols {
                         out.data.push(match k {
                             0 => Value::Ref(h.e),
@@ -182,7 +200,40 @@ impl Ctx<'_> {
             }
             self.check(out.len)?;
         }
+        out.distinct = distinct && !self.limits.naive;
         Ok(out)
+    }
+
+    /// Whether a `fulltext` binding (`positions`: `?e ?v ?tx ?score`, `None` for `_`) keeps
+    /// what tells two hits apart. A hit is a datom: in a view of facts at one time, one
+    /// per entity and value (one per entity of a cardinality-one attribute, where the source
+    /// promises the schema holds); in a history view, one per entity, value and transaction.
+    fn hits_told_apart(
+        &self,
+        env: &Env<'_>,
+        args: &[CArg],
+        vals: &[Value],
+        positions: &[Option<VarId>],
+        span: vev_edn::Span,
+    ) -> bool {
+        let kept = |k: usize| positions.get(k).is_some_and(Option::is_some);
+        let Some(CArg::Src(i)) = args.first() else {
+            return false;
+        };
+        let Ok(src) = self.source(env, Some(*i), span) else {
+            return false;
+        };
+        if src.is_history() {
+            return kept(0) && kept(1) && kept(2);
+        }
+        let one_per_entity = || {
+            src.obeys_schema()
+                && vals
+                    .get(1)
+                    .and_then(|a| fn_attribute(src, a, None).ok())
+                    .is_some_and(|a| !a.is_many())
+        };
+        kept(0) && (kept(1) || one_per_entity())
     }
 
     /// Call a function, handling those that read a database.
