@@ -567,6 +567,25 @@ mod tests {
     use super::*;
     use proptest::prelude::*;
 
+    /// A distinct relation of `rows` rows over variables `0..width`, longs and strings.
+    fn distinct_rel(width: usize, rows: usize) -> Rel {
+        let mut rel = Rel::empty((0..width).collect());
+        for r in 0..rows {
+            let row: Vec<Value> = (0..width)
+                .map(|c| {
+                    if c % 2 == 0 {
+                        Value::Long((r * 10 + c) as i64)
+                    } else {
+                        Value::string(&format!("{r}-{c}"))
+                    }
+                })
+                .collect();
+            rel.push_row(&row);
+        }
+        rel.distinct = true;
+        rel
+    }
+
     proptest! {
         /// The in-place compaction keeps, in order, exactly the kept columns of every row.
         #[test]
@@ -575,14 +594,7 @@ mod tests {
             rows in 0usize..20,
             keep_mask in 0u32..64,
         ) {
-            let mut rel = Rel::empty((0..width).collect());
-            for r in 0..rows {
-                let row: Vec<Value> = (0..width)
-                    .map(|c| if c % 2 == 0 { Value::Long((r * 10 + c) as i64) } else { Value::string(&format!("{r}-{c}")) })
-                    .collect();
-                rel.push_row(&row);
-            }
-            rel.distinct = true;
+            let rel = distinct_rel(width, rows);
             let keep = |v: VarId| keep_mask & (1 << v) != 0;
             let kept: Vec<usize> = (0..width).filter(|c| keep(*c)).collect();
             let expected: Vec<Vec<Value>> = rel
@@ -614,14 +626,7 @@ mod tests {
                 bits /= i as u64 + 1;
                 vars.swap(i, j);
             }
-            let mut rel = Rel::empty((0..width).collect());
-            for r in 0..rows {
-                let row: Vec<Value> = (0..width)
-                    .map(|c| if c % 2 == 0 { Value::Long((r * 10 + c) as i64) } else { Value::string(&format!("{r}-{c}")) })
-                    .collect();
-                rel.push_row(&row);
-            }
-            rel.distinct = true;
+            let rel = distinct_rel(width, rows);
             let want = rel.project(&vars);
             let got = rel.into_projection(&vars);
             prop_assert_eq!(&got.vars, &vars);
