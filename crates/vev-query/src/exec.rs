@@ -171,7 +171,7 @@ impl<'a> Ctx<'a> {
         };
         let mut order: Vec<usize> = Vec::new();
         // What the applied patterns say some variables determine (see `fd`).
-        let mut fds: Vec<fd::Fd> = Vec::new();
+        let mut applied: fd::Applied<'_> = fd::Applied::new();
         let mut prefix_open = restore_prefix(env, &mut rel, &mut remaining, &mut positions);
         while !remaining.is_empty() {
             self.check(rel.len)?;
@@ -211,7 +211,7 @@ impl<'a> Ctx<'a> {
                 );
             } else if let Some((star, members)) = self.star(env, &rel, clause, &remaining)? {
                 for m in std::iter::once(clause).chain(members.iter().map(|i| remaining[*i])) {
-                    self.pattern_fds(env, m, &rel, &mut fds);
+                    fd::note(&mut applied, m, &rel);
                 }
                 let out = star.join(&rel)?;
                 for m in std::iter::once(clause).chain(members.iter().map(|i| remaining[*i])) {
@@ -229,7 +229,7 @@ impl<'a> Ctx<'a> {
                 }
                 rel = out;
             } else {
-                self.pattern_fds(env, clause, &rel, &mut fds);
+                fd::note(&mut applied, clause, &rel);
                 rel = self.apply(env, rel, clause, &remaining, keep)?;
             }
             // Only the clause right after a restored prefix may use the prefix's index.
@@ -243,7 +243,7 @@ impl<'a> Ctx<'a> {
                     p.restored.set(false);
                 }
             }
-            rel = project_step(env, rel, clauses, &remaining, keep, &fds);
+            rel = self.project_step(env, rel, clauses, &remaining, keep, &applied);
         }
         if let (Some(cache), false) = (env.cache, stats.is_empty() && clauses.is_empty()) {
             if !self.limits.naive {
@@ -607,46 +607,45 @@ fn restore_prefix(
     }
 }
 
-/// After a step, `rel` without the variables that neither a remaining clause nor `keep`
-/// needs.
-fn project_step(
-    env: &Env<'_>,
-    rel: Rel,
-    clauses: &[CClause],
-    remaining: &[&CClause],
-    keep: &[VarId],
-    fds: &[fd::Fd],
-) -> Rel {
-    let needed: HashSet<VarId> = remaining
-        .iter()
-        .flat_map(|c| c.vars())
-        .chain(keep.iter().copied())
-        .collect();
-    let body_end = remaining.is_empty()
-        && env
-            .rule
-            .body()
-            .is_some_and(|b| std::ptr::eq(b.as_ptr(), clauses.as_ptr()));
-    if body_end {
-        // A rule body's last step: its rows become answers, which the rule's table
-        // deduplicates, so duplicates need not be removed here too.
-        rel.retain_vars_bag(|v| needed.contains(&v))
-    } else if rel
-        .vars
-        .iter()
-        .all(|v| needed.contains(v) || env.consts.contains_key(v))
-        || fd::drop_keeps_distinct(
-            &rel,
-            |v| needed.contains(&v),
-            |v| env.consts.contains_key(&v),
-            fds,
-        )
-    {
-        // Only scalar inputs go (every row holds the same value in their columns), or
-        // variables the kept ones determine: the rows stay as distinct as they were.
-        rel.retain_vars_constant(|v| needed.contains(&v))
-    } else {
-        rel.retain_vars(|v| needed.contains(&v))
+impl Ctx<'_> {
+    /// After a step, `rel` without the variables that neither a remaining clause nor `keep`
+    /// needs (`applied`: the patterns applied so far, whose dependencies may spare the
+    /// deduplication; see `fd`).
+    fn project_step(
+        &self,
+        env: &Env<'_>,
+        rel: Rel,
+        clauses: &[CClause],
+        remaining: &[&CClause],
+        keep: &[VarId],
+        applied: &[fd::Pattern<'_>],
+    ) -> Rel {
+        let needed: HashSet<VarId> = remaining
+            .iter()
+            .flat_map(|c| c.vars())
+            .chain(keep.iter().copied())
+            .collect();
+        let body_end = remaining.is_empty()
+            && env
+                .rule
+                .body()
+                .is_some_and(|b| std::ptr::eq(b.as_ptr(), clauses.as_ptr()));
+        if body_end {
+            // A rule body's last step: its rows become answers, which the rule's table
+            // deduplicates, so duplicates need not be removed here too.
+            rel.retain_vars_bag(|v| needed.contains(&v))
+        } else if rel
+            .vars
+            .iter()
+            .all(|v| needed.contains(v) || env.consts.contains_key(v))
+            || self.drop_keeps_distinct(env, &rel, |v| needed.contains(&v), applied)
+        {
+            // Only scalar inputs go (every row holds the same value in their columns), or
+            // variables the kept ones determine: the rows stay as distinct as they were.
+            rel.retain_vars_constant(|v| needed.contains(&v))
+        } else {
+            rel.retain_vars(|v| needed.contains(&v))
+        }
     }
 }
 
