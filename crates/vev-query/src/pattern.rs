@@ -641,6 +641,10 @@ impl<'s> Prepared<'s> {
     ) -> Result<Rel, QueryError> {
         let shared = self.shared_with(rel);
         let (extra, mut out) = self.probe_output(rel, &shared);
+        // Room for a match per row (what a join on an entity's one value gives), so the
+        // output is not copied as it doubles (as `join` reserves).
+        out.data
+            .reserve(rel.len.min(SCAN_RESERVE_MAX) * out.width());
         let rel_cols: Vec<usize> = shared.iter().map(|(_, c)| *c).collect();
         let probe_cols: Vec<usize> = shared.iter().map(|(i, _)| *i).collect();
         let sorted = sorted.map(|c| (c, probe_cols[0]));
