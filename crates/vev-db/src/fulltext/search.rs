@@ -97,16 +97,16 @@ fn score_segment(
             let mut pi = 0;
             for &local in matched.iter() {
                 pi = gallop(&p.docs, pi, |&d| d < local);
-                let d = &seg.docs[local as usize];
+                let l = local as usize;
                 let score = if p.docs.get(pi) == Some(&local) {
-                    scoring.term_score(0, p.tf(pi), d.len)
+                    scoring.term_score(0, p.tf(pi), seg.cols.len[l])
                 } else {
                     0.0
                 };
                 hits.push(Hit {
-                    e: d.e,
-                    value: values.then(|| d.value.clone()),
-                    tx: d.tx,
+                    e: seg.cols.e[l],
+                    value: values.then(|| seg.docs[l].value.clone()),
+                    tx: seg.cols.tx[l],
                     score,
                 });
             }
@@ -131,7 +131,7 @@ fn score_segment(
             for (pi, &l) in p.docs.iter().enumerate() {
                 let k = slots[l as usize];
                 if k != u32::MAX {
-                    let len = seg.docs[l as usize].len;
+                    let len = seg.cols.len[l as usize];
                     scores[k as usize] += scoring.term_score(i, p.tf(pi), len);
                 }
             }
@@ -140,21 +140,21 @@ fn score_segment(
         if p.docs.as_slice() == matched {
             // One term's documents (a one-word query): no merge needed.
             for (pi, s) in scores.iter_mut().enumerate() {
-                *s += scoring.term_score(i, p.tf(pi), seg.docs[p.docs[pi] as usize].len);
+                *s += scoring.term_score(i, p.tf(pi), seg.cols.len[p.docs[pi] as usize]);
             }
             continue;
         }
         for_each_common(matched, &p.docs, |mi, pi| {
-            let len = seg.docs[matched[mi] as usize].len;
+            let len = seg.cols.len[matched[mi] as usize];
             scores[mi] += scoring.term_score(i, p.tf(pi), len);
         });
     }
     for (&local, score) in matched.iter().zip(scores) {
-        let d = &seg.docs[local as usize];
+        let l = local as usize;
         hits.push(Hit {
-            e: d.e,
-            value: values.then(|| d.value.clone()),
-            tx: d.tx,
+            e: seg.cols.e[l],
+            value: values.then(|| seg.docs[l].value.clone()),
+            tx: seg.cols.tx[l],
             score,
         });
     }
@@ -164,7 +164,7 @@ fn is_visible(entry: &Entry, seg: &Segment, local: u32, bounds: &ViewBounds) -> 
     if bounds.latest && entry.deleted.is_empty() {
         return true;
     }
-    visible(seg.docs[local as usize].tx, entry.deleted_at(local), bounds)
+    visible(seg.cols.tx[local as usize], entry.deleted_at(local), bounds)
 }
 
 fn count_visible(entry: &Entry, seg: &Segment, p: &Postings, bounds: &ViewBounds) -> u64 {
