@@ -53,19 +53,32 @@ pub(crate) fn search(
     };
     let vocabulary: Vec<&str> = prefix_vocabulary(&parts, a, query);
     let terms = scoring_terms(query, vocabulary);
-    let df: Vec<u64> = terms
+    // Each part's postings of each scoring term, found once in its dictionary and read by
+    // the statistics, the matching and the scoring alike (a one-word query over the
+    // uncompacted segments of a busy attribute looked each up three times).
+    let found: Vec<Vec<Option<&Postings>>> = parts
         .iter()
-        .map(|t| {
+        .map(|(_, s)| terms.iter().map(|t| s.postings(a, t)).collect())
+        .collect();
+    let df: Vec<u64> = (0..terms.len())
+        .map(|i| {
             parts
                 .iter()
-                .filter_map(|(e, s)| s.postings(a, t).map(|p| count_visible(e, s, p, &bounds)))
+                .zip(&found)
+                .filter_map(|((e, s), ps)| ps[i].map(|p| count_visible(e, s, p, &bounds)))
                 .sum()
         })
         .collect();
     let scoring = Scoring::new(terms, &df, docs, total_len);
     let mut hits = Vec::new();
-    for (entry, seg) in &parts {
-        let mut matched = matching(seg, a, query);
+    for ((entry, seg), ps) in parts.iter().zip(&found) {
+        let lookup = Lookup {
+            seg,
+            a,
+            terms: &scoring.terms,
+            found: ps,
+        };
+        let mut matched = matching(&lookup, query);
         if !(bounds.latest && entry.deleted.is_empty()) {
             matched
                 .to_mut()
@@ -74,7 +87,7 @@ pub(crate) fn search(
         if matched.is_empty() {
             continue;
         }
-        score_segment(seg, a, &scoring, &matched, values, &mut hits);
+        score_segment(seg, ps, &scoring, &matched, values, &mut hits);
     }
     Ok(hits)
 }
@@ -83,35 +96,33 @@ pub(crate) fn search(
 /// adding the scoring terms' contributions in the order of the scoring terms.
 fn score_segment(
     seg: &Segment,
-    a: EntityId,
+    found: &[Option<&Postings>],
     scoring: &Scoring,
     matched: &[u32],
     values: bool,
     hits: &mut Vec<Hit>,
 ) {
     hits.reserve(matched.len());
-    if let [term] = scoring.terms.as_slice() {
+    if let [Some(p)] = found {
         // One scoring term holding every matched document (a one-word query): each
         // document's score is that term's contribution, found by a walk along both.
-        if let Some(p) = seg.postings(a, term) {
-            let mut pi = 0;
-            for &local in matched.iter() {
-                pi = gallop(&p.docs, pi, |&d| d < local);
-                let l = local as usize;
-                let score = if p.docs.get(pi) == Some(&local) {
-                    scoring.term_score(0, p.tf(pi), seg.cols.len[l])
-                } else {
-                    0.0
-                };
-                hits.push(Hit {
-                    e: seg.cols.e[l],
-                    value: values.then(|| seg.docs[l].value.clone()),
-                    tx: seg.cols.tx[l],
-                    score,
-                });
-            }
-            return;
+        let mut pi = 0;
+        for &local in matched.iter() {
+            pi = gallop(&p.docs, pi, |&d| d < local);
+            let l = local as usize;
+            let score = if p.docs.get(pi) == Some(&local) {
+                scoring.term_score(0, p.tf(pi), seg.cols.len[l])
+            } else {
+                0.0
+            };
+            hits.push(Hit {
+                e: seg.cols.e[l],
+                value: values.then(|| seg.docs[l].value.clone()),
+                tx: seg.cols.tx[l],
+                score,
+            });
         }
+        return;
     }
     let mut scores = vec![0.0f64; matched.len()];
     // Many scoring terms (a prefix's): each term's postings find their documents'
@@ -123,8 +134,8 @@ fn score_segment(
         }
         slots
     });
-    for (i, term) in scoring.terms.iter().enumerate() {
-        let Some(p) = seg.postings(a, term) else {
+    for (i, p) in found.iter().enumerate() {
+        let Some(p) = *p else {
             continue;
         };
         if let Some(slots) = &slots {
@@ -208,24 +219,39 @@ fn prefix_vocabulary<'s>(
     out
 }
 
+/// One segment's postings of attribute `a`, through the scoring terms' ones already found.
+struct Lookup<'s, 'q> {
+    seg: &'s Segment,
+    a: EntityId,
+    /// The scoring terms, sorted, and their postings in this segment.
+    terms: &'q [String],
+    found: &'q [Option<&'s Postings>],
+}
+
+impl<'s> Lookup<'s, '_> {
+    fn postings(&self, term: &str) -> Option<&'s Postings> {
+        match self.terms.binary_search_by(|t| t.as_str().cmp(term)) {
+            Ok(i) => self.found[i],
+            Err(_) => self.seg.postings(self.a, term),
+        }
+    }
+}
+
 /// Local ids of the segment's documents of `a` that match the query (visibility aside),
 /// increasing. A one-word query borrows the term's postings.
-fn matching<'s>(seg: &'s Segment, a: EntityId, query: &FtQuery) -> Cow<'s, [u32]> {
+fn matching<'s>(seg: &Lookup<'s, '_>, query: &FtQuery) -> Cow<'s, [u32]> {
     if let [group] = query.groups.as_slice() {
         if let ([Atom::Term(t)], []) = (group.must.as_slice(), group.not.as_slice()) {
             return seg
-                .postings(a, t)
+                .postings(t)
                 .map_or(Cow::Borrowed(&[]), |p| Cow::Borrowed(&p.docs));
         }
     }
     let mut out: Vec<u32> = Vec::new();
     for group in &query.groups {
         // The shortest list first: each intersection is then at most that long.
-        let mut lists: Vec<Cow<'s, [u32]>> = group
-            .must
-            .iter()
-            .map(|atom| atom_docs(seg, a, atom))
-            .collect();
+        let mut lists: Vec<Cow<'s, [u32]>> =
+            group.must.iter().map(|atom| atom_docs(seg, atom)).collect();
         lists.sort_by_key(|l| l.len());
         let mut lists = lists.into_iter();
         let Some(first) = lists.next() else { continue };
@@ -240,7 +266,7 @@ fn matching<'s>(seg: &'s Segment, a: EntityId, query: &FtQuery) -> Cow<'s, [u32]
             if docs.is_empty() {
                 break;
             }
-            docs = subtract(&docs, &atom_docs(seg, a, atom));
+            docs = subtract(&docs, &atom_docs(seg, atom));
         }
         out = if out.is_empty() {
             docs
@@ -252,14 +278,15 @@ fn matching<'s>(seg: &'s Segment, a: EntityId, query: &FtQuery) -> Cow<'s, [u32]
 }
 
 /// Local ids of the documents of `a` matching one atom, increasing.
-fn atom_docs<'s>(seg: &'s Segment, a: EntityId, atom: &Atom) -> Cow<'s, [u32]> {
+fn atom_docs<'s>(seg: &Lookup<'s, '_>, atom: &Atom) -> Cow<'s, [u32]> {
     match atom {
         Atom::Term(t) => seg
-            .postings(a, t)
+            .postings(t)
             .map_or(Cow::Borrowed(&[]), |p| Cow::Borrowed(&p.docs)),
         Atom::Prefix(p) => {
             let mut out: Vec<u32> = seg
-                .with_prefix(a, p)
+                .seg
+                .with_prefix(seg.a, p)
                 .iter()
                 .flat_map(|postings| postings.docs.iter().copied())
                 .collect();
@@ -267,12 +294,12 @@ fn atom_docs<'s>(seg: &'s Segment, a: EntityId, atom: &Atom) -> Cow<'s, [u32]> {
             out.dedup();
             Cow::Owned(out)
         }
-        Atom::Phrase(words) => Cow::Owned(phrase_docs(seg, a, words)),
+        Atom::Phrase(words) => Cow::Owned(phrase_docs(seg, words)),
     }
 }
 
-fn phrase_docs(seg: &Segment, a: EntityId, words: &[String]) -> Vec<u32> {
-    let lists: Option<Vec<&Postings>> = words.iter().map(|w| seg.postings(a, w)).collect();
+fn phrase_docs(seg: &Lookup<'_, '_>, words: &[String]) -> Vec<u32> {
+    let lists: Option<Vec<&Postings>> = words.iter().map(|w| seg.postings(w)).collect();
     let Some(lists) = lists else {
         return Vec::new();
     };
