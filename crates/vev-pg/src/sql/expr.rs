@@ -117,15 +117,19 @@ impl Builder {
         }
     }
 
-    /// The column bindings made so far, for `forget_since`.
-    pub fn bound_columns(&self) -> BTreeSet<(usize, usize)> {
-        self.columns.keys().copied().collect()
-    }
-
-    /// Forget the column bindings made after `before` was taken: their clauses went into a
-    /// nested clause (a LEFT JOIN's `or-join`), so their variables are not bound outside it.
-    pub fn forget_since(&mut self, before: &BTreeSet<(usize, usize)>) {
+    /// Compile the body of a nested clause (an outer join's `or-join`, a subquery's): the
+    /// clauses `f` adds are taken out and returned joined, and the column bindings it made
+    /// are forgotten, since their variables are not bound outside the nested clause.
+    pub fn nested(
+        &mut self,
+        f: impl FnOnce(&mut Builder) -> Result<(), SqlError>,
+    ) -> Result<String, SqlError> {
+        let start = self.clauses.len();
+        let before: BTreeSet<(usize, usize)> = self.columns.keys().copied().collect();
+        let result = f(self);
+        let inner = self.clauses.split_off(start).join(" ");
         self.columns.retain(|k, _| before.contains(k));
+        result.map(|()| inner)
     }
 
     pub fn fresh(&mut self, prefix: &str) -> String {

@@ -550,13 +550,11 @@ fn left_join(b: &mut Builder, r: usize, before: &[usize], on: &Expr) -> Result<(
     for &k in before {
         find_rows(b, k);
     }
-    let start = b.clauses.len();
-    let columns = b.bound_columns();
     let right = b.scopes[r].clone();
-    b.clauses.push(row_clause(&right));
-    b.condition(on)?;
-    let inner = b.clauses.split_off(start).join(" ");
-    b.forget_since(&columns);
+    let inner = b.nested(|b| {
+        b.clauses.push(row_clause(&right));
+        b.condition(on)
+    })?;
     let bound: Vec<String> = bound_outside(b, &inner)
         .into_iter()
         .filter(|v| *v != right.var)
@@ -584,11 +582,7 @@ fn left_join(b: &mut Builder, r: usize, before: &[usize], on: &Expr) -> Result<(
 /// `<inputs>` are the parameters the condition reads (it reads no other table).
 fn full_join(b: &mut Builder, l: usize, r: usize, on: &Expr) -> Result<(), SqlError> {
     let (left, right) = (b.scopes[l].clone(), b.scopes[r].clone());
-    let start = b.clauses.len();
-    let columns = b.bound_columns();
-    b.condition(on)?;
-    let cond = b.clauses.split_off(start).join(" ");
-    b.forget_since(&columns);
+    let cond = b.nested(|b| b.condition(on))?;
     let inputs: Vec<String> = bound_outside(b, &cond)
         .into_iter()
         .filter(|v| *v != left.var && *v != right.var)

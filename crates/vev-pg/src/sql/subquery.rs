@@ -94,8 +94,6 @@ fn subquery(b: &mut Builder, e: &Expr, catalog: &Catalog) -> Result<(), SqlError
             b.clauses.push(clause);
         }
     }
-    let start = b.clauses.len();
-    let columns = b.bound_columns();
     let frame = b.scopes.len();
     for twj in &sel.from {
         let scope = scope_of(&twj.relation, catalog, b.scopes.len())?;
@@ -106,12 +104,10 @@ fn subquery(b: &mut Builder, e: &Expr, catalog: &Catalog) -> Result<(), SqlError
         }
     }
     b.frames.push(frame);
-    let result = subquery_clauses(b, sel, frame, outer_term, negated);
+    let inner = b.nested(|b| subquery_clauses(b, sel, frame, outer_term, negated));
     b.frames.pop();
-    let inner = b.clauses.split_off(start).join(" ");
-    b.forget_since(&columns);
     b.scopes.truncate(frame);
-    result?;
+    let inner = inner?;
     let bound = bound_outside(b, &inner);
     if bound.is_empty() {
         return Err(SqlError::unsupported(
