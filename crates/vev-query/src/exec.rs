@@ -395,14 +395,15 @@ impl<'a> Ctx<'a> {
                 binding,
                 span,
             } => {
-                // What later steps read: a scalar input only this call reads need not be
-                // copied into every row the call makes (see `apply_fulltext`).
-                let later =
-                    |v: VarId| keep.contains(&v) || remaining.iter().any(|c| c.vars().contains(&v));
                 let out = match binding {
-                    // Datomic's form, `[(fulltext $ :attr ?q) [[?e ?v ?tx ?score]]]`.
+                    // Datomic's form, `[(fulltext $ :attr ?q) [[?e ?v ?tx ?score]]]`. What
+                    // later steps read: a scalar input only this call reads need not be
+                    // copied into every row the call makes.
                     CBinding::Rel(_) if name.as_str() == "fulltext" => {
-                        self.apply_fulltext(env, rel, args, binding, *span, &later)?
+                        let needed = needed_after(remaining, keep);
+                        self.apply_fulltext(env, rel, args, binding, *span, &|v| {
+                            needed.contains(&v)
+                        })?
                     }
                     _ => self.apply_fn(env, rel, name, args, binding, *span)?,
                 };
@@ -431,11 +432,7 @@ impl<'a> Ctx<'a> {
             } => {
                 // What the step's projection keeps, so the call can leave out the rest as
                 // it joins (`rules::call`).
-                let needed: HashSet<VarId> = remaining
-                    .iter()
-                    .flat_map(|c| c.vars())
-                    .chain(keep.iter().copied())
-                    .collect();
+                let needed = needed_after(remaining, keep);
                 let out = crate::rules::call(
                     self,
                     env,
@@ -620,11 +617,7 @@ impl Ctx<'_> {
         keep: &[VarId],
         applied: &[fd::Pattern<'_>],
     ) -> Rel {
-        let needed: HashSet<VarId> = remaining
-            .iter()
-            .flat_map(|c| c.vars())
-            .chain(keep.iter().copied())
-            .collect();
+        let needed = needed_after(remaining, keep);
         let body_end = remaining.is_empty()
             && env
                 .rule
@@ -647,6 +640,15 @@ impl Ctx<'_> {
             rel.retain_vars(|v| needed.contains(&v))
         }
     }
+}
+
+/// The variables read after a step: by the clauses still to run, or kept for the result.
+fn needed_after(remaining: &[&CClause], keep: &[VarId]) -> HashSet<VarId> {
+    remaining
+        .iter()
+        .flat_map(|c| c.vars())
+        .chain(keep.iter().copied())
+        .collect()
 }
 
 /// The relation restricted to `vars`, dropping rows where one is missing (an empty result).

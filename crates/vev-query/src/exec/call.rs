@@ -113,47 +113,42 @@ impl Ctx<'_> {
         // Values only when the binding takes them (reading each costs a cache miss).
         let values = positions.get(1).is_some_and(Option::is_some);
         // The binding positions in output column order, when no bound variable is already
-        // in the input and none repeats (what every Datomic example does).
+        // in the input and none repeats (what every Datomic example does); the output rows
+        // are then the input's columns `carried` followed by those positions.
+        let fresh: Vec<(VarId, usize)> = positions
+            .iter()
+            .enumerate()
+            .filter_map(|(k, p)| p.map(|v| (v, k)))
+            .collect();
+        let mut seen: Vec<VarId> = fresh.iter().map(|(v, _)| *v).collect();
+        seen.sort_unstable();
+        seen.dedup();
         let mut carried: Vec<usize> = Vec::new();
-        let direct: Option<Vec<usize>> = {
-            let fresh: Vec<(VarId, usize)> = positions
-                .iter()
-                .enumerate()
-                .filter_map(|(k, p)| p.map(|v| (v, k)))
+        let mut direct: Option<Vec<usize>> = None;
+        if positions.len() <= 4
+            && seen.len() == fresh.len()
+            && fresh.iter().all(|(v, _)| !rel.has(*v))
+        {
+            carried = (0..rel.width())
+                .filter(|c| later(rel.vars[*c]) || !env.consts.contains_key(&rel.vars[*c]))
                 .collect();
-            let mut seen: Vec<VarId> = fresh.iter().map(|(v, _)| *v).collect();
-            seen.sort_unstable();
-            seen.dedup();
-            (positions.len() <= 4
-                && seen.len() == fresh.len()
-                && fresh.iter().all(|(v, _)| !rel.has(*v)))
-            .then(|| {
-                // The input's columns the rows carry, then the binding's variables.
-                let carry: Vec<usize> = (0..rel.width())
-                    .filter(|c| {
-                        let v = rel.vars[*c];
-                        later(v) || !env.consts.contains_key(&v)
-                    })
-                    .collect();
-                let mut vars: Vec<VarId> = carry.iter().map(|c| rel.vars[*c]).collect();
-                vars.extend(out.vars[rel.width()..].iter().copied());
-                out.vars = vars;
-                carried = carry;
-                let mut by_col: Vec<(usize, usize)> = fresh
-                    .iter()
-                    .map(|(v, k)| (out.col(*v).expect("new var has a column"), *k))
-                    .collect();
-                by_col.sort_unstable();
-                by_col.into_iter().map(|(_, k)| k).collect()
-            })
-        };
+            let mut vars: Vec<VarId> = carried.iter().map(|c| rel.vars[*c]).collect();
+            vars.extend(out.vars[rel.width()..].iter().copied());
+            out.vars = vars;
+            let mut by_col: Vec<(usize, usize)> = fresh
+                .iter()
+                .map(|(v, k)| (out.col(*v).expect("new var has a column"), *k))
+                .collect();
+            by_col.sort_unstable();
+            direct = Some(by_col.into_iter().map(|(_, k)| k).collect());
+        }
         // Whether the binding tells every two hits apart (so distinct input rows give
         // distinct output rows), for each row's attribute.
         let mut distinct = rel.distinct;
         for row in rel.rows() {
             plan.fill(row, &mut vals);
-            let hits = self.fulltext_hits(env, args, &vals, span, values)?;
-            distinct = distinct && self.hits_told_apart(env, args, &vals, positions, span);
+            let (hits, key) = self.fulltext_hits(env, args, &vals, span, values)?;
+            distinct = distinct && key.kept_by(positions);
             if positions.len() > 4 && !hits.is_empty() {
                 return Err(QueryError::Type {
                     name: "fulltext".to_owned(),
@@ -202,38 +197,6 @@ impl Ctx<'_> {
         }
         out.distinct = distinct && !self.limits.naive;
         Ok(out)
-    }
-
-    /// Whether a `fulltext` binding (`positions`: `?e ?v ?tx ?score`, `None` for `_`) keeps
-    /// what tells two hits apart. A hit is a datom: in a view of facts at one time, one
-    /// per entity and value (one per entity of a cardinality-one attribute, where the source
-    /// promises the schema holds); in a history view, one per entity, value and transaction.
-    fn hits_told_apart(
-        &self,
-        env: &Env<'_>,
-        args: &[CArg],
-        vals: &[Value],
-        positions: &[Option<VarId>],
-        span: vev_edn::Span,
-    ) -> bool {
-        let kept = |k: usize| positions.get(k).is_some_and(Option::is_some);
-        let Some(CArg::Src(i)) = args.first() else {
-            return false;
-        };
-        let Ok(src) = self.source(env, Some(*i), span) else {
-            return false;
-        };
-        if src.is_history() {
-            return kept(0) && kept(1) && kept(2);
-        }
-        let one_per_entity = || {
-            src.obeys_schema()
-                && vals
-                    .get(1)
-                    .and_then(|a| fn_attribute(src, a, None).ok())
-                    .is_some_and(|a| !a.is_many())
-        };
-        kept(0) && (kept(1) || one_per_entity())
     }
 
     /// Call a function, handling those that read a database.
@@ -357,6 +320,7 @@ impl Ctx<'_> {
     ) -> Result<Value, QueryError> {
         let rows: Vec<Value> = self
             .fulltext_hits(env, args, vals, span, true)?
+            .0
             .into_iter()
             .map(|h| {
                 Value::Tuple(
@@ -375,7 +339,7 @@ impl Ctx<'_> {
 
     /// The hits of a `fulltext` call with these argument values: from the source's index,
     /// or, in the naive plan, the reference scan (`values`: the source may leave the hits'
-    /// values out when false).
+    /// values out when false); and what tells two of them apart.
     fn fulltext_hits(
         &self,
         env: &Env<'_>,
@@ -383,7 +347,7 @@ impl Ctx<'_> {
         vals: &[Value],
         span: vev_edn::Span,
         values: bool,
-    ) -> Result<Vec<crate::fulltext::Hit>, QueryError> {
+    ) -> Result<(Vec<crate::fulltext::Hit>, HitKey), QueryError> {
         let Some(CArg::Src(i)) = args.first() else {
             return Err(with_span(
                 QueryError::type_error(
@@ -395,10 +359,37 @@ impl Ctx<'_> {
         };
         let src = self.source(env, Some(*i), span)?;
         let (attr, query) = fulltext_args(src, vals, Some(span))?;
-        if self.limits.naive {
-            return Ok(crate::fulltext::scan_search(src, attr, &query));
+        let key = HitKey {
+            history: src.is_history(),
+            one_per_entity: !attr.is_many() && src.obeys_schema(),
+        };
+        let hits = if self.limits.naive {
+            crate::fulltext::scan_search(src, attr.id, &query)
+        } else {
+            src.fulltext(attr.id, &query, values)?
+        };
+        Ok((hits, key))
+    }
+}
+
+/// What tells two hits of one full-text search apart. A hit is a datom: in a view of facts
+/// at one time, one per entity and value (one per entity of a cardinality-one attribute,
+/// where the source promises the schema holds); in a history view, one per entity, value
+/// and transaction.
+struct HitKey {
+    history: bool,
+    one_per_entity: bool,
+}
+
+impl HitKey {
+    /// Whether a binding (`positions`: `?e ?v ?tx ?score`, `None` for `_`) keeps it.
+    fn kept_by(&self, positions: &[Option<VarId>]) -> bool {
+        let kept = |k: usize| positions.get(k).is_some_and(Option::is_some);
+        if self.history {
+            kept(0) && kept(1) && kept(2)
+        } else {
+            kept(0) && (kept(1) || self.one_per_entity)
         }
-        src.fulltext(attr, &query, values)
     }
 }
 
@@ -425,7 +416,13 @@ pub(crate) fn fulltext_args(
     src: &dyn crate::source::Source,
     vals: &[Value],
     span: Option<vev_edn::Span>,
-) -> Result<(vev_core::EntityId, crate::fulltext::FtQuery), QueryError> {
+) -> Result<
+    (
+        std::sync::Arc<vev_core::Attribute>,
+        crate::fulltext::FtQuery,
+    ),
+    QueryError,
+> {
     if vals.len() != 3 {
         return Err(QueryError::type_error(
             "fulltext",
@@ -448,7 +445,7 @@ pub(crate) fn fulltext_args(
             format!("the query must be a string, got {}", vals[2]),
         ));
     };
-    Ok((attr.id, crate::fulltext::FtQuery::parse(text)?))
+    Ok((attr, crate::fulltext::FtQuery::parse(text)?))
 }
 
 /// The relation a function clause's rows go to: the input's variables, then the binding's

@@ -79,9 +79,6 @@ impl Ctx<'_> {
             .copied()
             .filter(|v| keep(*v) || constant(*v))
             .collect();
-        if known.len() == rel.vars.len() {
-            return true;
-        }
         let mut fds: Vec<Fd> = Vec::new();
         for p in applied {
             self.pattern_fds(env, p, &mut fds);
