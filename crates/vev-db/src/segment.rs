@@ -50,9 +50,11 @@ pub trait SegmentStore: Send + Sync {
     /// The payload of segment `id`, its checksum already verified.
     fn read_segment(&self, id: u64) -> Result<Vec<u8>, StorageError>;
 
-    /// The payload of full-text segment `id`, its checksum already verified. A store
-    /// without full-text segments has none to give.
-    fn read_fulltext_segment(&self, id: u64) -> Result<Vec<u8>, StorageError> {
+    /// The payload of full-text segment `id`, its checksum already verified; `doc_first`
+    /// is the first document of its manifest entry (a store may keep a small segment with
+    /// the entry). A store without full-text segments has none to give.
+    fn read_fulltext_segment(&self, id: u64, doc_first: u64) -> Result<Vec<u8>, StorageError> {
+        let _ = doc_first;
         Err(StorageError::corruption(
             format!("full-text segment {id}"),
             "this store holds no full-text segments",
@@ -270,16 +272,23 @@ impl SegmentCache {
 
     /// Full-text segment `id`, decoded (from the cache, or read and decoded now). `None`
     /// when it cannot be: the failure is recorded as for index segments.
-    pub(crate) fn load_fulltext(&self, id: u64) -> Option<Arc<crate::fulltext::Segment>> {
+    pub(crate) fn load_fulltext(
+        &self,
+        id: u64,
+        doc_first: u64,
+    ) -> Option<Arc<crate::fulltext::Segment>> {
         if let Some(hit) = vev_core::sync::lock(&self.fulltext).get(id) {
             return Some(hit);
         }
         self.loads.fetch_add(1, AtomicOrdering::Relaxed);
         let what = || format!("full-text segment {id}");
-        let loaded = self.store.read_fulltext_segment(id).and_then(|bytes| {
-            crate::fulltext::Segment::decode(&bytes)
-                .map_err(|e| StorageError::corruption(what(), e.0))
-        });
+        let loaded = self
+            .store
+            .read_fulltext_segment(id, doc_first)
+            .and_then(|bytes| {
+                crate::fulltext::Segment::decode(&bytes)
+                    .map_err(|e| StorageError::corruption(what(), e.0))
+            });
         match loaded {
             Ok(seg) => {
                 let seg = Arc::new(seg);

@@ -195,7 +195,7 @@ impl SegmentStore for SegmentReader {
         }
     }
 
-    fn read_fulltext_segment(&self, id: u64) -> Result<Vec<u8>, StorageError> {
+    fn read_fulltext_segment(&self, id: u64, _doc_first: u64) -> Result<Vec<u8>, StorageError> {
         let location = self.session.location();
         self.session
             .with("full-text segment read", |c| {

@@ -23,14 +23,30 @@ use vev_db::persist::StoredEntry;
 
 use crate::{io, seal, unreadable, unseal, Store};
 
-pub(crate) const TABLES: &str = "
+/// Each compaction looks for the garbage older than the grace period: without an index that
+/// is a scan of every segment replaced in the last hour (thousands under a stream of small
+/// transactions). Writers create it on files that lack it (an index changes no format).
+macro_rules! garbage_index {
+    () => {
+        "CREATE INDEX IF NOT EXISTS vev_ft_garbage_since ON vev_ft_garbage (since_ms);"
+    };
+}
+
+pub(crate) const GARBAGE_INDEX: &str = garbage_index!();
+
+pub(crate) const TABLES: &str = concat!(
+    "
     CREATE TABLE IF NOT EXISTS vev_ft_segment (key INTEGER PRIMARY KEY, payload BLOB NOT NULL);
     CREATE TABLE IF NOT EXISTS vev_ft_manifest (
         doc_first INTEGER PRIMARY KEY,
         doc_end INTEGER NOT NULL,
         segment INTEGER NOT NULL,
-        record BLOB NOT NULL);
-    CREATE TABLE IF NOT EXISTS vev_ft_garbage (id INTEGER PRIMARY KEY, since_ms INTEGER NOT NULL);";
+        record BLOB NOT NULL,
+        payload BLOB);
+    CREATE TABLE IF NOT EXISTS vev_ft_garbage (id INTEGER PRIMARY KEY, since_ms INTEGER NOT NULL);
+    ",
+    garbage_index!()
+);
 
 /// Whether the file has the full-text tables (a file from before full text, opened read
 /// only, does not).
@@ -80,21 +96,18 @@ impl Store {
             self.fault("full-text segment write")?;
             self.delay_segment_write();
             let id = self.next_fulltext_id();
-            for (part, chunk) in e.segment.chunks(SEGMENT_PART_BYTES).enumerate() {
-                insert_part(tx, id, part, chunk)?;
+            let inline = e.segment.len() <= INLINE_BYTES_MAX;
+            if !inline {
+                for (part, chunk) in e.segment.chunks(SEGMENT_PART_BYTES).enumerate() {
+                    insert_part(tx, id, part, chunk)?;
+                }
             }
-            tx.prepare_cached(
-                "INSERT INTO vev_ft_manifest (doc_first, doc_end, segment, record) \
-                 VALUES (?1, ?2, ?3, ?4)",
+            insert_entry(
+                tx,
+                (e.doc_first, e.doc_end, id),
+                e.record.clone(),
+                inline.then(|| e.segment.to_vec()),
             )
-            .and_then(|mut st| {
-                st.execute(params![
-                    e.doc_first as i64,
-                    e.doc_end as i64,
-                    id as i64,
-                    seal(e.record.clone())
-                ])
-            })
             .map_err(io("full-text manifest write"))?;
         }
         Ok(())
@@ -150,14 +163,29 @@ impl Store {
 
     fn write_compaction_parts(&self, c: &Compaction, id: u64) -> Result<(), StorageError> {
         let entry = c.new_entry();
-        for (part, chunk) in entry.segment.chunks(SEGMENT_PART_BYTES).enumerate() {
+        if entry.segment.len() <= INLINE_BYTES_MAX {
+            // A small merged segment goes in its manifest row, in the one batch of the swap.
+            self.delay_segment_write();
+            return self.unsynced(|tx| {
+                self.fault("full-text compaction write")?;
+                self.swap_manifest(tx, c, id, &entry)
+            });
+        }
+        let parts: Vec<&[u8]> = entry.segment.chunks(SEGMENT_PART_BYTES).collect();
+        let (last, first) = parts.split_last().expect("a large segment has parts");
+        for (part, chunk) in first.iter().enumerate() {
             self.unsynced(|tx| {
                 self.fault("full-text compaction write")?;
                 insert_part(tx, id, part, chunk)
             })?;
         }
         self.delay_segment_write();
-        self.unsynced(|tx| self.swap_manifest(tx, c, id, entry.record.clone()))
+        // The last part in the batch of the manifest swap: one batch fewer to wait for.
+        self.unsynced(|tx| {
+            self.fault("full-text compaction write")?;
+            insert_part(tx, id, first.len(), last)?;
+            self.swap_manifest(tx, c, id, &entry)
+        })
     }
 
     /// Run `write` in a write batch committed without a sync of its own.
@@ -166,8 +194,7 @@ impl Store {
         write: impl FnOnce(&rusqlite::Transaction<'_>) -> Result<(), StorageError>,
     ) -> Result<(), StorageError> {
         let mut conn = self.conn();
-        conn.pragma_update(None, "synchronous", "NORMAL")
-            .map_err(io("full-text compaction"))?;
+        set_synchronous(&conn, "NORMAL")?;
         let written = (|| {
             let tx = conn
                 .transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)
@@ -175,8 +202,7 @@ impl Store {
             write(&tx)?;
             self.commit(tx, "full-text compaction sync")
         })();
-        conn.pragma_update(None, "synchronous", "FULL")
-            .map_err(io("full-text compaction"))?;
+        set_synchronous(&conn, "FULL")?;
         written
     }
 
@@ -186,7 +212,7 @@ impl Store {
         tx: &rusqlite::Transaction<'_>,
         c: &Compaction,
         id: u64,
-        record: Vec<u8>,
+        entry: &NewEntry,
     ) -> Result<(), StorageError> {
         let (first, end) = c.range();
         let replaced: Vec<i64> = tx
@@ -209,22 +235,37 @@ impl Store {
             ));
         }
         let now_ms = crate::now_ms();
-        tx.execute(
+        let run = |sql: &str, p: &[&dyn rusqlite::ToSql]| {
+            tx.prepare_cached(sql)
+                .and_then(|mut st| st.execute(p))
+                .map_err(io("full-text compaction"))
+        };
+        // The replaced entries' segments held in their rows become parts (garbage, like
+        // the others): a reader that still has the old manifest may load them until the
+        // grace period ends.
+        run(
+            "INSERT INTO vev_ft_segment (key, payload) SELECT segment * 65536, payload \
+             FROM vev_ft_manifest WHERE doc_first >= ?1 AND doc_end <= ?2 \
+             AND payload IS NOT NULL",
+            params![first as i64, end as i64],
+        )?;
+        run(
             "DELETE FROM vev_ft_manifest WHERE doc_first >= ?1 AND doc_end <= ?2",
-            [first as i64, end as i64],
-        )
-        .map_err(io("full-text compaction"))?;
-        tx.execute(
-            "INSERT INTO vev_ft_manifest (doc_first, doc_end, segment, record) VALUES (?1, ?2, ?3, ?4)",
-            params![first as i64, end as i64, id as i64, seal(record)],
+            params![first as i64, end as i64],
+        )?;
+        let inline = entry.segment.len() <= INLINE_BYTES_MAX;
+        insert_entry(
+            tx,
+            (first, end, id),
+            entry.record.clone(),
+            inline.then(|| entry.segment.to_vec()),
         )
         .map_err(io("full-text compaction"))?;
         for old in replaced {
-            tx.execute(
+            run(
                 "INSERT OR IGNORE INTO vev_ft_garbage (id, since_ms) VALUES (?1, ?2)",
-                [old, now_ms],
-            )
-            .map_err(io("full-text compaction"))?;
+                params![old, now_ms],
+            )?;
         }
         if let Some(grace) = self.gc_grace {
             let cutoff = now_ms.saturating_sub(grace.as_millis() as i64);
@@ -235,8 +276,10 @@ impl Store {
             for id in old {
                 delete_segment(tx, id as u64)?;
             }
-            tx.execute("DELETE FROM vev_ft_garbage WHERE since_ms <= ?1", [cutoff])
-                .map_err(io("full-text compaction"))?;
+            run(
+                "DELETE FROM vev_ft_garbage WHERE since_ms <= ?1",
+                params![cutoff],
+            )?;
         }
         Ok(())
     }
@@ -282,6 +325,21 @@ impl Store {
             }
             last = Some((id, part));
         }
+        drop(rows);
+        drop(st);
+        // Segments held in their manifest rows (none in a file of format 6 or older).
+        if let Ok(mut st) =
+            conn.prepare("SELECT segment, payload FROM vev_ft_manifest WHERE payload IS NOT NULL")
+        {
+            let mut rows = st.query([]).map_err(io("verify"))?;
+            while let Some(row) = rows.next().map_err(io("verify"))? {
+                let id: i64 = row.get(0).map_err(io("verify"))?;
+                let what = || format!("full-text segment {id} (in its manifest row)");
+                let bytes: Vec<u8> = row.get(1).map_err(|e| unreadable(what(), e))?;
+                unseal(&what, bytes)?;
+                n += 1;
+            }
+        }
         let garbage: i64 = conn
             .query_row("SELECT count(*) FROM vev_ft_garbage", [], |r| r.get(0))
             .map_err(io("verify"))?;
@@ -293,6 +351,40 @@ impl Store {
             std::thread::sleep(d);
         }
     }
+}
+
+/// Set the connection's `synchronous` (a compaction's batches are not synced on their own);
+/// the statement is prepared once per connection.
+fn set_synchronous(conn: &rusqlite::Connection, level: &str) -> Result<(), StorageError> {
+    conn.prepare_cached(&format!("PRAGMA synchronous = {level}"))
+        .and_then(|mut st| st.execute([]).map(|_| ()))
+        .map_err(io("full-text compaction"))
+}
+
+/// A segment of at most this many bytes is stored in its manifest row (one page with the
+/// entry, so a small transaction writes one page fewer); a larger one in parts.
+pub(crate) const INLINE_BYTES_MAX: usize = 2048;
+
+/// Insert a manifest row: (first document, end, segment id), the entry's record and, for a
+/// small segment, its bytes.
+fn insert_entry(
+    tx: &rusqlite::Transaction<'_>,
+    (doc_first, doc_end, id): (u64, u64, u64),
+    record: Vec<u8>,
+    inline: Option<Vec<u8>>,
+) -> rusqlite::Result<()> {
+    tx.prepare_cached(
+        "INSERT INTO vev_ft_manifest (doc_first, doc_end, segment, record, payload) \
+         VALUES (?1, ?2, ?3, ?4, ?5)",
+    )?
+    .execute(params![
+        doc_first as i64,
+        doc_end as i64,
+        id as i64,
+        seal(record),
+        inline.map(seal)
+    ])
+    .map(|_| ())
 }
 
 /// Full-text segments are stored in parts of at most this many bytes.
@@ -346,45 +438,98 @@ pub(crate) fn writer_start(conn: &rusqlite::Connection) -> Result<u64, StorageEr
     for id in orphans {
         delete_segment(conn, id as u64)?;
     }
+    // The largest id in parts or in the manifest (a segment held in its row has no parts).
     let max: Option<i64> = conn
-        .query_row("SELECT max(key) FROM vev_ft_segment", [], |r| r.get(0))
+        .query_row(
+            "SELECT max(id) FROM (SELECT max(key) / 65536 AS id FROM vev_ft_segment \
+             UNION ALL SELECT max(segment) FROM vev_ft_manifest)",
+            [],
+            |r| r.get(0),
+        )
         .map_err(io("full-text open"))?;
-    Ok(max.map_or(1, |m| (m / PARTS_MAX) as u64 + 1))
+    Ok(max.map_or(1, |m| m as u64 + 1))
 }
 
-/// The whole payload of segment `id`: its parts in order, each checked.
-pub(crate) fn read_segment(conn: &rusqlite::Connection, id: u64) -> Result<Vec<u8>, StorageError> {
+/// The whole payload of segment `id`, whose entry starts at document `doc_first`: its
+/// parts in order, each checked, or the bytes its manifest row holds. One statement, so one
+/// snapshot: a compaction that replaces the row moves its bytes to parts in the same commit.
+/// A file of format 6 or older opened read-only has no `payload` column and only parts.
+pub(crate) fn read_segment(
+    conn: &rusqlite::Connection,
+    id: u64,
+    doc_first: u64,
+) -> Result<Vec<u8>, StorageError> {
     let what = || format!("full-text segment {id}");
-    let mut st = conn
-        .prepare_cached(
-            "SELECT key, payload FROM vev_ft_segment WHERE key BETWEEN ?1 AND ?2 ORDER BY key",
-        )
-        .map_err(|e| unreadable(what(), e))?;
-    let mut rows = st
-        .query([first_key(id), first_key(id) + PARTS_MAX - 1])
-        .map_err(|e| unreadable(what(), e))?;
+    let (lo, hi) = (first_key(id), first_key(id) + PARTS_MAX - 1);
+    let with_rows = conn.prepare_cached(
+        "SELECT key, payload FROM vev_ft_segment WHERE key BETWEEN ?1 AND ?2 \
+         UNION ALL SELECT -1, payload FROM vev_ft_manifest \
+         WHERE doc_first = ?3 AND segment = ?4 AND payload IS NOT NULL ORDER BY 1",
+    );
+    let (mut st, with_rows) = match with_rows {
+        Ok(st) => (st, true),
+        Err(e) if e.to_string().contains("no such column") => (
+            conn.prepare_cached(
+                "SELECT key, payload FROM vev_ft_segment WHERE key BETWEEN ?1 AND ?2 ORDER BY key",
+            )
+            .map_err(|e| unreadable(what(), e))?,
+            false,
+        ),
+        Err(e) => return Err(unreadable(what(), e)),
+    };
+    let rows = if with_rows {
+        st.query(params![lo, hi, doc_first as i64, id as i64])
+    } else {
+        st.query(params![lo, hi])
+    };
+    let mut rows = rows.map_err(|e| unreadable(what(), e))?;
     let mut out = Vec::new();
+    let mut inline = None;
     let mut parts = 0i64;
     while let Some(row) = rows.next().map_err(|e| unreadable(what(), e))? {
-        let part: i64 = row.get::<_, i64>(0).map_err(|e| unreadable(what(), e))? - first_key(id);
+        let key: i64 = row.get(0).map_err(|e| unreadable(what(), e))?;
+        let bytes: Vec<u8> = row.get(1).map_err(|e| unreadable(what(), e))?;
+        if key < 0 {
+            inline = Some(bytes);
+            continue;
+        }
+        let part = key - lo;
         if part != parts {
             return Err(StorageError::corruption(
                 what(),
                 format!("part {parts} is missing"),
             ));
         }
-        let bytes: Vec<u8> = row.get(1).map_err(|e| unreadable(what(), e))?;
         out.extend(unseal(
             &|| format!("full-text segment {id} part {part}"),
             bytes,
         )?);
         parts += 1;
     }
-    if parts == 0 {
-        return Err(StorageError::corruption(
+    if parts > 0 {
+        return Ok(out);
+    }
+    match inline {
+        Some(bytes) => unseal(&what, bytes),
+        None => Err(StorageError::corruption(
             what(),
             "it is missing from the file",
-        ));
+        )),
     }
-    Ok(out)
+}
+
+/// Add the manifest's `payload` column (format 7) to a file that lacks it.
+pub(crate) fn add_payload_column(conn: &rusqlite::Connection) -> Result<(), StorageError> {
+    let has: i64 = conn
+        .query_row(
+            "SELECT count(*) FROM pragma_table_info('vev_ft_manifest') WHERE name = 'payload'",
+            [],
+            |r| r.get(0),
+        )
+        .map_err(io("migrate"))?;
+    if has == 0 {
+        conn.execute_batch("ALTER TABLE vev_ft_manifest ADD COLUMN payload BLOB")
+            .map_err(io("migrate"))?;
+    }
+    Ok(())
 }

@@ -54,7 +54,7 @@ pub use backup::{BackupProgress, BackupReport};
 use lock::{TryLock, WriterLock};
 
 /// The version of the file format this build reads and writes.
-pub const FORMAT_VERSION: i64 = 6;
+pub const FORMAT_VERSION: i64 = 7;
 /// The older versions this build also reads, and a writer migrates by marking them version
 /// 6. Version 4 added the full-text tables and the root's full-text section (a version-3
 /// file is a version-4 file without full text: migrating creates the tables); version 5
@@ -62,8 +62,10 @@ pub const FORMAT_VERSION: i64 = 6;
 /// skipping theirs, whose segments the first new checkpoint makes garbage; version 6 may
 /// store a segment or log record LZ4-compressed (a new kind byte, which a reader of version
 /// 5 would refuse as corrupt), and reads the raw ones of older files as they are, so
-/// migrating only marks the file.
-pub const FORMAT_VERSIONS_MIGRATED: [i64; 3] = [3, 4, 5];
+/// migrating only marks the file; version 7 may keep a small full-text segment in its
+/// manifest row (a `payload` column, which migrating adds; a version-6 reader would find
+/// no parts for it).
+pub const FORMAT_VERSIONS_MIGRATED: [i64; 4] = [3, 4, 5, 6];
 /// Segments per write batch when a checkpoint writes them.
 const SEGMENTS_PER_BATCH: usize = 1024;
 
@@ -307,8 +309,8 @@ impl SegmentStore for SegmentReader {
         )
     }
 
-    fn read_fulltext_segment(&self, id: u64) -> Result<Vec<u8>, StorageError> {
-        fulltext::read_segment(&vev_core::sync::lock(&self.conn), id)
+    fn read_fulltext_segment(&self, id: u64, doc_first: u64) -> Result<Vec<u8>, StorageError> {
+        fulltext::read_segment(&vev_core::sync::lock(&self.conn), id, doc_first)
     }
 
     fn read_log(&self, first: BasisT, last: BasisT) -> Result<Vec<LogRecord>, StorageError> {
@@ -445,6 +447,8 @@ impl Store {
         if !opts.read_only {
             // Files of this format written before garbage was tracked lack the table.
             conn.execute_batch(GARBAGE_TABLE).map_err(io("create"))?;
+            conn.execute_batch(fulltext::GARBAGE_INDEX)
+                .map_err(io("create"))?;
             next_fulltext = fulltext::writer_start(&conn)?;
             preallocate_wal(&mut conn, path);
         }
@@ -1073,13 +1077,21 @@ fn check_or_init_format(
         .map_err(io("read format version"))?;
     let migrated = FORMAT_VERSIONS_MIGRATED.contains(&version);
     if migrated && !read_only {
-        // Creating the full-text tables is a no-op on a version-4 file.
-        conn.execute_batch(&format!(
-            "BEGIN IMMEDIATE; {} PRAGMA user_version = {FORMAT_VERSION}; COMMIT;",
-            fulltext::TABLES
-        ))
-        .map_err(io("migrate"))?;
-        return Ok(());
+        // Creating the full-text tables is a no-op on a version-4 file; the manifest of a
+        // file of version 4 to 6 gains the column for segments held in their rows.
+        conn.execute_batch("BEGIN IMMEDIATE")
+            .map_err(io("migrate"))?;
+        let migrated = (|| {
+            conn.execute_batch(fulltext::TABLES)
+                .map_err(io("migrate"))?;
+            fulltext::add_payload_column(conn)?;
+            conn.execute_batch(&format!("PRAGMA user_version = {FORMAT_VERSION}; COMMIT;"))
+                .map_err(io("migrate"))
+        })();
+        if migrated.is_err() {
+            let _ = conn.execute_batch("ROLLBACK");
+        }
+        return migrated;
     }
     if version != FORMAT_VERSION && !migrated {
         return Err(StorageError::FormatVersion {

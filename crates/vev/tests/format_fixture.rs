@@ -1,11 +1,11 @@
-//! Database files of the format versions this build reads (`tests/fixtures/format-v3.vev`,
-//! `format-v4.vev` and `format-v5.vev`, written by `examples/format_fixture.rs` when each was
-//! current) must keep opening with the same answers: a format change has to migrate them or
-//! refuse them with `storage/format-version`, as files of other versions are refused now. A
-//! writer migrates a version-3, 4 or 5 file to version 6 (version 4 added the full-text
-//! tables; version 5 roots have no log tree, so the old root's log segments become garbage;
-//! version 6 may store segments and log records LZ4-compressed, and reads raw ones as they
-//! are).
+//! Database files of the format versions this build reads (`tests/fixtures/format-v3.vev`
+//! to `format-v6.vev`, written by `examples/format_fixture.rs` when each was current) must
+//! keep opening with the same answers: a format change has to migrate them or refuse them
+//! with `storage/format-version`, as files of other versions are refused now. A writer
+//! migrates a version-3 to 6 file to version 7 (version 4 added the full-text tables;
+//! version 5 roots have no log tree, so the old root's log segments become garbage; version
+//! 6 may store segments and log records LZ4-compressed, and reads raw ones as they are;
+//! version 7 may keep a small full-text segment in its manifest row).
 
 use std::path::{Path, PathBuf};
 
@@ -176,7 +176,7 @@ fn a_file_of_another_format_version_is_refused_with_format_version() {
             assert_eq!(e.code(), "storage/format-version", "{e}");
             let msg = e.to_string();
             assert!(
-                msg.contains(&format!("version {version}")) && msg.contains("version 6"),
+                msg.contains(&format!("version {version}")) && msg.contains("version 7"),
                 "{msg}"
             );
         }
@@ -237,11 +237,11 @@ fn the_v4_fixture_has_full_text_entries_and_answers_as_its_transactions_in_memor
 }
 
 #[test]
-fn a_writer_migrates_a_v3_file_to_v6_and_full_text_works_on_it() {
+fn a_writer_migrates_a_v3_file_to_v7_and_full_text_works_on_it() {
     let dir = tempfile::tempdir().unwrap();
     let path = copy(&dir);
     let conn = Connection::open(&path).unwrap();
-    assert_eq!(user_version(&path), 6);
+    assert_eq!(user_version(&path), 7);
     conn.transact_edn("[{:db/id :person/name :db/fulltext true}]")
         .unwrap();
     assert_eq!(search(&conn.db(), "person").len(), 79);
@@ -258,7 +258,7 @@ fn a_writer_migrates_a_v3_file_to_v6_and_full_text_works_on_it() {
 }
 
 #[test]
-fn a_writer_migrates_a_v4_file_to_v6_and_its_old_log_segments_become_garbage() {
+fn a_writer_migrates_a_v4_file_to_v7_and_its_old_log_segments_become_garbage() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("format-v4.vev");
     std::fs::copy(FIXTURE_V4, &path).unwrap();
@@ -270,7 +270,7 @@ fn a_writer_migrates_a_v4_file_to_v6_and_its_old_log_segments_become_garbage() {
     };
     let before = segments(&path);
     let conn = Connection::open(&path).unwrap();
-    assert_eq!(user_version(&path), 6);
+    assert_eq!(user_version(&path), 7);
     let memory = Connection::open_in_memory();
     generator::fill_with(&memory, &generator::transactions_v4(), false).unwrap();
     for c in [&conn, &memory] {
@@ -319,7 +319,7 @@ fn a_writer_migrates_a_v4_file_to_v6_and_its_old_log_segments_become_garbage() {
     assert!(everything(&db) == everything(&memory.db()));
 }
 
-// ---- version 5 (raw blobs) and the migration to version 6 (compressed blobs) ----
+// ---- version 5 (raw blobs) and the migration from it (compressed blobs) ----
 
 const FIXTURE_V5: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures/format-v5.vev");
 
@@ -385,11 +385,11 @@ fn the_v5_fixture_holds_raw_blobs_and_answers_as_its_transactions_in_memory() {
 }
 
 #[test]
-fn a_writer_migrates_a_v5_file_to_v6_and_then_writes_compressed_blobs() {
+fn a_writer_migrates_a_v5_file_to_v7_and_then_writes_compressed_blobs() {
     let dir = tempfile::tempdir().unwrap();
     let path = copy_v5(&dir);
     let conn = Connection::open(&path).unwrap();
-    assert_eq!(user_version(&path), 6);
+    assert_eq!(user_version(&path), 7);
     let memory = Connection::open_in_memory();
     generator::fill_with(&memory, &generator::transactions_v4(), false).unwrap();
     // A transaction whose log record is long enough to compress, then a checkpoint that
@@ -410,7 +410,7 @@ fn a_writer_migrates_a_v5_file_to_v6_and_then_writes_compressed_blobs() {
     conn.verify().unwrap().unwrap();
     drop(conn);
     let (version, kinds) = blob_kinds(&path);
-    assert_eq!(version, 6);
+    assert_eq!(version, 7);
     assert!(kinds.contains(&KIND_LZ4), "{kinds:?}");
     assert!(kinds.iter().any(|k| *k != KIND_LZ4), "{kinds:?}");
     let conn = open(&path);
@@ -420,4 +420,116 @@ fn a_writer_migrates_a_v5_file_to_v6_and_then_writes_compressed_blobs() {
         assert_eq!(search(&db, q), search(&memory.db(), q), "{q}");
     }
     conn.verify().unwrap().unwrap();
+}
+
+// ---- version 6 (full-text segments in parts only) and the migration to version 7 ----
+
+const FIXTURE_V6: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures/format-v6.vev");
+
+/// Manifest rows holding their segment, and rows of segment parts, read without writing
+/// (`None` for the first where the column does not exist).
+fn segment_rows(path: &Path) -> (Option<i64>, i64) {
+    let sqlite =
+        rusqlite::Connection::open_with_flags(path, rusqlite::OpenFlags::SQLITE_OPEN_READ_ONLY)
+            .unwrap();
+    let inline = sqlite
+        .query_row(
+            "SELECT count(*) FROM vev_ft_manifest WHERE payload IS NOT NULL",
+            [],
+            |r| r.get(0),
+        )
+        .ok();
+    let parts = sqlite
+        .query_row("SELECT count(*) FROM vev_ft_segment", [], |r| r.get(0))
+        .unwrap();
+    (inline, parts)
+}
+
+#[test]
+fn the_v6_fixture_keeps_segments_in_parts_and_answers_as_its_transactions_in_memory() {
+    assert_eq!(user_version(Path::new(FIXTURE_V6)), 6);
+    assert_eq!(segment_rows(Path::new(FIXTURE_V6)), (None, 2));
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("format-v6.vev");
+    std::fs::copy(FIXTURE_V6, &path).unwrap();
+    let conn = open(&path);
+    let db = conn.db();
+    let memory = Connection::open_in_memory();
+    generator::fill_with(&memory, &generator::transactions_v4(), false).unwrap();
+    assert!(everything(&db) == everything(&memory.db()));
+    for q in ["person", "yoko OR cafe", "\"person 7\"", "pers* -person"] {
+        assert_eq!(search(&db, q), search(&memory.db(), q), "{q}");
+    }
+    let report = conn.verify().unwrap().unwrap();
+    assert_eq!(report.fulltext_segments, 2);
+    drop(conn);
+    assert_eq!(user_version(&path), 6, "reading does not migrate");
+}
+
+#[test]
+fn a_writer_migrates_a_v6_file_to_v7_and_keeps_small_segments_in_their_manifest_rows() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("format-v6.vev");
+    std::fs::copy(FIXTURE_V6, &path).unwrap();
+    let conn = Connection::open_with(
+        &path,
+        &OpenOptions {
+            fulltext_compaction: vev::FulltextCompaction::Manual,
+            gc_grace: None,
+            ..OpenOptions::default()
+        },
+    )
+    .unwrap();
+    assert_eq!(user_version(&path), 7);
+    assert_eq!(
+        segment_rows(&path),
+        (Some(0), 2),
+        "old segments stay in parts"
+    );
+    let memory = Connection::open_in_memory();
+    generator::fill_with(&memory, &generator::transactions_v4(), false).unwrap();
+    let old_db = conn.db();
+    for i in 0..3 {
+        let tx =
+            format!(r#"[{{:person/email "new{i}@example.com" :person/name "Newcomer {i} café"}}]"#);
+        for c in [&conn, &memory] {
+            c.transact_edn(&tx).unwrap();
+        }
+    }
+    // Each new transaction's small segment is in its manifest row, not in parts.
+    assert_eq!(segment_rows(&path), (Some(3), 2));
+    let queries = [
+        "person",
+        "newcomer",
+        "cafe",
+        "\"newcomer 2\"",
+        "new* -person",
+    ];
+    for q in queries {
+        assert_eq!(search(&conn.db(), q), search(&memory.db(), q), "{q}");
+    }
+    // A compaction merges them all (with the 80 names, more than a row holds: in parts);
+    // the rows it replaces keep their bytes as (garbage) parts, which a reader holding the
+    // old manifest still loads.
+    conn.compact_fulltext().unwrap();
+    assert_eq!(segment_rows(&path), (Some(0), 2 + 3 + 1));
+    assert_eq!(conn.db().fulltext_stats().live_segments, 1);
+    for q in queries {
+        assert_eq!(search(&conn.db(), q), search(&memory.db(), q), "{q}");
+    }
+    let report = conn.verify().unwrap().unwrap();
+    assert_eq!(report.fulltext_segments, 2 + 3 + 1);
+    drop(conn);
+    assert_eq!(
+        search(&old_db, "person"),
+        search(&memory.db().as_of(8), "person")
+    );
+    // Reopened (a reader loads every segment from the file), and reopened by a writer.
+    for opts in [OpenOptions::read_only(), OpenOptions::default()] {
+        let conn = Connection::open_with(&path, &opts).unwrap();
+        for q in queries {
+            assert_eq!(search(&conn.db(), q), search(&memory.db(), q), "{q}");
+        }
+        conn.verify().unwrap().unwrap();
+    }
 }

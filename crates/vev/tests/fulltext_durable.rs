@@ -359,3 +359,90 @@ fn large_segments_are_stored_in_parts_and_orphan_parts_are_removed() {
     assert_eq!(hits(&conn.db(), "w5x5 OR w17x3"), want);
     conn.verify().unwrap();
 }
+
+#[test]
+fn compaction_garbage_is_indexed_by_age_on_new_files_and_on_files_without_the_index() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("garbage.vev");
+    let has_index = |path: &Path| -> bool {
+        let sqlite = rusqlite::Connection::open(path).unwrap();
+        let n: i64 = sqlite
+            .query_row(
+                "SELECT count(*) FROM sqlite_master WHERE type = 'index' \
+                 AND name = 'vev_ft_garbage_since'",
+                [],
+                |r| r.get(0),
+            )
+            .unwrap();
+        n == 1
+    };
+    let conn = open(&path);
+    assert!(has_index(&path), "a new file has the index");
+    for k in 0..20u64 {
+        conn.transact_edn(&format!("[{{:doc/id {k} :doc/text \"word{k} common\"}}]"))
+            .unwrap();
+    }
+    conn.compact_fulltext().unwrap();
+    drop(conn);
+    // A file written before the index existed: a writer creates it; searches are unchanged.
+    let sqlite = rusqlite::Connection::open(&path).unwrap();
+    sqlite
+        .execute_batch("DROP INDEX vev_ft_garbage_since")
+        .unwrap();
+    drop(sqlite);
+    assert!(!has_index(&path));
+    let conn = Connection::open_with(&path, &opts()).unwrap();
+    assert!(has_index(&path), "a writer's open creates the index");
+    assert_eq!(hits(&conn.db(), "common"), 20);
+    conn.compact_fulltext().unwrap();
+    conn.verify().unwrap();
+}
+
+#[test]
+fn small_segments_are_held_in_their_manifest_rows_and_survive_their_compaction() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("inline.vev");
+    let conn = Connection::open_with(
+        &path,
+        &OpenOptions {
+            fulltext_compaction: vev::FulltextCompaction::Manual,
+            gc_grace: None,
+            ..opts()
+        },
+    )
+    .unwrap();
+    conn.transact_edn(SCHEMA).unwrap();
+    let rows = || -> (i64, i64) {
+        let sqlite = rusqlite::Connection::open(&path).unwrap();
+        let one = |sql: &str| -> i64 { sqlite.query_row(sql, [], |r| r.get(0)).unwrap() };
+        (
+            one("SELECT count(*) FROM vev_ft_manifest WHERE payload IS NOT NULL"),
+            one("SELECT count(*) FROM vev_ft_segment"),
+        )
+    };
+    for k in 0..8u64 {
+        conn.transact_edn(&format!("[{{:doc/id {k} :doc/text \"small{k} words\"}}]"))
+            .unwrap();
+    }
+    assert_eq!(rows(), (8, 0), "eight small segments, each in its row");
+    let before = conn.db();
+    conn.compact_fulltext().unwrap();
+    // The merged segment is small too: in its row; the eight replaced ones are now parts
+    // (garbage for the grace period), which the database value from before still reads.
+    assert_eq!(rows(), (1, 8));
+    let fresh = Connection::open_with(&path, &OpenOptions::read_only()).unwrap();
+    assert_eq!(hits(&fresh.db(), "words"), 8);
+    assert_eq!(hits(&fresh.db(), "small3"), 1);
+    assert_eq!(hits(&before, "words"), 8);
+    let report = conn.verify().unwrap().unwrap();
+    assert_eq!(report.fulltext_segments, 9);
+    drop(fresh);
+    drop(conn);
+    // A writer's next id is past the ids held only in rows: a new segment does not reuse one.
+    let conn = Connection::open_with(&path, &opts()).unwrap();
+    conn.transact_edn("[{:doc/id 100 :doc/text \"later words\"}]")
+        .unwrap();
+    conn.compact_fulltext().unwrap();
+    assert_eq!(hits(&conn.db(), "words"), 9);
+    conn.verify().unwrap();
+}

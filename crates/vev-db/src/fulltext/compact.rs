@@ -107,7 +107,7 @@ impl Db {
         let entries = &ft.entries[run];
         let mut segs = Vec::with_capacity(entries.len());
         for e in entries {
-            match load(&e.seg, self.state.segments.as_ref()) {
+            match load(e, self.state.segments.as_ref()) {
                 Some(s) => segs.push(s),
                 None => break,
             }

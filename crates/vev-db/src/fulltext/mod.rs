@@ -323,7 +323,7 @@ impl FtState {
             if asserted < entry.tx_min || asserted > entry.tx_max || !entry.has_attr(a) {
                 continue;
             }
-            let Some(seg) = load(&entry.seg, cache) else {
+            let Some(seg) = load(entry, cache) else {
                 return; // the cache recorded the failure; the caller's check reports it
             };
             let Some(local) = seg.find(e, a, asserted, value) else {
@@ -520,11 +520,11 @@ fn tx_range(docs: &[Doc]) -> (EntityId, EntityId) {
 
 /// The segment of an entry: in memory, or through the cache (`None` when it fails to load;
 /// the cache recorded why).
-pub(crate) fn load(seg: &SegRef, cache: Option<&Arc<SegmentCache>>) -> Option<Arc<Segment>> {
-    match seg {
+pub(crate) fn load(entry: &Entry, cache: Option<&Arc<SegmentCache>>) -> Option<Arc<Segment>> {
+    match &entry.seg {
         SegRef::Memory { seg, .. } => Some(seg.clone()),
         SegRef::Stored(id) => match cache {
-            Some(c) => c.load_fulltext(*id),
+            Some(c) => c.load_fulltext(*id, entry.doc_first),
             None => None,
         },
     }

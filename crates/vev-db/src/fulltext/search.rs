@@ -41,7 +41,7 @@ pub(crate) fn search(
     let mark = db.storage_mark();
     let mut parts: Vec<(&Entry, Arc<Segment>)> = Vec::new();
     for entry in ft.entries.iter().filter(|e| e.has_attr(a)) {
-        if let Some(seg) = load(&entry.seg, state.segments.as_ref()) {
+        if let Some(seg) = load(entry, state.segments.as_ref()) {
             parts.push((&**entry, seg));
         }
     }

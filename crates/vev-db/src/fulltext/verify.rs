@@ -46,7 +46,7 @@ impl Db {
                 )));
             }
             expect = entry.doc_end;
-            let Some(seg) = load(&entry.seg, self.state.segments.as_ref()) else {
+            let Some(seg) = load(entry, self.state.segments.as_ref()) else {
                 self.storage_check(mark)?;
                 return Err(bad("a segment has no store to load from".into()));
             };
