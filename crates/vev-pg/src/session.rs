@@ -567,6 +567,7 @@ impl Session {
             user: &self.user,
             database: &self.database,
             setting: &|_| None,
+            slots: &[],
         }
     }
 
@@ -580,6 +581,7 @@ impl Session {
             user: &self.user,
             database: &self.database,
             setting: &lookup,
+            slots: &[],
         };
         let mut columns = Vec::new();
         let mut row = Vec::new();
@@ -1090,6 +1092,14 @@ fn arrange(mut rows: Vec<Vec<Edn>>, p: &Post, params: &[Param]) -> Result<Vec<Ve
             );
         }
     }
+    if !p.computed.is_empty() {
+        for row in &mut rows {
+            for c in &p.computed {
+                let v = c.eval(row, params)?;
+                row.push(v);
+            }
+        }
+    }
     if let Some(h) = &p.having {
         let mut kept = Vec::with_capacity(rows.len());
         for row in rows {
@@ -1128,6 +1138,10 @@ fn arrange(mut rows: Vec<Vec<Edn>>, p: &Post, params: &[Param]) -> Result<Vec<Ve
             },
         })
     };
+    if p.distinct_output {
+        let mut seen = std::collections::HashSet::new();
+        rows.retain(|r| seen.insert(p.select.iter().map(|k| r[*k].clone()).collect::<Vec<Edn>>()));
+    }
     if let Some(keys) = &p.distinct_on {
         let mut seen = std::collections::HashSet::new();
         rows.retain(|r| seen.insert(keys.iter().map(|k| r[*k].clone()).collect::<Vec<Edn>>()));

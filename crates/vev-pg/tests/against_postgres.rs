@@ -18,34 +18,14 @@
 //!   sequences (a rolled-back insert consumes its number, a deleted row's is not reused).
 
 mod common;
+#[path = "differential/pair.rs"]
+mod pair;
 #[path = "differential/pg.rs"]
 mod pg;
 
 use futures::SinkExt;
+use pair::{returned, same, same_errors, same_in_order, same_values, with_pair};
 use pg::connect;
-use tokio_postgres::{Client, SimpleQueryMessage};
-
-/// A statement's rows as text (sorted: the order of the rows a write returns is not
-/// specified) and its row count.
-async fn returned(c: &Client, sql: &str) -> (Vec<Vec<Option<String>>>, u64) {
-    let messages = c
-        .simple_query(sql)
-        .await
-        .unwrap_or_else(|e| panic!("{sql}: {e:?}"));
-    let mut rows = Vec::new();
-    let mut count = None;
-    for m in messages {
-        match m {
-            SimpleQueryMessage::Row(r) => {
-                rows.push((0..r.len()).map(|i| r.get(i).map(str::to_owned)).collect());
-            }
-            SimpleQueryMessage::CommandComplete(n) => count = Some(n),
-            _ => {}
-        }
-    }
-    rows.sort();
-    (rows, count.expect("a command tag"))
-}
 
 /// The statements both servers run, in order; each one's rows and count are compared.
 const SCRIPT: &[&str] = &[
@@ -74,62 +54,6 @@ const SCRIPT: &[&str] = &[
 
 const TABLE: &str =
     "CREATE TABLE items (id int PRIMARY KEY, name text, qty int, price numeric, code char(4))";
-
-/// Run `body` with a client of a throwaway PostgreSQL and one of a Vev server in memory,
-/// each connected to a new database (skipped, with a message, where PostgreSQL is not
-/// installed).
-fn with_pair<F, Fut>(test: &str, body: F)
-where
-    F: FnOnce(Client, Client) -> Fut,
-    Fut: std::future::Future<Output = ()>,
-{
-    if !pg::available() {
-        eprintln!(
-            "SKIPPED {test}: {}/postgres is not installed (apt-get install postgresql-15)",
-            pg::BIN
-        );
-        return;
-    }
-    let postgres = pg::Postgres::start().expect("a throwaway PostgreSQL 15 starts");
-    let server = pg::start_vev();
-    let rt = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .expect("a runtime");
-    rt.block_on(async {
-        let admin = connect(postgres.port, "postgres").await;
-        admin
-            .simple_query("CREATE DATABASE vevret")
-            .await
-            .expect("CREATE DATABASE");
-        let pg = connect(postgres.port, "vevret").await;
-        let vev = connect(server.local_addr().port(), "vevret").await;
-        body(pg, vev).await;
-    });
-    drop(server);
-}
-
-/// Each statement of `script` on both servers: the same rows (sorted) and counts.
-async fn same(pg: &Client, vev: &Client, script: &[&str]) -> usize {
-    let mut with_rows = 0;
-    for sql in script {
-        let want = returned(pg, sql).await;
-        let got = returned(vev, sql).await;
-        assert_eq!(got, want, "{sql}: Vev (left) and PostgreSQL (right)");
-        with_rows += usize::from(!want.0.is_empty());
-    }
-    with_rows
-}
-
-/// Each statement fails with the same SQLSTATE on PostgreSQL and on Vev.
-async fn same_errors(pg: &Client, vev: &Client, cases: &[(&str, &str)]) {
-    for &(sql, code) in cases {
-        for c in [pg, vev] {
-            let e = c.simple_query(sql).await.expect_err(sql);
-            assert_eq!(e.code().map(|c| c.code()), Some(code), "{sql}: {e}");
-        }
-    }
-}
 
 #[test]
 fn returning_matches_postgres() {
@@ -896,46 +820,6 @@ const NUMERIC: &[&str] = &[
     "SELECT DISTINCT -f FROM z",
 ];
 
-/// A number's text without trailing fractional zeros (Vev keeps one scale per numeric
-/// value, docs/sql.md: PostgreSQL's `3.0` is Vev's `3`), and `-0` as `0`.
-fn unscaled(cell: &Option<String>) -> Option<String> {
-    cell.as_ref().map(|t| {
-        let number = t.contains('.')
-            && t.bytes()
-                .all(|b| b.is_ascii_digit() || b == b'.' || b == b'-');
-        if t == "-0" {
-            "0".to_owned()
-        } else if number {
-            t.trim_end_matches('0').trim_end_matches('.').to_owned()
-        } else {
-            t.clone()
-        }
-    })
-}
-
-/// `same`, with numbers compared by value (`unscaled`).
-async fn same_values(pg: &Client, vev: &Client, script: &[&str]) -> usize {
-    let mut with_rows = 0;
-    for sql in script {
-        let (want, got) = (returned(pg, sql).await, returned(vev, sql).await);
-        let values = |rows: &[Vec<Option<String>>]| -> Vec<Vec<Option<String>>> {
-            let mut v: Vec<Vec<Option<String>>> = rows
-                .iter()
-                .map(|r| r.iter().map(unscaled).collect())
-                .collect();
-            v.sort();
-            v
-        };
-        assert_eq!(
-            (values(&got.0), got.1),
-            (values(&want.0), want.1),
-            "{sql}: Vev (left) and PostgreSQL (right)"
-        );
-        with_rows += usize::from(!want.0.is_empty());
-    }
-    with_rows
-}
-
 #[test]
 fn numeric_arithmetic_matches_postgres() {
     with_pair(
@@ -963,18 +847,6 @@ fn numeric_arithmetic_matches_postgres() {
                 assert_eq!(e.code().map(|c| c.code()), Some("22012"), "{e}");
             }
         },
-    );
-}
-
-/// A statement's rows on both servers, compared in order (it has an ORDER BY over every
-/// column that decides it); PostgreSQL's must not be empty.
-async fn same_in_order(pg: &Client, vev: &Client, sql: &str) {
-    let want = common::text_rows(pg, sql).await;
-    assert!(!want.is_empty(), "{sql} returns rows");
-    assert_eq!(
-        common::text_rows(vev, sql).await,
-        want,
-        "{sql}: Vev (left) and PostgreSQL (right)"
     );
 }
 

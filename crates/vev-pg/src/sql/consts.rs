@@ -18,6 +18,9 @@ pub struct Ctx<'a> {
     pub database: &'a str,
     /// A session setting's value (`current_setting`).
     pub setting: &'a dyn Fn(&str) -> Option<String>,
+    /// The values of a grouped row an expression over aggregates reads (`$slotK` is
+    /// `slots[K]`, `sql/computed.rs`); empty elsewhere.
+    pub slots: &'a [Param],
 }
 
 /// A bound parameter value.
@@ -52,6 +55,9 @@ pub fn eval(
 ) -> Result<(Edn, Option<SqlType>), SqlError> {
     match e {
         Expr::Value(v) => match &v.value {
+            SqlValue::Placeholder(p) if p.starts_with(super::computed::SLOT) => {
+                super::computed::slot(p, ctx.slots)?.typed(expected)
+            }
             SqlValue::Placeholder(p) => {
                 let n = placeholder(p)?;
                 let param = ctx

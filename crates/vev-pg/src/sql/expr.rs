@@ -180,6 +180,19 @@ impl Builder {
         })
     }
 
+    /// The column (scope, column) whose variable `var` is, if it is one.
+    pub fn column_of_var(&self, var: &str) -> Option<(usize, usize)> {
+        self.columns
+            .iter()
+            .find(|(_, b)| b.var == var)
+            .map(|(k, _)| *k)
+    }
+
+    /// The variable already bound to a column's value, if any.
+    pub fn column_var(&self, si: usize, ci: usize) -> Option<&str> {
+        self.columns.get(&(si, ci)).map(|b| b.var.as_str())
+    }
+
     pub fn column_def(&self, si: usize, ci: usize) -> &Column {
         &self.scopes[si].table.columns[ci]
     }

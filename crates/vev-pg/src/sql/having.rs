@@ -45,6 +45,8 @@ pub enum Operand {
     Param(usize, Option<SqlType>),
     /// Arithmetic over literals and parameters (`$1 - 1`), evaluated with the parameters.
     Expr(Box<Expr>, Option<SqlType>),
+    /// An expression over aggregates (`sum(v) / count(*)`).
+    Computed(Box<super::computed::Computed>),
 }
 
 /// Compile `e`; aggregates it names that are not find elements yet are added to `finds`.
@@ -138,6 +140,11 @@ fn operand(
             };
             Ok((Operand::Param(n, Some(ty)), Some(ty)))
         }
+        e if super::computed::has_aggregate(e) => {
+            let c = super::computed::compile(b, e, finds, false)?;
+            let ty = c.ty;
+            Ok((Operand::Computed(Box::new(c)), ty))
+        }
         Expr::UnaryOp {
             op: UnaryOperator::Minus,
             expr,
@@ -153,11 +160,10 @@ fn operand(
             other => Err(SqlError::unsupported(format!("HAVING -{other}"))),
         },
         e if constant(e) => {
-            for (i, ty) in super::const_params(&[e]).into_iter().enumerate() {
-                note_param(b, i + 1, ty);
-            }
+            note_params(b, e);
             Ok((Operand::Expr(Box::new(e.clone()), expected), expected))
         }
+
         _ => {
             let t = b.expr(e, expected)?;
             let at = finds
@@ -213,7 +219,7 @@ pub fn test(h: &Having, row: &[Edn], params: &[Param]) -> Result<Option<bool>, S
 }
 
 /// Whether `e` is arithmetic over literals and parameters only (no column, no function).
-fn constant(e: &Expr) -> bool {
+pub(super) fn constant(e: &Expr) -> bool {
     match e {
         Expr::Value(_) => true,
         Expr::Nested(x) | Expr::Cast { expr: x, .. } => constant(x),
@@ -233,6 +239,13 @@ fn constant(e: &Expr) -> bool {
                 && constant(right)
         }
         _ => false,
+    }
+}
+
+/// Note the parameters of `e`, arithmetic over literals and parameters (`constant`).
+pub(super) fn note_params(b: &mut Builder, e: &Expr) {
+    for (i, ty) in super::const_params(&[e]).into_iter().enumerate() {
+        note_param(b, i + 1, ty);
     }
 }
 
@@ -257,9 +270,11 @@ fn value(o: &Operand, row: &[Edn], params: &[Param]) -> Result<Edn, SqlError> {
                 user: "",
                 database: "",
                 setting: &|_| None,
+                slots: &[],
             };
             super::consts::eval(e, *ty, &ctx)?.0
         }
+        Operand::Computed(c) => c.eval(row, params)?,
         Operand::Find(i) => row[*i].clone(),
         Operand::Const(e) => e.clone(),
         Operand::Param(n, ty) => match params.get(n - 1) {

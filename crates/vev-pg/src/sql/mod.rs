@@ -2,6 +2,7 @@
 //! session command. Nothing here runs a statement (`session` does).
 
 pub mod compare;
+pub mod computed;
 pub mod consts;
 pub mod derived;
 pub mod expr;
@@ -390,6 +391,7 @@ pub fn result_columns(plan: &Plan) -> Option<Vec<select::OutCol>> {
                     user: "",
                     database: "",
                     setting: &|_| Some(String::new()),
+                    slots: &[],
                 };
                 let ty = consts::eval(e, None, &ctx).ok().and_then(|(_, t)| t);
                 select::OutCol {
@@ -503,6 +505,7 @@ fn column_default(e: &sqlparser::ast::Expr) -> Result<String, SqlError> {
         user: "",
         database: "",
         setting: &|_| None,
+        slots: &[],
     };
     consts::eval(e, None, &ctx)
         .map_err(|err| SqlError::unsupported(format!("the DEFAULT {e} ({})", err.message)))?;

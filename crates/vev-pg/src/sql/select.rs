@@ -66,7 +66,17 @@ pub struct Post {
     /// `DISTINCT ON (...)`: the find elements of its keys; the first row (in ORDER BY's
     /// order) of each key is kept, before OFFSET and LIMIT.
     pub distinct_on: Option<Vec<usize>>,
+    /// Expressions over aggregates (`sum(v) / count(*)`), appended to each row after its
+    /// find elements (before HAVING): `select` and `order` name them by those positions.
+    pub computed: Vec<super::computed::Computed>,
+    /// `SELECT DISTINCT` with computed output columns: rows with the same output are kept
+    /// once (the query's own DISTINCT sees only the find elements).
+    pub distinct_output: bool,
 }
+
+/// Where `select` and `order` name computed column `j` until the find elements are all
+/// known: `COMPUTED + j` (then `finds.len() + j`).
+const COMPUTED: usize = 1 << 40;
 
 /// A compiled SELECT over tables.
 #[derive(Clone, Debug)]
@@ -145,7 +155,9 @@ pub fn compile(q: &Query, catalog: &Catalog) -> Result<Option<SelectPlan>, SqlEr
         post.global = Some(finds.iter().map(|f| f.agg.unwrap_or(Agg::Other)).collect());
     }
     let distinct = matches!(sel.distinct, Some(Distinct::Distinct));
+    post.distinct_output = distinct && !post.computed.is_empty();
     let lock = row_lock(q, sel, &b, &mut finds, has_agg)?;
+    place_computed(&mut post, finds.len());
     let datalog = datalog(&b, &finds, distinct);
     let query = vev::Query::parse(&datalog).map_err(|e| {
         SqlError::internal(format!(
@@ -164,6 +176,20 @@ pub fn compile(q: &Query, catalog: &Catalog) -> Result<Option<SelectPlan>, SqlEr
         tables: b.scopes.iter().map(|s| s.table.name.clone()).collect(),
         cost: Arc::default(),
     }))
+}
+
+/// Computed columns' places, now that the find elements are all known: after them.
+fn place_computed(post: &mut Post, finds: usize) {
+    let place = |k: &mut usize| {
+        if *k >= COMPUTED {
+            *k = finds + (*k - COMPUTED);
+        }
+    };
+    post.select.iter_mut().for_each(place);
+    post.order.iter_mut().for_each(|(k, _, _)| place(k));
+    if let Some(keys) = &mut post.distinct_on {
+        keys.iter_mut().for_each(place);
+    }
 }
 
 /// The FROM list's joins, chain by chain: ON conditions, USING, outer joins. The scopes
@@ -770,6 +796,16 @@ fn item_expr(
 ) -> Result<(), SqlError> {
     let (text, ty, agg) = match aggregate(b, e)? {
         Some(found) => found,
+        None if super::computed::has_aggregate(e) => {
+            let c = super::computed::compile(b, e, finds, true)?;
+            post.select.push(COMPUTED + post.computed.len());
+            columns.push(OutCol {
+                name,
+                ty: c.ty.unwrap_or(SqlType::Text),
+            });
+            post.computed.push(c);
+            return Ok(());
+        }
         None => {
             let t = b.expr(e, None)?;
             let t = b.as_var(t);
@@ -868,14 +904,47 @@ fn group_by(
         }
         return Ok(());
     }
+    let selected = finds.len();
+    let mut keys = Vec::new();
     for e in exprs {
         let t = b.expr(e, None)?;
         let t = b.as_var(t);
         if !finds.iter().any(|f| f.text == t.text) {
             finds.push(Find {
-                text: t.text,
+                text: t.text.clone(),
                 agg: None,
             });
+        }
+        keys.push(t.text);
+    }
+    // A selected column that is not grouped would split the groups (each find element is
+    // a grouping key to Datalog): PostgreSQL's `42803`, unless its table's primary key (or
+    // row entity) is grouped, which determines it.
+    for f in finds[..selected].iter().filter(|f| f.agg.is_none()) {
+        if keys.contains(&f.text) {
+            continue;
+        }
+        let Some((si, ci)) = b.column_of_var(&f.text) else {
+            continue;
+        };
+        let scope = &b.scopes[si];
+        let pk = &scope.table.primary_key;
+        let keyed = keys.contains(&scope.var)
+            || (!pk.is_empty()
+                && pk.iter().all(|&k| {
+                    b.column_var(si, k)
+                        .is_some_and(|v| keys.iter().any(|x| x == v))
+                }));
+        if !keyed {
+            let name = &scope.table.columns[ci].name;
+            return Err(SqlError::new(
+                "42803",
+                format!(
+                    "column \"{}.{name}\" must appear in the GROUP BY clause or be used in an \
+                     aggregate function",
+                    scope.alias
+                ),
+            ));
         }
     }
     Ok(())
@@ -899,6 +968,16 @@ fn order_by(
             (None, e) => {
                 match output_position(e, sel, columns) {
                     Some(k) => post.select[k],
+                    // Over a grouped or aggregate query's groups (in any other the
+                    // aggregate is refused below, as one alone is).
+                    None if super::computed::has_aggregate(e)
+                        && (finds.iter().any(|f| f.agg.is_some())
+                            || matches!(&sel.group_by, GroupByExpr::Expressions(g, _) if !g.is_empty())) =>
+                    {
+                        let c = super::computed::compile(b, e, finds, false)?;
+                        post.computed.push(c);
+                        COMPUTED + post.computed.len() - 1
+                    }
                     None => {
                         let aggregated = finds.iter().any(|f| f.agg.is_some());
                         match find_element(b, e, finds, !aggregated)? {
