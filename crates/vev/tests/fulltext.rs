@@ -511,3 +511,46 @@ fn bulk_load_writes_a_segment_per_write_batch() {
         assert_eq!(conn.fulltext_stats(), stats);
     }
 }
+
+/// A transaction with many full-text values indexes them on another thread while the
+/// trees change (`tx::apply`): its new documents, and the replaced values it marks deleted,
+/// answer as the reference scan does, now and as of before it, in memory and reopened.
+#[test]
+fn a_large_transaction_indexed_beside_the_trees() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("ft.vev");
+    let opts = OpenOptions {
+        fulltext_compaction: vev::FulltextCompaction::Manual,
+        ..OpenOptions::default()
+    };
+    let conn = Connection::open_with(&path, &opts).unwrap();
+    conn.transact_edn(SCHEMA).unwrap();
+    let all = texts(900);
+    conn.transact_edn(&tx_docs(0, &all[..300])).unwrap();
+    let t1 = conn.db().basis_t();
+    // 300 new values for the same documents (each replaces one: a deletion mark) and 300
+    // new documents, in one transaction.
+    let replaced: Vec<String> = all[..300].iter().map(|t| format!("{t} remix")).collect();
+    let mut tx = tx_docs(0, &replaced);
+    tx.pop();
+    tx.push_str(&tx_docs(300, &all[600..])[1..]);
+    conn.transact_edn(&tx).unwrap();
+    let db = conn.db();
+    let counts = check_all(&db);
+    assert!(counts.iter().filter(|&&n| n > 0).count() >= 4, "{counts:?}");
+    check_all(&db.as_of(t1));
+    // 900 indexed, 300 of them replaced.
+    assert_eq!(conn.fulltext_stats().documents, 900);
+    assert_eq!(check_same(&conn.db(), "doc/text", "remix"), 300);
+    assert_eq!(conn.fulltext_stats().deleted_documents, 300);
+    conn.verify().unwrap();
+    let digest_before = digest(&db);
+    conn.compact_fulltext().unwrap();
+    assert_eq!(conn.fulltext_stats().live_segments, 1);
+    assert_eq!(digest(&conn.db()), digest_before);
+    check_all(&conn.db().as_of(t1));
+    drop((db, conn));
+    let conn = Connection::open(&path).unwrap();
+    assert_eq!(digest(&conn.db()), digest_before);
+    check_all(&conn.db());
+}

@@ -580,69 +580,165 @@ pub(crate) fn apply(
     log_tail: LogTail,
     bound: Bound,
 ) {
-    // The full-text index first: an alteration reads the attribute's values in db-before.
-    if let Some(first) = tx_data.first() {
-        let t = vev_core::ids::t_of(first.tx);
-        let ft = std::mem::take(&mut state.fulltext);
-        state.fulltext = ft.apply_tx(state, schema_before, tx_data, retracted_tx, t);
-    }
-    let schema = state.schema.clone();
-    let mut current = Vec::with_capacity(tx_data.len());
-    let mut retired = Vec::new();
-    let mut r = 0;
-    for d in tx_data {
-        if d.added {
-            current.push(Change {
-                datom: d.clone(),
-                insert: true,
-            });
-            continue;
-        }
-        let asserted_tx = retracted_tx[r];
-        r += 1;
-        let assertion = Datom::new(d.e, d.a, d.v.clone(), asserted_tx, true);
-        current.push(Change {
-            datom: assertion.clone(),
-            insert: false,
-        });
-        let keep_history = schema_before.attribute(d.a).is_none_or(|a| !a.no_history);
-        if keep_history {
-            retired.push(Change {
-                datom: assertion,
-                insert: true,
-            });
-            retired.push(Change {
-                datom: d.clone(),
-                insert: true,
-            });
-        }
-    }
-    let is_ref = |a: EntityId| schema.attribute(a).is_some_and(|x| x.is_ref());
     let take = |ix: &mut Indexes| std::mem::replace(ix, Indexes::new());
-    let deferrable = |a: EntityId| schema.attribute(a).is_none_or(|x| x.unique.is_none());
-    state.current = take(&mut state.current).apply(
-        current,
-        is_ref,
-        defer_avet.map(|d| (d, &deferrable as &dyn Fn(EntityId) -> bool)),
-        bound,
-    );
-    if !retired.is_empty() {
-        state.retired = take(&mut state.retired).apply(retired, is_ref, None, bound);
+    let mut trees = Trees {
+        current: take(&mut state.current),
+        retired: take(&mut state.retired),
+        log: std::mem::replace(&mut state.log, Tree::new(IndexOrder::Log)),
+    };
+    let mut ft = std::mem::take(&mut state.fulltext);
+    let schema = state.schema.clone();
+    let mut log_stored = None;
+    let indexes = |trees: &mut Trees| {
+        log_stored = trees.apply(
+            &schema,
+            schema_before,
+            tx_data,
+            retracted_tx,
+            defer_avet,
+            log_tail,
+            bound,
+        );
+    };
+    if let Some(first) = tx_data.first() {
+        let t = ids::t_of(first.tx);
+        // The full-text index reads db-before's schema and segments (not its trees, which
+        // are out of `state` meanwhile, unless an alteration reads the attribute's values).
+        // Many documents are indexed on another thread while the trees change.
+        let before = &*state;
+        if fulltext_beside(&schema, tx_data) {
+            ft = std::thread::scope(|scope| {
+                let job =
+                    scope.spawn(|| ft.apply_tx(before, schema_before, tx_data, retracted_tx, t));
+                indexes(&mut trees);
+                job.join().unwrap_or_else(|p| std::panic::resume_unwind(p))
+            });
+        } else {
+            if tx_data.iter().any(|d| d.a == sys::FULLTEXT) {
+                // An alteration reads the attribute's values in db-before's trees.
+                std::mem::swap(&mut state.current, &mut trees.current);
+                std::mem::swap(&mut state.retired, &mut trees.retired);
+                ft = ft.apply_tx(state, schema_before, tx_data, retracted_tx, t);
+                std::mem::swap(&mut state.current, &mut trees.current);
+                std::mem::swap(&mut state.retired, &mut trees.retired);
+            } else {
+                ft = ft.apply_tx(before, schema_before, tx_data, retracted_tx, t);
+            }
+            indexes(&mut trees);
+        }
+    } else {
+        indexes(&mut trees);
     }
-    let log_tree = std::mem::replace(&mut state.log, Tree::new(IndexOrder::Log));
-    match (log_tail, tx_data.first()) {
-        (LogTail::Keep, _) => {
-            let log = tx_data
-                .iter()
-                .map(|d| Change {
+    state.fulltext = ft;
+    state.current = trees.current;
+    state.retired = trees.retired;
+    state.log = trees.log;
+    if let Some(t) = log_stored {
+        state.log_stored = Some(t);
+    }
+}
+
+/// Full-text documents in a transaction from which indexing them on a thread of its own
+/// (beside the trees' changes) pays for starting it.
+const FULLTEXT_BESIDE_MIN: usize = 256;
+
+/// Whether the transaction's full-text documents are indexed on another thread: many of
+/// them, and no `:db/fulltext` datom (an alteration reads the trees being changed).
+fn fulltext_beside(schema: &Schema, tx_data: &[Datom]) -> bool {
+    let mut docs = 0;
+    for d in tx_data {
+        if d.a == sys::FULLTEXT {
+            return false;
+        }
+        if d.added && schema.attribute(d.a).is_some_and(|x| x.fulltext) {
+            docs += 1;
+        }
+    }
+    docs >= FULLTEXT_BESIDE_MIN
+}
+
+/// The trees a transaction changes, out of its `State` while they change.
+struct Trees {
+    current: Indexes,
+    retired: Indexes,
+    log: Tree,
+}
+
+impl Trees {
+    /// Apply the transaction; `Some(t)`: the log's tail is left to the store from t.
+    #[allow(clippy::too_many_arguments)]
+    fn apply(
+        &mut self,
+        schema: &Schema,
+        schema_before: &Schema,
+        tx_data: &[Datom],
+        retracted_tx: &[EntityId],
+        defer_avet: Option<&mut Vec<Change>>,
+        log_tail: LogTail,
+        bound: Bound,
+    ) -> Option<ids::BasisT> {
+        let mut current = Vec::with_capacity(tx_data.len());
+        let mut retired = Vec::new();
+        let mut r = 0;
+        for d in tx_data {
+            if d.added {
+                current.push(Change {
                     datom: d.clone(),
                     insert: true,
-                })
-                .collect();
-            state.log = apply_sorted(log_tree, log, bound);
+                });
+                continue;
+            }
+            let asserted_tx = retracted_tx[r];
+            r += 1;
+            let assertion = Datom::new(d.e, d.a, d.v.clone(), asserted_tx, true);
+            current.push(Change {
+                datom: assertion.clone(),
+                insert: false,
+            });
+            let keep_history = schema_before.attribute(d.a).is_none_or(|a| !a.no_history);
+            if keep_history {
+                retired.push(Change {
+                    datom: assertion,
+                    insert: true,
+                });
+                retired.push(Change {
+                    datom: d.clone(),
+                    insert: true,
+                });
+            }
         }
-        (LogTail::Stored, Some(first)) => state.log_stored = Some(ids::t_of(first.tx)),
-        (LogTail::Stored, None) => state.log = log_tree,
+        let is_ref = |a: EntityId| schema.attribute(a).is_some_and(|x| x.is_ref());
+        let take = |ix: &mut Indexes| std::mem::replace(ix, Indexes::new());
+        let deferrable = |a: EntityId| schema.attribute(a).is_none_or(|x| x.unique.is_none());
+        self.current = take(&mut self.current).apply(
+            current,
+            is_ref,
+            defer_avet.map(|d| (d, &deferrable as &dyn Fn(EntityId) -> bool)),
+            bound,
+        );
+        if !retired.is_empty() {
+            self.retired = take(&mut self.retired).apply(retired, is_ref, None, bound);
+        }
+        let log_tree = std::mem::replace(&mut self.log, Tree::new(IndexOrder::Log));
+        match (log_tail, tx_data.first()) {
+            (LogTail::Keep, _) => {
+                let log = tx_data
+                    .iter()
+                    .map(|d| Change {
+                        datom: d.clone(),
+                        insert: true,
+                    })
+                    .collect();
+                self.log = apply_sorted(log_tree, log, bound);
+                None
+            }
+            // The store's log records hold it all: the tail is empty.
+            (LogTail::Stored, Some(first)) => Some(ids::t_of(first.tx)),
+            (LogTail::Stored, None) => {
+                self.log = log_tree;
+                None
+            }
+        }
     }
 }
 
