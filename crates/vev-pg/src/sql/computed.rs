@@ -176,7 +176,7 @@ fn lift(
             op: *op,
             expr: lift(expr)?,
         },
-        Expr::BinaryOp { left, op, right } if arithmetic(op) => Expr::BinaryOp {
+        Expr::BinaryOp { left, op, right } if evaluated(op) => Expr::BinaryOp {
             left: lift(left)?,
             op: op.clone(),
             right: lift(right)?,
@@ -212,18 +212,13 @@ fn lift(
 }
 
 /// The operators the evaluator computes (arithmetic, comparisons, `||`, AND, OR).
-fn arithmetic(op: &BinaryOperator) -> bool {
-    matches!(
-        op,
-        BinaryOperator::Plus
-            | BinaryOperator::Minus
-            | BinaryOperator::Multiply
-            | BinaryOperator::Divide
-            | BinaryOperator::Modulo
-            | BinaryOperator::StringConcat
-            | BinaryOperator::And
-            | BinaryOperator::Or
-    ) || super::expr::comparison(op).is_some()
+fn evaluated(op: &BinaryOperator) -> bool {
+    super::having::arithmetic(op)
+        || matches!(
+            op,
+            BinaryOperator::StringConcat | BinaryOperator::And | BinaryOperator::Or
+        )
+        || super::expr::comparison(op).is_some()
 }
 
 impl Computed {

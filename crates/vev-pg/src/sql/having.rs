@@ -227,19 +227,21 @@ pub(super) fn constant(e: &Expr) -> bool {
             op: UnaryOperator::Minus | UnaryOperator::Plus,
             expr,
         } => constant(expr),
-        Expr::BinaryOp { left, op, right } => {
-            matches!(
-                op,
-                BinaryOperator::Plus
-                    | BinaryOperator::Minus
-                    | BinaryOperator::Multiply
-                    | BinaryOperator::Divide
-                    | BinaryOperator::Modulo
-            ) && constant(left)
-                && constant(right)
-        }
+        Expr::BinaryOp { left, op, right } => arithmetic(op) && constant(left) && constant(right),
         _ => false,
     }
+}
+
+/// `+ - * / %`.
+pub(super) fn arithmetic(op: &BinaryOperator) -> bool {
+    matches!(
+        op,
+        BinaryOperator::Plus
+            | BinaryOperator::Minus
+            | BinaryOperator::Multiply
+            | BinaryOperator::Divide
+            | BinaryOperator::Modulo
+    )
 }
 
 /// Note the parameters of `e`, arithmetic over literals and parameters (`constant`).
