@@ -52,6 +52,8 @@ const ORDERED: &[&str] = &[
     "SELECT grp, sum(v) % 3 FROM s GROUP BY grp ORDER BY 2, 1",
     "SELECT grp, max(v) - min(v) AS spread FROM s GROUP BY grp ORDER BY spread, grp LIMIT 2",
     "SELECT grp, count(*) * 10 AS n FROM s GROUP BY grp ORDER BY n DESC, grp OFFSET 1",
+    // Grouped without aggregates: ORDER BY a column the primary key determines.
+    "SELECT id, grp FROM s GROUP BY id ORDER BY v, id",
 ];
 
 #[test]
@@ -114,6 +116,7 @@ fn aggregate_expressions_match_postgres() {
                     ("SELECT grp, v, count(*) FROM s GROUP BY grp", "42803"),
                     ("SELECT grp, v FROM s GROUP BY grp", "42803"),
                     ("SELECT grp, v + count(*) FROM s GROUP BY grp", "42803"),
+                    ("SELECT grp FROM s GROUP BY grp ORDER BY v", "42803"),
                     (
                         "SELECT grp, sum(v) / (count(*) - count(*)) FROM s GROUP BY grp",
                         "22012",

@@ -137,12 +137,12 @@ pub fn compile(q: &Query, catalog: &Catalog) -> Result<Option<SelectPlan>, SqlEr
     let mut post = Post::default();
     select_list(&mut b, sel, &mut finds, &mut columns, &mut post)?;
     let has_agg = finds.iter().any(|f| f.agg.is_some()) || sel.having.is_some();
-    group_by(&mut b, sel, &mut finds, has_agg)?;
+    let keys = group_by(&mut b, sel, &mut finds, has_agg)?;
     if let Some(h) = &sel.having {
         post.having = Some(super::having::compile(&mut b, h, &mut finds)?);
     }
     if let Some(ob) = &q.order_by {
-        order_by(&mut b, ob, sel, &columns, &mut finds, &mut post)?;
+        order_by(&mut b, ob, sel, &columns, &keys, &mut finds, &mut post)?;
     }
     if let Some(Distinct::On(keys)) = &sel.distinct {
         if has_agg {
@@ -891,7 +891,7 @@ fn group_by(
     sel: &Select,
     finds: &mut Vec<Find>,
     has_agg: bool,
-) -> Result<(), SqlError> {
+) -> Result<Vec<String>, SqlError> {
     let GroupByExpr::Expressions(exprs, _) = &sel.group_by else {
         return Err(SqlError::unsupported("GROUP BY ALL"));
     };
@@ -902,7 +902,7 @@ fn group_by(
                 "a column must appear in the GROUP BY clause or be used in an aggregate function",
             ));
         }
-        return Ok(());
+        return Ok(Vec::new());
     }
     let selected = finds.len();
     let mut keys = Vec::new();
@@ -918,36 +918,44 @@ fn group_by(
         keys.push(t.text);
     }
     // A selected column that is not grouped would split the groups (each find element is
-    // a grouping key to Datalog): PostgreSQL's `42803`, unless its table's primary key (or
-    // row entity) is grouped, which determines it.
+    // a grouping key to Datalog).
     for f in finds[..selected].iter().filter(|f| f.agg.is_none()) {
-        if keys.contains(&f.text) {
-            continue;
-        }
-        let Some((si, ci)) = b.column_of_var(&f.text) else {
-            continue;
-        };
-        let scope = &b.scopes[si];
-        let pk = &scope.table.primary_key;
-        let keyed = keys.contains(&scope.var)
-            || (!pk.is_empty()
-                && pk.iter().all(|&k| {
-                    b.column_var(si, k)
-                        .is_some_and(|v| keys.iter().any(|x| x == v))
-                }));
-        if !keyed {
-            let name = &scope.table.columns[ci].name;
-            return Err(SqlError::new(
-                "42803",
-                format!(
-                    "column \"{}.{name}\" must appear in the GROUP BY clause or be used in an \
-                     aggregate function",
-                    scope.alias
-                ),
-            ));
-        }
+        grouped(b, &f.text, &keys)?;
     }
-    Ok(())
+    Ok(keys)
+}
+
+/// Whether the find element `text` may be read in a query grouped by `keys`: it is one of
+/// them, or not a plain column (an expression, left to the query), or a column whose
+/// table's primary key (or row entity) is grouped, which determines it; else PostgreSQL's
+/// `42803`.
+fn grouped(b: &Builder, text: &str, keys: &[String]) -> Result<(), SqlError> {
+    if keys.iter().any(|k| k == text) {
+        return Ok(());
+    }
+    let Some((si, ci)) = b.column_of_var(text) else {
+        return Ok(());
+    };
+    let scope = &b.scopes[si];
+    let pk = &scope.table.primary_key;
+    let keyed = keys.contains(&scope.var)
+        || (!pk.is_empty()
+            && pk.iter().all(|&k| {
+                b.column_var(si, k)
+                    .is_some_and(|v| keys.iter().any(|x| x == v))
+            }));
+    if keyed {
+        return Ok(());
+    }
+    let name = &scope.table.columns[ci].name;
+    Err(SqlError::new(
+        "42803",
+        format!(
+            "column \"{}.{name}\" must appear in the GROUP BY clause or be used in an \
+             aggregate function",
+            scope.alias
+        ),
+    ))
 }
 
 fn order_by(
@@ -955,6 +963,7 @@ fn order_by(
     ob: &sqlparser::ast::OrderBy,
     sel: &Select,
     columns: &[OutCol],
+    keys: &[String],
     finds: &mut Vec<Find>,
     post: &mut Post,
 ) -> Result<(), SqlError> {
@@ -971,8 +980,7 @@ fn order_by(
                     // Over a grouped or aggregate query's groups (in any other the
                     // aggregate is refused below, as one alone is).
                     None if super::computed::has_aggregate(e)
-                        && (finds.iter().any(|f| f.agg.is_some())
-                            || matches!(&sel.group_by, GroupByExpr::Expressions(g, _) if !g.is_empty())) =>
+                        && (finds.iter().any(|f| f.agg.is_some()) || !keys.is_empty()) =>
                     {
                         let c = super::computed::compile(b, e, finds, false)?;
                         post.computed.push(c);
@@ -981,9 +989,14 @@ fn order_by(
                     None => {
                         let aggregated = finds.iter().any(|f| f.agg.is_some());
                         match find_element(b, e, finds, !aggregated)? {
-                        Some(i) => i,
-                        None => return Err(SqlError::unsupported("ORDER BY an expression not in the select list of an aggregate query")),
-                    }
+                            // A column of a grouped query must be grouped (or determined).
+                            Some(i) if !keys.is_empty() => {
+                                grouped(b, &finds[i].text, keys)?;
+                                i
+                            }
+                            Some(i) => i,
+                            None => return Err(SqlError::unsupported("ORDER BY an expression not in the select list of an aggregate query")),
+                        }
                     }
                 }
             }
