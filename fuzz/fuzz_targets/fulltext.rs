@@ -62,7 +62,11 @@ impl SegmentStore for Fixed {
         Ok(Vec::new())
     }
 
-    fn read_fulltext_segment(&self, _id: u64) -> Result<Vec<u8>, vev::StorageError> {
+    fn read_fulltext_segment(
+        &self,
+        _id: u64,
+        _doc_first: u64,
+    ) -> Result<Vec<u8>, vev::StorageError> {
         Ok(self.0.clone())
     }
 }
