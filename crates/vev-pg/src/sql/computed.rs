@@ -16,7 +16,7 @@ use vev::Edn;
 
 use super::consts::{Ctx, Param};
 use super::expr::Builder;
-use super::select::{Agg, Find};
+use super::select::Find;
 use crate::error::SqlError;
 use crate::types::SqlType;
 
@@ -122,16 +122,7 @@ fn lift(
         ))))
     };
     if let Some((text, ty, agg)) = super::select::aggregate(b, e)? {
-        let at = match finds.iter().position(|f| f.text == text) {
-            Some(at) => at,
-            None => {
-                finds.push(Find {
-                    text,
-                    agg: Some(agg.unwrap_or(Agg::Other)),
-                });
-                finds.len() - 1
-            }
-        };
+        let at = super::having::aggregate_find(finds, text, agg);
         return Ok(slot(at, Some(ty)));
     }
     if !has_aggregate(e) {

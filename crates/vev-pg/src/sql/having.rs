@@ -104,16 +104,7 @@ fn operand(
     finds: &mut Vec<Find>,
 ) -> Result<(Operand, Option<SqlType>), SqlError> {
     if let Some((text, ty, agg)) = super::select::aggregate(b, e)? {
-        let at = match finds.iter().position(|f| f.text == text) {
-            Some(at) => at,
-            None => {
-                finds.push(Find {
-                    text,
-                    agg: Some(agg.unwrap_or(super::select::Agg::Other)),
-                });
-                finds.len() - 1
-            }
-        };
+        let at = aggregate_find(finds, text, agg);
         return Ok((Operand::Find(at), Some(ty)));
     }
     match e {
@@ -289,4 +280,22 @@ fn value(o: &Operand, row: &[Edn], params: &[Param]) -> Result<Edn, SqlError> {
             }
         },
     })
+}
+
+/// The find element of an aggregate (`text`), added when it is not one yet.
+pub(super) fn aggregate_find(
+    finds: &mut Vec<Find>,
+    text: String,
+    agg: Option<super::select::Agg>,
+) -> usize {
+    match finds.iter().position(|f| f.text == text) {
+        Some(at) => at,
+        None => {
+            finds.push(Find {
+                text,
+                agg: Some(agg.unwrap_or(super::select::Agg::Other)),
+            });
+            finds.len() - 1
+        }
+    }
 }
