@@ -580,17 +580,23 @@ pub(crate) fn apply(
     log_tail: LogTail,
     bound: Bound,
 ) {
+    let schema = state.schema.clone();
+    let t = tx_data.first().map(|d| ids::t_of(d.tx));
+    let beside = t.is_some() && fulltext_beside(&schema, schema_before, tx_data);
+    if let (Some(t), false) = (t, beside) {
+        // The full-text index first: an alteration reads the attribute's values in
+        // db-before's trees.
+        let ft = std::mem::take(&mut state.fulltext);
+        state.fulltext = ft.apply_tx(state, schema_before, tx_data, retracted_tx, t);
+    }
     let take = |ix: &mut Indexes| std::mem::replace(ix, Indexes::new());
     let mut trees = Trees {
         current: take(&mut state.current),
         retired: take(&mut state.retired),
         log: std::mem::replace(&mut state.log, Tree::new(IndexOrder::Log)),
     };
-    let mut ft = std::mem::take(&mut state.fulltext);
-    let schema = state.schema.clone();
-    let mut log_stored = None;
     let indexes = |trees: &mut Trees| {
-        log_stored = trees.apply(
+        trees.apply(
             &schema,
             schema_before,
             tx_data,
@@ -598,38 +604,26 @@ pub(crate) fn apply(
             defer_avet,
             log_tail,
             bound,
-        );
+        )
     };
-    if let Some(first) = tx_data.first() {
-        let t = ids::t_of(first.tx);
-        // The full-text index reads db-before's schema and segments (not its trees, which
-        // are out of `state` meanwhile, unless an alteration reads the attribute's values).
-        // Many documents are indexed on another thread while the trees change.
-        let before = &*state;
-        if fulltext_beside(&schema, tx_data) {
-            ft = std::thread::scope(|scope| {
+    let log_stored = match t {
+        // Many documents (and no alteration): indexed on another thread while the trees,
+        // out of `state`, change (the full-text index reads only its schema and segments).
+        Some(t) if beside => {
+            let ft = std::mem::take(&mut state.fulltext);
+            let before = &*state;
+            let (ft, log_stored) = std::thread::scope(|scope| {
                 let job =
                     scope.spawn(|| ft.apply_tx(before, schema_before, tx_data, retracted_tx, t));
-                indexes(&mut trees);
-                job.join().unwrap_or_else(|p| std::panic::resume_unwind(p))
+                let log_stored = indexes(&mut trees);
+                let ft = job.join().unwrap_or_else(|p| std::panic::resume_unwind(p));
+                (ft, log_stored)
             });
-        } else {
-            if tx_data.iter().any(|d| d.a == sys::FULLTEXT) {
-                // An alteration reads the attribute's values in db-before's trees.
-                std::mem::swap(&mut state.current, &mut trees.current);
-                std::mem::swap(&mut state.retired, &mut trees.retired);
-                ft = ft.apply_tx(state, schema_before, tx_data, retracted_tx, t);
-                std::mem::swap(&mut state.current, &mut trees.current);
-                std::mem::swap(&mut state.retired, &mut trees.retired);
-            } else {
-                ft = ft.apply_tx(before, schema_before, tx_data, retracted_tx, t);
-            }
-            indexes(&mut trees);
+            state.fulltext = ft;
+            log_stored
         }
-    } else {
-        indexes(&mut trees);
-    }
-    state.fulltext = ft;
+        _ => indexes(&mut trees),
+    };
     state.current = trees.current;
     state.retired = trees.retired;
     state.log = trees.log;
@@ -643,18 +637,16 @@ pub(crate) fn apply(
 const FULLTEXT_BESIDE_MIN: usize = 256;
 
 /// Whether the transaction's full-text documents are indexed on another thread: many of
-/// them, and no `:db/fulltext` datom (an alteration reads the trees being changed).
-fn fulltext_beside(schema: &Schema, tx_data: &[Datom]) -> bool {
-    let mut docs = 0;
-    for d in tx_data {
-        if d.a == sys::FULLTEXT {
-            return false;
-        }
-        if d.added && schema.attribute(d.a).is_some_and(|x| x.fulltext) {
-            docs += 1;
-        }
-    }
-    docs >= FULLTEXT_BESIDE_MIN
+/// them, and the schema unchanged (so no alteration, which reads the trees being changed;
+/// a transaction that changes no schema keeps db-before's). The count stops at the bound.
+fn fulltext_beside(schema: &Schema, schema_before: &Schema, tx_data: &[Datom]) -> bool {
+    std::ptr::eq(schema, schema_before)
+        && tx_data
+            .iter()
+            .filter(|d| d.added && schema.attribute(d.a).is_some_and(|x| x.fulltext))
+            .take(FULLTEXT_BESIDE_MIN)
+            .count()
+            == FULLTEXT_BESIDE_MIN
 }
 
 /// The trees a transaction changes, out of its `State` while they change.
