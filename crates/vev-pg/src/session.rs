@@ -750,15 +750,22 @@ impl Session {
             Some(t) => {
                 let mut ops = ops;
                 let db = self.shared.conn.db();
-                t.folded |= sql::write::reinsert_deleted(&db, &mut t.pending, &mut ops);
-                t.folded |= merge_ops(&mut t.pending, ops);
+                let mut folded = sql::write::reinsert_deleted(&db, &mut t.pending, &mut ops);
+                let sure = !folded
+                    && matches!(touch, Touch::Tables(_))
+                    && pending::sure_to_apply(&db, &ops);
+                folded |= merge_ops(&mut t.pending, ops);
+                t.folded |= folded;
                 match touch {
                     Touch::Tables(names) => t.touched.extend(names.iter().cloned()),
                     Touch::Schema => t.schema = true,
                 }
-                // The view catches up (and checks the new data) before the next statement;
-                // check it now so the error belongs to this statement.
-                self.view()?;
+                // The view catches up (and checks the new data) before the next statement
+                // that reads these tables; unless the data cannot fail, check it now so the
+                // error belongs to this statement.
+                if !sure || folded {
+                    self.view()?;
+                }
                 Ok(())
             }
             None => {

@@ -134,3 +134,46 @@ fn drop_attr(pending: &mut Vec<TxOp>, k: &Key, attr: &vev::Keyword) -> bool {
     });
     changed || pending.len() != before
 }
+
+/// Whether a statement's writes `ops` are sure to apply on any database with `db`'s schema,
+/// so that checking them can wait for the next read of their tables or the commit (which
+/// applies them anyway) instead of applying them to the view at once: each asserts or
+/// retracts, on an entity by id or a row's tempid, a value of the attribute's own type for a
+/// plain attribute (neither unique, nor a ref or tuple, nor part of a composite tuple). An
+/// UPDATE of a column that is not a key and an INSERT into a table without one are such.
+pub(super) fn sure_to_apply(db: &vev::Db, ops: &[TxOp]) -> bool {
+    let schema = db.schema();
+    let plain = |a: &vev::Keyword, v: Option<&vev::TxValue>| {
+        let Some(attr) = schema.attribute_by_ident(a) else {
+            return false;
+        };
+        let shape = attr.unique.is_none()
+            && attr.tuple.is_none()
+            && !matches!(attr.value_type, vev::ValueType::Ref | vev::ValueType::Tuple)
+            && schema.composites_of(attr.id).is_empty();
+        shape
+            && match v {
+                None => true,
+                Some(vev::TxValue::Value(x)) => x.value_type() == Some(attr.value_type),
+                Some(vev::TxValue::Edn(x)) => vev::coerce_value(db, attr, x).is_some(),
+                Some(_) => false,
+            }
+    };
+    let entity = |e: &EntityRef| matches!(e, EntityRef::Id(_) | EntityRef::TempId(TempId::Str(_)));
+    ops.iter().all(|op| match op {
+        TxOp::Add {
+            e,
+            a: vev::AttrRef::Ident(a),
+            v,
+        } => entity(e) && plain(a, Some(v)),
+        TxOp::Retract {
+            e,
+            a: vev::AttrRef::Ident(a),
+            v,
+        } => entity(e) && plain(a, v.as_ref()),
+        TxOp::Map(m) => {
+            m.id.as_ref().is_some_and(entity) && m.attrs.iter().all(|(a, v)| plain(a, Some(v)))
+        }
+        _ => false,
+    })
+}
