@@ -87,16 +87,22 @@ fn check_all(db: &Db) -> Vec<usize> {
         .collect()
 }
 
-#[test]
-fn one_segment_and_one_manifest_entry_per_transaction_none_when_delete_only() {
-    let dir = tempfile::tempdir().unwrap();
-    let path = dir.path().join("ft.vev");
+/// A new database file at `path` with the schema, compacted only when a test says so.
+fn open_with_schema(path: &std::path::Path) -> Connection {
     let opts = OpenOptions {
         fulltext_compaction: vev::FulltextCompaction::Manual,
         ..OpenOptions::default()
     };
-    let conn = Connection::open_with(&path, &opts).unwrap();
+    let conn = Connection::open_with(path, &opts).unwrap();
     conn.transact_edn(SCHEMA).unwrap();
+    conn
+}
+
+#[test]
+fn one_segment_and_one_manifest_entry_per_transaction_none_when_delete_only() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("ft.vev");
+    let conn = open_with_schema(&path);
     let all = texts(611);
     let mut at = 0;
     for batch in [1, 10, 100, 500] {
@@ -519,12 +525,7 @@ fn bulk_load_writes_a_segment_per_write_batch() {
 fn a_large_transaction_indexed_beside_the_trees() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("ft.vev");
-    let opts = OpenOptions {
-        fulltext_compaction: vev::FulltextCompaction::Manual,
-        ..OpenOptions::default()
-    };
-    let conn = Connection::open_with(&path, &opts).unwrap();
-    conn.transact_edn(SCHEMA).unwrap();
+    let conn = open_with_schema(&path);
     let all = texts(900);
     conn.transact_edn(&tx_docs(0, &all[..300])).unwrap();
     let t1 = conn.db().basis_t();

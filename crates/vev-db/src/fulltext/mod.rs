@@ -188,25 +188,34 @@ pub(crate) struct FtState {
 }
 
 /// What a transaction changes in the index, found before it is applied.
-struct TxDocs {
+pub(crate) struct TxDocs {
     /// Documents to index, and the deletion marks already known for them.
     docs: Vec<Doc>,
     marks: Vec<Mark>,
 }
 
+impl TxDocs {
+    /// How many documents the transaction indexes.
+    pub fn len(&self) -> usize {
+        self.docs.len()
+    }
+}
+
+fn is_ft(s: &Schema, a: EntityId) -> bool {
+    s.attribute(a).is_some_and(|x| x.fulltext)
+}
+
 impl FtState {
-    /// The next state after a transaction: `db_before` (its trees) with the schema after
-    /// the transaction, the transaction's datoms and, per retraction, the tx it retracts.
-    pub fn apply_tx(
-        self,
+    /// The documents a transaction indexes, from `db_before` (its trees: an alteration that
+    /// makes an attribute full-text indexes the values it has had) with the schema after the
+    /// transaction, and the transaction's datoms. `None` when it changes nothing in the
+    /// index. `apply_tx` then applies them.
+    pub fn tx_docs(
         before: &crate::db::State,
         schema_before: &Schema,
         tx_data: &[Datom],
-        retracted_tx: &[EntityId],
-        t: BasisT,
-    ) -> FtState {
+    ) -> Option<TxDocs> {
         let schema = &before.schema;
-        let is_ft = |s: &Schema, a: EntityId| s.attribute(a).is_some_and(|x| x.fulltext);
         // Attributes this transaction makes full-text (only a `:db/fulltext` datom can):
         // every value they have had.
         let mut altered: Vec<EntityId> = tx_data
@@ -215,9 +224,8 @@ impl FtState {
             .map(|d| d.e)
             .collect();
         if altered.is_empty() && !tx_data.iter().any(|d| is_ft(schema, d.a)) {
-            return self;
+            return None;
         }
-        let mut next = self;
         let mut new = TxDocs {
             docs: Vec::new(),
             marks: Vec::new(),
@@ -238,6 +246,24 @@ impl FtState {
                 });
             }
         }
+        Some(new)
+    }
+
+    /// The next state after a transaction: its documents `new` (from `tx_docs`) indexed in
+    /// one segment, and the values it retracts marked deleted. Reads only `before`'s schema
+    /// (the one after the transaction) and segment cache, not its trees; `tx_data` and, per
+    /// retraction, the tx it retracts, as for `tx_docs`.
+    pub fn apply_tx(
+        self,
+        new: TxDocs,
+        before: &crate::db::State,
+        schema_before: &Schema,
+        tx_data: &[Datom],
+        retracted_tx: &[EntityId],
+        t: BasisT,
+    ) -> FtState {
+        let schema = &before.schema;
+        let mut next = self;
         if !new.docs.is_empty() {
             next.add_segment(new, t);
         }

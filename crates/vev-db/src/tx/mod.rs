@@ -39,6 +39,7 @@ use vev_core::schema::sys;
 use vev_core::{Attribute, Datom, Edn, IndexOrder, Keyword, Schema, TempId, TxError, TxOp, Value};
 
 use crate::db::{apply_sorted, Db, Indexes, SortThreads, State};
+use crate::fulltext::FtState;
 use crate::tree::{Bound, Change, Tree};
 
 /// Registered transaction functions, looked up by the ident at the head of a list form.
@@ -581,14 +582,19 @@ pub(crate) fn apply(
     bound: Bound,
 ) {
     let schema = state.schema.clone();
-    let t = tx_data.first().map(|d| ids::t_of(d.tx));
-    let beside = t.is_some() && fulltext_beside(&schema, schema_before, tx_data);
-    if let (Some(t), false) = (t, beside) {
-        // The full-text index first: an alteration reads the attribute's values in
-        // db-before's trees.
-        let ft = std::mem::take(&mut state.fulltext);
-        state.fulltext = ft.apply_tx(state, schema_before, tx_data, retracted_tx, t);
-    }
+    // The full-text documents, found while db-before's trees are in `state` (an alteration
+    // reads its attribute's values there); indexing them reads only the schema and segments.
+    let ft_docs = tx_data.first().and_then(|d| {
+        FtState::tx_docs(state, schema_before, tx_data).map(|docs| (ids::t_of(d.tx), docs))
+    });
+    let ft_docs = match ft_docs {
+        Some((t, docs)) if docs.len() < FULLTEXT_BESIDE_MIN => {
+            let ft = std::mem::take(&mut state.fulltext);
+            state.fulltext = ft.apply_tx(docs, state, schema_before, tx_data, retracted_tx, t);
+            None
+        }
+        beside => beside,
+    };
     let take = |ix: &mut Indexes| std::mem::replace(ix, Indexes::new());
     let mut trees = Trees {
         current: take(&mut state.current),
@@ -606,15 +612,14 @@ pub(crate) fn apply(
             bound,
         )
     };
-    let log_stored = match t {
-        // Many documents (and no alteration): indexed on another thread while the trees,
-        // out of `state`, change (the full-text index reads only its schema and segments).
-        Some(t) if beside => {
+    let log_stored = match ft_docs {
+        // Many documents: indexed on another thread while the trees, out of `state`, change.
+        Some((t, docs)) => {
             let ft = std::mem::take(&mut state.fulltext);
             let before = &*state;
             let (ft, log_stored) = std::thread::scope(|scope| {
-                let job =
-                    scope.spawn(|| ft.apply_tx(before, schema_before, tx_data, retracted_tx, t));
+                let job = scope
+                    .spawn(|| ft.apply_tx(docs, before, schema_before, tx_data, retracted_tx, t));
                 let log_stored = indexes(&mut trees);
                 let ft = job.join().unwrap_or_else(|p| std::panic::resume_unwind(p));
                 (ft, log_stored)
@@ -622,7 +627,7 @@ pub(crate) fn apply(
             state.fulltext = ft;
             log_stored
         }
-        _ => indexes(&mut trees),
+        None => indexes(&mut trees),
     };
     state.current = trees.current;
     state.retired = trees.retired;
@@ -635,19 +640,6 @@ pub(crate) fn apply(
 /// Full-text documents in a transaction from which indexing them on a thread of its own
 /// (beside the trees' changes) pays for starting it.
 const FULLTEXT_BESIDE_MIN: usize = 256;
-
-/// Whether the transaction's full-text documents are indexed on another thread: many of
-/// them, and the schema unchanged (so no alteration, which reads the trees being changed;
-/// a transaction that changes no schema keeps db-before's). The count stops at the bound.
-fn fulltext_beside(schema: &Schema, schema_before: &Schema, tx_data: &[Datom]) -> bool {
-    std::ptr::eq(schema, schema_before)
-        && tx_data
-            .iter()
-            .filter(|d| d.added && schema.attribute(d.a).is_some_and(|x| x.fulltext))
-            .take(FULLTEXT_BESIDE_MIN)
-            .count()
-            == FULLTEXT_BESIDE_MIN
-}
 
 /// The trees a transaction changes, out of its `State` while they change.
 struct Trees {
