@@ -148,7 +148,6 @@ pub(super) fn sure_to_apply(db: &vev::Db, ops: &[TxOp]) -> bool {
             return false;
         };
         let shape = attr.unique.is_none()
-            && attr.tuple.is_none()
             && !matches!(attr.value_type, vev::ValueType::Ref | vev::ValueType::Tuple)
             && schema.composites_of(attr.id).is_empty();
         shape
