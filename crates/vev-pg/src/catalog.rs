@@ -122,6 +122,11 @@ impl Table {
     pub fn marker_attr(table: &str) -> Keyword {
         Keyword::new(&format!("{table}/vev-row"))
     }
+
+    /// Whether `k` is this table's row marker attribute (`marker_attr`), without making one.
+    pub fn is_marker(&self, k: &Keyword) -> bool {
+        k.name() == "vev-row" && k.namespace() == Some(self.name.as_str())
+    }
 }
 
 /// Every table of a database.

@@ -234,6 +234,16 @@ impl Tree {
             // A large batch goes straight to the nodes, with what is pending.
             match &pending {
                 None => Cow::Borrowed(changes),
+                // An import's batch, many times what can be pending: the pending changes go
+                // to the nodes first and the batch after them, which is the same (each is
+                // exact for the tree before it) without copying the batch to merge them in.
+                Some(p) if changes.len() >= BATCH_PAST_PENDING => {
+                    let tree = Tree::from_root(order, root, 0)
+                        .merge_into_nodes(&p.flattened(order))
+                        .merge_into_nodes(changes);
+                    debug_assert_eq!(tree.len, len);
+                    return tree;
+                }
                 Some(p) => Cow::Owned(merge_changes(order, &p.flattened(order), changes, true)),
             }
         } else {
@@ -709,6 +719,10 @@ fn apply_branch_parallel(order: IndexOrder, b: Branch, changes: &[Change]) -> En
     merge_small_leaves(&mut out);
     split_branch(out)
 }
+
+/// A batch of at least this many changes (16 times what may be pending) goes to the nodes
+/// after the pending changes instead of being merged with them.
+const BATCH_PAST_PENDING: usize = 16 * PENDING_LOOSE_MAX;
 
 /// Batches with at least this many changes split the root's children between two threads.
 const PARALLEL_APPLY_MIN: usize = 2048;

@@ -459,3 +459,40 @@ fn loose_bound_keeps_more_pending_and_reads_the_same() {
         pending_len(&t)
     );
 }
+
+/// A batch of at least `BATCH_PAST_PENDING` changes goes to the nodes after what is
+/// pending (not merged with it): the outcome is the model's, where the batch removes what a
+/// pending change inserted and inserts again what one removed, and a version kept before
+/// is untouched.
+#[test]
+fn an_import_batch_after_pending_changes_matches_a_model() {
+    let mut t = Tree::new(IndexOrder::Eavt)
+        .apply_to_nodes(&changes_of(&(0..3000).map(|e| (e * 2, true)).collect()));
+    let mut model: Model = (0..3000).map(|e| e * 2).collect();
+    // Pending: odd numbers inserted, multiples of 4 removed.
+    for k in 0..40u64 {
+        let batch: Batch = [(k * 8 + 1, true), (k * 8 + 4, false)]
+            .into_iter()
+            .collect();
+        t = t.apply_through_pending(&changes_of(&batch), Bound::Loose);
+        apply_to_model(&mut model, batch);
+    }
+    assert!(t.pending.is_some(), "changes are pending");
+    let kept = (t.clone(), model.clone());
+    // The batch: removes the pending inserts of 1, 9, 17, ..., inserts again the pending
+    // removals of 4, 12, 20, ..., and inserts a long run of new datoms.
+    let mut batch = Batch::new();
+    for k in 0..40u64 {
+        batch.insert(k * 8 + 1, false);
+        batch.insert(k * 8 + 4, true);
+    }
+    for e in 0..BATCH_PAST_PENDING as u64 {
+        batch.insert(100_000 + e, true);
+    }
+    t = t.apply_through_pending(&changes_of(&batch), Bound::Shared);
+    apply_to_model(&mut model, batch);
+    assert!(t.pending.is_none(), "everything went to the nodes");
+    assert_matches(&t, &model, 0);
+    let got: Model = kept.0.iter().map(|d| d.e).collect();
+    assert_eq!(got, kept.1, "the version kept before is unchanged");
+}

@@ -28,22 +28,29 @@ struct Gen<'a> {
     tx: EntityId,
     /// Ids at or above this user counter were allocated by this transaction.
     fresh_from: u64,
-    asserts: Vec<(EntityId, Arc<Attribute>, Value)>,
+    asserts: Vec<(EntityId, &'a Attribute, Value)>,
     /// The cardinality-many facts asserted (cardinality-one ones are in `card_one`).
     assert_set: HashSet<Fact>,
     /// Facts to retract, with the tx that asserted them, in order.
     retracts: Vec<(Fact, EntityId)>,
     retract_set: HashSet<Fact>,
+    /// The value asserted for each cardinality-one (e, a), once `ones_sorted` is false.
     card_one: HashMap<(EntityId, EntityId), Value>,
+    /// Whether every cardinality-one assertion so far had a greater (e, a) than the one
+    /// before (`last_one`): a large import's shape, map forms of new entities with their
+    /// attributes in order. No two of them can share (e, a) then, so none is hashed; the
+    /// first one out of order builds `card_one` from `asserts`.
+    ones_sorted: bool,
+    last_one: Option<(EntityId, EntityId)>,
     /// Facts the transaction asked to retract, present or not (for conflict checks).
     retract_requests: HashSet<Fact>,
     /// Every (e, a) asserted, redundant or not: composite tuples follow them.
     asserted_keys: Vec<(EntityId, EntityId)>,
 }
 
-pub(crate) fn generate(
-    db: &Db,
-    terms: &[ResolvedTerm],
+pub(crate) fn generate<'a>(
+    db: &'a Db,
+    terms: &'a [ResolvedTerm],
     tx: EntityId,
 ) -> Result<Generated, TxError> {
     let mut g = Gen {
@@ -54,7 +61,9 @@ pub(crate) fn generate(
         assert_set: HashSet::new(),
         retracts: Vec::new(),
         retract_set: HashSet::new(),
-        card_one: HashMap::with_capacity(terms.len()),
+        card_one: HashMap::new(),
+        ones_sorted: true,
+        last_one: None,
         retract_requests: HashSet::new(),
         asserted_keys: Vec::new(),
     };
@@ -76,7 +85,7 @@ pub(crate) fn generate(
     })
 }
 
-impl Gen<'_> {
+impl<'a> Gen<'a> {
     fn is_fresh(&self, e: EntityId) -> bool {
         e == self.tx
             || (ids::partition(e) == ids::PART_USER
@@ -96,7 +105,7 @@ impl Gen<'_> {
         out
     }
 
-    fn term(&mut self, term: &ResolvedTerm) -> Result<(), TxError> {
+    fn term(&mut self, term: &'a ResolvedTerm) -> Result<(), TxError> {
         match term {
             ResolvedTerm::Add { e, a, v } => self.add(*e, a, v.clone()),
             ResolvedTerm::Retract { e, a, v } => {
@@ -134,8 +143,22 @@ impl Gen<'_> {
         }
     }
 
-    fn add(&mut self, e: EntityId, a: &Arc<Attribute>, v: Value) -> Result<(), TxError> {
+    fn add(&mut self, e: EntityId, a: &'a Attribute, v: Value) -> Result<(), TxError> {
         if !a.is_many() {
+            if self.ones_sorted {
+                if self.last_one.is_none_or(|last| last < (e, a.id)) {
+                    self.last_one = Some((e, a.id));
+                    self.asserts.push((e, a, v));
+                    return Ok(());
+                }
+                self.ones_sorted = false;
+                self.card_one.reserve(self.asserts.len());
+                for (e, a, v) in &self.asserts {
+                    if !a.is_many() {
+                        self.card_one.insert((*e, a.id), v.clone());
+                    }
+                }
+            }
             match self.card_one.get(&(e, a.id)) {
                 Some(prev) if *prev != v => {
                     return Err(TxError::DatomsConflict {
@@ -149,13 +172,13 @@ impl Gen<'_> {
                 None => {
                     // The first assertion of (e, a): no other can be in `assert_set`.
                     self.card_one.insert((e, a.id), v.clone());
-                    self.asserts.push((e, a.clone(), v));
+                    self.asserts.push((e, a, v));
                     return Ok(());
                 }
             }
         }
         if self.assert_set.insert((e, a.id, v.clone())) {
-            self.asserts.push((e, a.clone(), v));
+            self.asserts.push((e, a, v));
         }
         Ok(())
     }
@@ -207,15 +230,20 @@ impl Gen<'_> {
     fn finish_asserts(&mut self) -> Result<Vec<Datom>, TxError> {
         let asserts = std::mem::take(&mut self.asserts);
         let mut kept = Vec::with_capacity(asserts.len());
+        let composites = self.db.schema().has_composites();
         for (e, a, v) in asserts {
-            let fact = (e, a.id, v.clone());
-            self.asserted_keys.push((e, a.id));
-            if self.retract_set.contains(&fact) || self.retract_requests.contains(&fact) {
-                return Err(TxError::AssertRetractConflict {
-                    entity: EntityName::Id(e),
-                    attribute: a.ident.clone(),
-                    value: v.to_edn(),
-                });
+            if composites {
+                self.asserted_keys.push((e, a.id));
+            }
+            if !self.retract_set.is_empty() || !self.retract_requests.is_empty() {
+                let fact = (e, a.id, v.clone());
+                if self.retract_set.contains(&fact) || self.retract_requests.contains(&fact) {
+                    return Err(TxError::AssertRetractConflict {
+                        entity: EntityName::Id(e),
+                        attribute: a.ident.clone(),
+                        value: v.to_edn(),
+                    });
+                }
             }
             let current = self.current(e, a.id);
             if current.iter().any(|d| d.v == v) {
@@ -234,7 +262,7 @@ impl Gen<'_> {
         let mut out = Vec::with_capacity(kept.len());
         for (e, a, v) in kept {
             if a.unique.is_some() {
-                self.check_unique(e, &a, &v, &holders, &mut unique_in_tx)?;
+                self.check_unique(e, a, &v, &holders, &mut unique_in_tx)?;
             }
             out.push(Datom::new(e, a.id, v, self.tx, true));
         }

@@ -694,36 +694,56 @@ impl Trees {
         let is_ref = |a: EntityId| schema.attribute(a).is_some_and(|x| x.is_ref());
         let take = |ix: &mut Indexes| std::mem::replace(ix, Indexes::new());
         let deferrable = |a: EntityId| schema.attribute(a).is_none_or(|x| x.unique.is_none());
-        self.current = take(&mut self.current).apply(
-            current,
-            is_ref,
-            defer_avet.map(|d| (d, &deferrable as &dyn Fn(EntityId) -> bool)),
-            bound,
-        );
-        if !retired.is_empty() {
-            self.retired = take(&mut self.retired).apply(retired, is_ref, None, bound);
-        }
         let log_tree = std::mem::replace(&mut self.log, Tree::new(IndexOrder::Log));
-        match (log_tail, tx_data.first()) {
-            (LogTail::Keep, _) => {
-                let log = tx_data
-                    .iter()
-                    .map(|d| Change {
-                        datom: d.clone(),
-                        insert: true,
-                    })
-                    .collect();
-                self.log = apply_sorted(log_tree, log, bound);
-                None
-            }
+        let (kept_log, log_stored) = match (log_tail, tx_data.first()) {
+            (LogTail::Keep, _) | (LogTail::Stored, None) => (Some(log_tree), None),
             // The store's log records hold it all: the tail is empty.
-            (LogTail::Stored, Some(first)) => Some(ids::t_of(first.tx)),
-            (LogTail::Stored, None) => {
-                self.log = log_tree;
-                None
+            (LogTail::Stored, Some(first)) => (None, Some(ids::t_of(first.tx))),
+        };
+        let indexes = || {
+            self.current = take(&mut self.current).apply(
+                current,
+                is_ref,
+                defer_avet.map(|d| (d, &deferrable as &dyn Fn(EntityId) -> bool)),
+                bound,
+            );
+            if !retired.is_empty() {
+                self.retired = take(&mut self.retired).apply(retired, is_ref, None, bound);
             }
-        }
+        };
+        self.log = match kept_log {
+            // A large transaction's log tail is built beside its indexes.
+            Some(tree) if tx_data.len() >= PARALLEL_LOG_MIN => std::thread::scope(|scope| {
+                let job = scope.spawn(|| log_tail_with(tree, tx_data, bound));
+                indexes();
+                job.join().unwrap_or_else(|p| std::panic::resume_unwind(p))
+            }),
+            Some(tree) => {
+                indexes();
+                log_tail_with(tree, tx_data, bound)
+            }
+            None => {
+                indexes();
+                Tree::new(IndexOrder::Log)
+            }
+        };
+        log_stored
     }
+}
+
+/// Transactions with at least this many datoms build their log tail on a second thread.
+const PARALLEL_LOG_MIN: usize = 32_768;
+
+/// The log's tail with a transaction's datoms added.
+fn log_tail_with(tree: Tree, tx_data: &[Datom], bound: Bound) -> Tree {
+    let log = tx_data
+        .iter()
+        .map(|d| Change {
+            datom: d.clone(),
+            insert: true,
+        })
+        .collect();
+    apply_sorted(tree, log, bound)
 }
 
 /// True when `e` is an id this database has allocated (or the transaction being built).

@@ -1,6 +1,6 @@
 //! Stage 2: resolve tempids, upserting through `:db.unique/identity` attributes.
 
-use foldhash::{HashMap, HashMapExt, HashSet, HashSetExt};
+use foldhash::{HashMap, HashMapExt};
 
 use vev_core::ids::{user_id, EntityId};
 use vev_core::schema::Unique;
@@ -44,32 +44,46 @@ pub(crate) enum ResolvedTerm {
 const UPSERT_PASSES_MAX: usize = 8;
 
 pub(crate) fn resolve(db: &Db, terms: Vec<Term>, tx: EntityId) -> Result<Resolved, TxError> {
-    let (order, in_entity) = tempid_order(&terms);
+    let slots = Slots::of(&terms);
     let mut assigned: HashMap<TempId, EntityId> = HashMap::new();
     assigned.insert(TempId::Tx, tx);
-    if !order.is_empty() {
+    if !slots.order.is_empty() {
         upsert(db, &terms, &mut assigned)?;
     }
     let unified = unify(&terms, &assigned);
     let mut next_user = db.state.next_user;
-    for t in &order {
-        if assigned.contains_key(t) {
-            continue;
-        }
-        let root = unified.get(t).unwrap_or(t);
-        let id = match assigned.get(root) {
-            Some(id) => *id,
-            None => {
-                let id = user_id(next_user);
-                next_user += 1;
-                id
+    let mut new_id = || {
+        let id = user_id(next_user);
+        next_user += 1;
+        id
+    };
+    // Nothing upserted or unified (an import's usual case): every tempid but the
+    // transaction's is a new entity, in order of first appearance.
+    let plain = assigned.len() == 1 && unified.is_empty();
+    let mut ids = Vec::with_capacity(slots.order.len());
+    for t in &slots.order {
+        let id = if plain {
+            if *t == TempId::Tx {
+                tx
+            } else {
+                new_id()
             }
+        } else if let Some(id) = assigned.get(t) {
+            *id
+        } else if let Some(root) = unified.get(t) {
+            let id = assigned.get(root).copied().unwrap_or_else(&mut new_id);
+            assigned.insert(root.clone(), id);
+            assigned.insert(t.clone(), id);
+            id
+        } else {
+            let id = new_id();
+            assigned.insert(t.clone(), id);
+            id
         };
-        assigned.insert(root.clone(), id);
-        assigned.insert(t.clone(), id);
+        ids.push(id);
     }
-    check_value_only(&terms, &in_entity)?;
-    let tx_used = in_entity.contains(&TempId::Tx)
+    check_value_only(&terms, &slots.index)?;
+    let tx_used = slots.index.contains_key(&TempId::Tx)
         || terms.iter().any(|t| {
             matches!(
                 t,
@@ -82,37 +96,94 @@ pub(crate) fn resolve(db: &Db, terms: Vec<Term>, tx: EntityId) -> Result<Resolve
                 }
             )
         });
+    let ids_of = Ids {
+        ids: &ids,
+        index: &slots.index,
+        tx,
+    };
     let resolved = terms
         .into_iter()
-        .map(|t| substitute(t, &assigned))
+        .zip(&slots.of_term)
+        .map(|(t, slot)| substitute(t, *slot, &ids_of))
         .collect();
-    assigned.retain(|t, _| !matches!(t, TempId::Internal(_)));
-    if !tx_used {
-        assigned.remove(&TempId::Tx);
+    let mut tempids = std::collections::HashMap::with_capacity(ids.len() + 1);
+    for (t, id) in slots.order.into_iter().zip(ids) {
+        if !matches!(t, TempId::Internal(_)) {
+            tempids.insert(t, id);
+        }
+    }
+    if tx_used {
+        tempids.insert(TempId::Tx, tx);
     }
     Ok(Resolved {
         terms: resolved,
-        tempids: assigned.into_iter().collect(),
+        tempids,
         next_user,
     })
 }
 
-/// Tempids in entity position, in order of first appearance, and the set of them.
-fn tempid_order(terms: &[Term]) -> (Vec<TempId>, HashSet<TempId>) {
-    let mut order = Vec::new();
-    let mut seen = HashSet::new();
-    for term in terms {
-        let e = match term {
-            Term::Add { e, .. } | Term::Retract { e, .. } | Term::Cas { e, .. } => e,
-            Term::RetractEntity { e } => e,
+/// The tempids in entity position, each with a slot: its place in order of first
+/// appearance.
+struct Slots {
+    order: Vec<TempId>,
+    index: HashMap<TempId, u32>,
+    /// Each term's entity's slot (`NO_SLOT` for an entity id).
+    of_term: Vec<u32>,
+}
+
+const NO_SLOT: u32 = u32::MAX;
+
+impl Slots {
+    fn of(terms: &[Term]) -> Slots {
+        let mut slots = Slots {
+            order: Vec::new(),
+            index: HashMap::new(),
+            of_term: Vec::with_capacity(terms.len()),
         };
-        if let TermEntity::Temp(t) = e {
-            if seen.insert(t.clone()) {
-                order.push(t.clone());
-            }
+        // A map form's terms come together: its tempid is looked up once, not per term.
+        let mut last: Option<(&TempId, u32)> = None;
+        for term in terms {
+            let e = match term {
+                Term::Add { e, .. } | Term::Retract { e, .. } | Term::Cas { e, .. } => e,
+                Term::RetractEntity { e } => e,
+            };
+            let slot = match e {
+                TermEntity::Id(_) => NO_SLOT,
+                TermEntity::Temp(t) => match last {
+                    Some((lt, slot)) if lt == t => slot,
+                    _ => {
+                        let next = u32::try_from(slots.order.len()).expect("under 2^32 tempids");
+                        let slot = *slots.index.entry(t.clone()).or_insert(next);
+                        if slot == next {
+                            slots.order.push(t.clone());
+                        }
+                        last = Some((t, slot));
+                        slot
+                    }
+                },
+            };
+            slots.of_term.push(slot);
+        }
+        slots
+    }
+}
+
+/// The entity id of every tempid a term may name, once they are resolved.
+struct Ids<'a> {
+    ids: &'a [EntityId],
+    index: &'a HashMap<TempId, u32>,
+    tx: EntityId,
+}
+
+impl Ids<'_> {
+    fn of(&self, t: &TempId) -> EntityId {
+        match self.index.get(t) {
+            Some(slot) => self.ids[*slot as usize],
+            // Only the transaction's tempid may be a value without naming an entity
+            // (`check_value_only`).
+            None => self.tx,
         }
     }
-    (order, seen)
 }
 
 /// Tempids that assert an identity value already held in db-before resolve to its holder.
@@ -207,7 +278,7 @@ fn unify(terms: &[Term], assigned: &HashMap<TempId, EntityId>) -> HashMap<TempId
     out
 }
 
-fn check_value_only(terms: &[Term], in_entity: &HashSet<TempId>) -> Result<(), TxError> {
+fn check_value_only(terms: &[Term], in_entity: &HashMap<TempId, u32>) -> Result<(), TxError> {
     for term in terms {
         let v = match term {
             Term::Add { v, .. } | Term::Cas { new: v, .. } => Some(v),
@@ -215,7 +286,7 @@ fn check_value_only(terms: &[Term], in_entity: &HashSet<TempId>) -> Result<(), T
             Term::RetractEntity { .. } => None,
         };
         if let Some(TermValue::Temp(t)) = v {
-            if !in_entity.contains(t) && !matches!(t, TempId::Tx) {
+            if !in_entity.contains_key(t) && !matches!(t, TempId::Tx) {
                 return Err(TxError::TempidOnlyValue {
                     tempid: t.to_string().trim_matches('"').to_string(),
                 });
@@ -225,14 +296,15 @@ fn check_value_only(terms: &[Term], in_entity: &HashSet<TempId>) -> Result<(), T
     Ok(())
 }
 
-fn substitute(term: Term, m: &HashMap<TempId, EntityId>) -> ResolvedTerm {
+/// `term` with its tempids replaced by their ids; `slot` is its entity's.
+fn substitute(term: Term, slot: u32, ids: &Ids<'_>) -> ResolvedTerm {
     let e_of = |e: TermEntity| match e {
         TermEntity::Id(id) => id,
-        TermEntity::Temp(t) => m[&t],
+        TermEntity::Temp(_) => ids.ids[slot as usize],
     };
     let v_of = |v: TermValue| match v {
         TermValue::Val(x) => x,
-        TermValue::Temp(t) => Value::Ref(m[&t]),
+        TermValue::Temp(t) => Value::Ref(ids.of(&t)),
     };
     match term {
         Term::Add { e, a, v } => ResolvedTerm::Add {

@@ -493,7 +493,7 @@ pub fn row_map(
         }
     }
     if let Rows::Attr(row) = &table.rows {
-        if *row == Table::marker_attr(&table.name) {
+        if table.is_marker(row) {
             m.attrs.push((row.clone(), TxValue::Edn(Edn::Bool(true))));
         }
     }
