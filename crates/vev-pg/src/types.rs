@@ -326,9 +326,20 @@ fn fit_varchar(text: &str, n: u32) -> Result<String, SqlError> {
 
 /// `char(n)`: blank-padded to `n`; longer text is an error unless the excess is blanks.
 fn fit_char(text: &str, n: u32) -> Result<String, SqlError> {
-    let mut s = fit_varchar(text, n).map_err(|_| SqlError::too_long(SqlType::Char(n)))?;
-    let chars = s.chars().count();
-    s.extend(std::iter::repeat_n(' ', n as usize - chars));
+    let chars = text.chars().count();
+    if chars >= n as usize {
+        return fit_varchar(text, n).map_err(|_| SqlError::too_long(SqlType::Char(n)));
+    }
+    // Blanks a slice at a time: pgbench's rows are `char(84)` columns of empty strings.
+    const BLANKS: &str = "                                                                ";
+    let mut pad = n as usize - chars;
+    let mut s = String::with_capacity(text.len() + pad);
+    s.push_str(text);
+    while pad > 0 {
+        let k = pad.min(BLANKS.len());
+        s.push_str(&BLANKS[..k]);
+        pad -= k;
+    }
     Ok(s)
 }
 

@@ -91,12 +91,12 @@ impl Session {
         // Each row's text values go as soon as its operation is made: a large COPY would
         // otherwise hold them all until the end of the transaction.
         for values in std::mem::take(&mut c.rows) {
+            sql::write::collect_keys(table, &values, &mut keys);
             ops.push(TxOp::Map(sql::write::row_map(
                 table,
-                &values,
+                values,
                 &mut self.next_row,
             )?));
-            sql::write::collect_keys(table, &values, &mut keys);
         }
         ops.extend(sql::write::key_guards(table, keys));
         self.write(ops, Touch::Tables(std::slice::from_ref(&c.plan.table.name)))

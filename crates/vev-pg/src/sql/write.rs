@@ -348,8 +348,8 @@ impl InsertPlan {
         let mut ops = Vec::with_capacity(rows.len() + 1);
         let mut keys: Vec<Vec<Edn>> = vec![Vec::new(); self.table.primary_key.len()];
         for values in rows {
-            ops.push(TxOp::Map(row_map(&self.table, values, next_row)?));
             collect_keys(&self.table, values, &mut keys);
+            ops.push(TxOp::Map(row_map(&self.table, values.clone(), next_row)?));
         }
         ops.extend(key_guards(&self.table, keys));
         Ok(ops)
@@ -479,7 +479,7 @@ fn round_numeric(text: &str) -> Option<i128> {
 /// One new row: a map under a fresh tempid.
 pub fn row_map(
     table: &Table,
-    values: &[Option<Edn>],
+    values: Vec<Option<Edn>>,
     next_row: &mut u64,
 ) -> Result<TxMap, SqlError> {
     *next_row += 1;
@@ -487,7 +487,7 @@ pub fn row_map(
     for (c, v) in table.columns.iter().zip(values) {
         let Some(attr) = &c.attr else { continue };
         match v {
-            Some(v) => m.attrs.push((attr.clone(), TxValue::Edn(v.clone()))),
+            Some(v) => m.attrs.push((attr.clone(), TxValue::Edn(v))),
             None if c.not_null => return Err(SqlError::not_null(&table.name, &c.name)),
             None => {}
         }
@@ -1006,9 +1006,9 @@ impl CopyPlan {
 }
 
 /// COPY text format's backslash escapes.
-fn unescape(f: &str) -> String {
+fn unescape(f: &str) -> std::borrow::Cow<'_, str> {
     if !f.contains('\\') {
-        return f.to_owned();
+        return std::borrow::Cow::Borrowed(f);
     }
     let mut out = String::with_capacity(f.len());
     let mut chars = f.chars();
@@ -1028,7 +1028,7 @@ fn unescape(f: &str) -> String {
             None => out.push('\\'),
         }
     }
-    out
+    std::borrow::Cow::Owned(out)
 }
 
 #[cfg(test)]
