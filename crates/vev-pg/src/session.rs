@@ -804,19 +804,21 @@ impl Session {
         }
         // The view, when it is the pending operations applied at once, is what committing
         // them gives if nothing was committed since (`Connection::transact_prepared`).
-        let prepared = match t.view {
-            Some(v) if v.applied == t.pending.len() && !t.folded => v.prepared,
-            _ => None,
+        let (prepared, view) = match t.view {
+            Some(mut v) if v.applied == t.pending.len() && !t.folded => {
+                (v.prepared.take(), Some(v))
+            }
+            view => (None, view),
         };
         let result = match &t.serial {
             None => {
                 let _gate = self.shared.commit_gate.read().await;
-                commit_ops(&self.shared.conn, t.pending, prepared).await
+                commit_ops(&self.shared.conn, t.pending, prepared, view).await
             }
             Some(serial) => {
                 let _gate = self.shared.commit_gate.write().await;
                 match serial.validate(&self.shared.conn.db(), &t.touched, t.schema) {
-                    Ok(()) => commit_ops(&self.shared.conn, t.pending, prepared).await,
+                    Ok(()) => commit_ops(&self.shared.conn, t.pending, prepared, view).await,
                     Err(e) => Err(e),
                 }
             }
@@ -1016,19 +1018,25 @@ async fn transact(conn: &Connection, ops: Vec<TxOp>) -> Result<(), SqlError> {
 }
 
 /// Commit a transaction block's operations, through what `view_for` prepared of them when
-/// there is that.
+/// there is that. The block's `view` is dropped while the commit runs on its blocking
+/// thread: freeing the tree nodes its writes copied was 6% of the server's time in
+/// pgbench's tpcb-like transaction, before the commit.
 async fn commit_ops(
     conn: &Connection,
     ops: Vec<TxOp>,
     prepared: Option<vev::Prepared>,
+    view: Option<View>,
 ) -> Result<(), SqlError> {
-    let Some(prepared) = prepared else {
-        return transact(conn, ops).await;
-    };
+    if ops.is_empty() {
+        return Ok(());
+    }
     let conn = conn.clone();
-    run_blocking(move || conn.transact_prepared(&ops, prepared))
-        .await
-        .map(|_| ())
+    let commit = tokio::task::spawn_blocking(move || match prepared {
+        Some(prepared) => conn.transact_prepared(&ops, prepared),
+        None => conn.transact(&ops),
+    });
+    drop(view);
+    finished(commit.await).map(|_| ())
 }
 
 /// Whether a transaction block's view, `applied` of its `pending` operations, is made
@@ -1049,8 +1057,14 @@ fn rebuild_view(applied: usize, pending: usize) -> bool {
 async fn run_blocking<T: Send + 'static>(
     f: impl FnOnce() -> Result<T, vev::Error> + Send + 'static,
 ) -> Result<T, SqlError> {
-    tokio::task::spawn_blocking(f)
-        .await
+    finished(tokio::task::spawn_blocking(f).await)
+}
+
+/// What a blocking task gave, as the statement's result.
+fn finished<T>(
+    joined: Result<Result<T, vev::Error>, tokio::task::JoinError>,
+) -> Result<T, SqlError> {
+    joined
         .map_err(|e| SqlError::internal(format!("a storage task failed: {e}")))?
         .map_err(|e| SqlError::from_vev(&e))
 }
