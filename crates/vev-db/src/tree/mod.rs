@@ -734,8 +734,34 @@ fn few_changes(items: usize, changes: usize) -> bool {
 }
 
 /// Merge the sorted leaf (which the caller owns: its datoms move into the result) with the
-/// sorted changes, then cut the result into leaves.
+/// sorted changes, then cut the result into leaves. A batch of at least
+/// `PARALLEL_LEAF_MIN` changes (an import into a small tree lands in one leaf) is merged in
+/// two halves, on this thread and one more: the datoms below the second half's first
+/// change with the first half, the others with the second.
 fn leaf_merge_owned(order: IndexOrder, mut items: Vec<Datom>, changes: &[Change]) -> Entries {
+    if changes.len() < PARALLEL_LEAF_MIN {
+        return leaf_merge_one(order, items, changes);
+    }
+    let (low, high) = changes.split_at(changes.len() / 2);
+    let pivot = &high[0].datom;
+    let upper = items.split_off(items.partition_point(|d| order.cmp(d, pivot) == Ordering::Less));
+    let (mut out, rest) = std::thread::scope(|scope| {
+        let job = scope.spawn(|| leaf_merge_one(order, upper, high));
+        let out = leaf_merge_one(order, items, low);
+        (
+            out,
+            job.join().unwrap_or_else(|p| std::panic::resume_unwind(p)),
+        )
+    });
+    out.extend(rest);
+    out
+}
+
+/// Batches with at least this many changes for one leaf are merged on two threads.
+const PARALLEL_LEAF_MIN: usize = 16_384;
+
+/// `leaf_merge_owned` on this thread.
+fn leaf_merge_one(order: IndexOrder, mut items: Vec<Datom>, changes: &[Change]) -> Entries {
     if few_changes(items.len(), changes.len()) {
         // In place, from the last change back so earlier positions stay valid.
         for c in changes.iter().rev() {

@@ -496,3 +496,58 @@ fn an_import_batch_after_pending_changes_matches_a_model() {
     let got: Model = kept.0.iter().map(|d| d.e).collect();
     assert_eq!(got, kept.1, "the version kept before is unchanged");
 }
+
+/// A batch of at least `PARALLEL_LEAF_MIN` changes landing in one leaf (an import into a
+/// small tree) is merged in two halves on two threads: the tree matches the model, whether
+/// the leaf is owned or shared with a kept version, with datoms of the leaf on both sides
+/// of the split and removals among the changes.
+#[test]
+fn a_huge_batch_into_one_leaf_matches_a_model() {
+    for shared in [false, true] {
+        let start: Batch = (0..12u64).map(|e| (e * 8_000, true)).collect();
+        let mut model = Model::new();
+        apply_to_model(&mut model, start.clone());
+        let t = Tree::new(IndexOrder::Eavt).apply_to_nodes(&changes_of(&start));
+        assert!(matches!(t.root, Some(Node::Leaf(_))), "one leaf");
+        let mut batch: Batch = (0..PARALLEL_LEAF_MIN as u64 * 2 + 7)
+            .map(|e| (e * 3 + 1, true))
+            .collect();
+        for e in (0..12u64).step_by(3) {
+            batch.insert(e * 8_000, false);
+        }
+        let kept = shared.then(|| t.clone());
+        let t = t.apply_to_nodes(&changes_of(&batch));
+        let before = model.clone();
+        apply_to_model(&mut model, batch);
+        assert_matches(&t, &model, usize::from(shared));
+        if let Some(kept) = kept {
+            let got: Model = kept.iter().map(|d| d.e).collect();
+            assert_eq!(got, before, "the kept version is unchanged");
+        }
+    }
+}
+
+/// The split of a huge batch for one leaf falls on a datom of the leaf that the batch
+/// removes: the datom goes to the half with its change, and is removed.
+#[test]
+fn a_huge_batch_split_on_a_removed_datom_removes_it() {
+    let n = PARALLEL_LEAF_MIN as u64 * 2;
+    // Odd keys 1, 3, ..., 2n - 1 inserted; the even key with (n + 1) / 2 of them below it
+    // removed: its change is the batch's middle one.
+    let pivot = 2 * n.div_ceil(2);
+    let start: Batch = [0, 10_000, pivot, 2 * n + 10]
+        .into_iter()
+        .map(|e| (e, true))
+        .collect();
+    let mut model = Model::new();
+    apply_to_model(&mut model, start.clone());
+    let t = Tree::new(IndexOrder::Eavt).apply_to_nodes(&changes_of(&start));
+    let mut batch: Batch = (0..n).map(|k| (2 * k + 1, true)).collect();
+    batch.insert(pivot, false);
+    let changes = changes_of(&batch);
+    assert_eq!(changes[changes.len() / 2].datom.e, pivot);
+    let t = t.apply_to_nodes(&changes);
+    apply_to_model(&mut model, batch);
+    assert!(!t.contains(&d(pivot)));
+    assert_matches(&t, &model, 0);
+}
