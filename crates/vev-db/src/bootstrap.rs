@@ -7,7 +7,8 @@ use vev_core::ids::tx_id;
 use vev_core::schema::{sys, Schema, TupleSpec};
 use vev_core::{Datom, IndexOrder, Value};
 
-use crate::db::{Db, Indexes, State};
+use crate::db::{Db, State};
+use crate::indexes::Indexes;
 use crate::tree::{Bound, Change, Tree};
 
 /// The bootstrap transaction's datoms (its `:db/txInstant` first).
@@ -50,7 +51,7 @@ pub(crate) fn empty_db() -> Db {
         .collect();
     let is_ref = |a: u64| schema.attribute(a).is_some_and(|x| x.is_ref());
     let current = Indexes::new().apply(changes.clone(), is_ref, None, Bound::Shared);
-    let log = crate::db::apply_sorted(Tree::new(IndexOrder::Log), changes, Bound::Shared);
+    let log = crate::indexes::apply_sorted(Tree::new(IndexOrder::Log), changes, Bound::Shared);
     Db::from_state(State {
         current,
         retired: Indexes::new(),

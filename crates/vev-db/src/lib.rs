@@ -14,6 +14,7 @@ mod compress;
 mod db;
 mod entity;
 pub mod fulltext;
+mod indexes;
 mod log;
 pub mod persist;
 mod segment;

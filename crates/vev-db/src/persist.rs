@@ -21,7 +21,8 @@ use vev_core::schema::{Attribute, Cardinality, Schema, SchemaParts, TupleSpec, U
 use vev_core::{Component, Datom, IndexOrder, Keyword, StorageError, Value};
 
 use crate::codec::{err, DatomDelta, DecodeError, DecodeResult, Reader, Writer};
-use crate::db::{Db, Indexes, State};
+use crate::db::{Db, State};
+use crate::indexes::Indexes;
 use crate::segment::{persist_tree, read_tree, rebase_tree};
 pub use crate::segment::{NewSegment, SegmentCache, SegmentStore, SEGMENT_HEIGHT};
 use crate::tree::Stored;

@@ -38,8 +38,9 @@ use vev_core::ids::{self, tx_id, EntityId};
 use vev_core::schema::sys;
 use vev_core::{Attribute, Datom, Edn, IndexOrder, Keyword, Schema, TempId, TxError, TxOp, Value};
 
-use crate::db::{apply_sorted, Db, Indexes, SortThreads, State};
+use crate::db::{Db, State};
 use crate::fulltext::FtState;
+use crate::indexes::{apply_sorted, Indexes, SortThreads};
 use crate::tree::{Bound, Change, Tree};
 
 /// Registered transaction functions, looked up by the ident at the head of a list form.
@@ -414,7 +415,7 @@ impl SetAside {
 /// inserted by one transaction and removed by a later one).
 fn sort_last_wins(changes: &mut Vec<Change>, threads: SortThreads) {
     let order = IndexOrder::Avet;
-    crate::db::sort_avet_on(changes, threads);
+    crate::indexes::sort_avet_on(changes, threads);
     // Keep the last change to each datom, in place.
     let mut kept = 0;
     for i in 0..changes.len() {
