@@ -330,16 +330,10 @@ fn fit_char(text: &str, n: u32) -> Result<String, SqlError> {
     if chars >= n as usize {
         return fit_varchar(text, n).map_err(|_| SqlError::too_long(SqlType::Char(n)));
     }
-    // Blanks a slice at a time: pgbench's rows are `char(84)` columns of empty strings.
-    const BLANKS: &str = "                                                                ";
-    let mut pad = n as usize - chars;
+    let pad = n as usize - chars;
     let mut s = String::with_capacity(text.len() + pad);
     s.push_str(text);
-    while pad > 0 {
-        let k = pad.min(BLANKS.len());
-        s.push_str(&BLANKS[..k]);
-        pad -= k;
-    }
+    s.extend(std::iter::repeat_n(' ', pad));
     Ok(s)
 }
 

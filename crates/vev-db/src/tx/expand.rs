@@ -5,7 +5,7 @@ use std::sync::Arc;
 use vev_core::error::EntityName;
 use vev_core::schema::{Attribute, TupleSpec, ValueType};
 use vev_core::value::hex_decode;
-use vev_core::{AttrRef, Edn, EntityRef, Keyword, TempId, TxError, TxMap, TxOp, TxValue, Value};
+use vev_core::{AttrRef, Edn, EntityRef, TempId, TxError, TxMap, TxOp, TxValue, Value};
 
 use super::{is_allocated, Term, TermEntity, TermValue, TxFunctions};
 use crate::db::Db;
@@ -20,13 +20,7 @@ struct Expander<'a> {
     next_internal: u64,
     /// The holders of the lookup refs the transaction data names, looked up together.
     holders: Holders,
-    /// The attributes the map forms named lately: a large transaction's maps name the same
-    /// few over and over.
-    met: Vec<(Keyword, Arc<Attribute>)>,
 }
-
-/// How many attributes of map forms an `Expander` remembers.
-const MET_MAX: usize = 16;
 
 pub(crate) fn expand(
     db: &Db,
@@ -43,7 +37,6 @@ pub(crate) fn expand(
         terms: Vec::with_capacity(ops.len() * 4),
         next_internal: 0,
         holders: Holders::prefetch(db, keys.into_iter()),
-        met: Vec::new(),
     };
     for op in ops {
         x.op(op, 0)?;
@@ -192,7 +185,7 @@ impl Expander<'_> {
                 }
                 continue;
             }
-            let a = self.map_attr(k)?;
+            let a = self.attr(&AttrRef::Ident(k.clone()))?;
             for v in self.values(&a, v, &e)? {
                 self.terms.push(Term::Add {
                     e: e.clone(),
@@ -237,18 +230,6 @@ impl Expander<'_> {
                 parent.ident
             ),
         ))
-    }
-
-    /// `attr` of a map form's key.
-    fn map_attr(&mut self, k: &Keyword) -> Result<Arc<Attribute>, TxError> {
-        if let Some((_, a)) = self.met.iter().find(|(m, _)| m == k) {
-            return Ok(a.clone());
-        }
-        let a = self.attr(&AttrRef::Ident(k.clone()))?;
-        if self.met.len() < MET_MAX {
-            self.met.push((k.clone(), a.clone()));
-        }
-        Ok(a)
     }
 
     fn attr(&self, a: &AttrRef) -> Result<Arc<Attribute>, TxError> {

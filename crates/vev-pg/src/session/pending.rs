@@ -141,49 +141,22 @@ fn drop_attr(pending: &mut Vec<TxOp>, k: &Key, attr: &vev::Keyword) -> bool {
 /// retracts, on an entity by id or a row's tempid, a value of the attribute's own type for a
 /// plain attribute (neither unique, nor a ref or tuple, nor part of a composite tuple). An
 /// UPDATE of a column that is not a key and an INSERT into a table without one are such.
-/// How many attributes `sure_to_apply` remembers.
-const MET_MAX: usize = 16;
-
 pub(super) fn sure_to_apply(db: &vev::Db, ops: &[TxOp]) -> bool {
     let schema = db.schema();
-    // The attributes met so far, with whether each is plain: a COPY's rows name the same
-    // few, row after row.
-    let mut met: Vec<(vev::Keyword, Option<&vev::Attribute>)> = Vec::new();
-    let mut plain = |a: &vev::Keyword, v: Option<&vev::TxValue>| {
-        let attr = match met.iter().find(|(k, _)| k == a) {
-            Some((_, attr)) => *attr,
-            None => {
-                let attr = schema.attribute_by_ident(a).map(|x| &**x).filter(|attr| {
-                    attr.unique.is_none()
-                        && !matches!(attr.value_type, vev::ValueType::Ref | vev::ValueType::Tuple)
-                        && schema.composites_of(attr.id).is_empty()
-                });
-                if met.len() < MET_MAX {
-                    met.push((a.clone(), attr));
-                }
-                attr
-            }
-        };
-        let Some(attr) = attr else {
+    let plain = |a: &vev::Keyword, v: Option<&vev::TxValue>| {
+        let Some(attr) = schema.attribute_by_ident(a) else {
             return false;
         };
-        match v {
-            None => true,
-            Some(vev::TxValue::Value(x)) => x.value_type() == Some(attr.value_type),
-            // What the transactor's coercion takes as it is (without making the value).
-            Some(vev::TxValue::Edn(vev::Edn::String(_)))
-                if attr.value_type == vev::ValueType::String =>
-            {
-                true
+        let shape = attr.unique.is_none()
+            && !matches!(attr.value_type, vev::ValueType::Ref | vev::ValueType::Tuple)
+            && schema.composites_of(attr.id).is_empty();
+        shape
+            && match v {
+                None => true,
+                Some(vev::TxValue::Value(x)) => x.value_type() == Some(attr.value_type),
+                Some(vev::TxValue::Edn(x)) => vev::coerce_value(db, attr, x).is_some(),
+                Some(_) => false,
             }
-            Some(vev::TxValue::Edn(vev::Edn::Integer(_)))
-                if attr.value_type == vev::ValueType::Long =>
-            {
-                true
-            }
-            Some(vev::TxValue::Edn(x)) => vev::coerce_value(db, attr, x).is_some(),
-            Some(_) => false,
-        }
     };
     let entity = |e: &EntityRef| matches!(e, EntityRef::Id(_) | EntityRef::TempId(TempId::Str(_)));
     ops.iter().all(|op| match op {
