@@ -543,7 +543,7 @@ impl<K: Packed> Program<K> {
         canon: Option<&(CanonKey, Vec<VarId>)>,
         interner: &mut Interner,
     ) -> Result<Option<SharedBase>, QueryError> {
-        let consts = HashMap::new();
+        let consts = crate::rel::Consts::default();
         let env = Env {
             scope: &rule.scope,
             consts: &consts,

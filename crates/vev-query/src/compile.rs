@@ -87,43 +87,51 @@ impl CClause {
     /// The variables this clause shares with its scope.
     pub fn vars(&self) -> Vec<VarId> {
         let mut out = Vec::new();
-        let arg_vars = |args: &[CArg], out: &mut Vec<VarId>| {
-            out.extend(args.iter().filter_map(|a| match a {
-                CArg::Var(v) => Some(*v),
-                _ => None,
-            }))
-        };
-        match self {
-            CClause::Pattern { terms, .. } => out.extend(terms.iter().filter_map(|t| match t {
-                CTerm::Var(v) => Some(*v),
-                _ => None,
-            })),
-            CClause::Pred { args, .. } | CClause::Rule { args, .. } => arg_vars(args, &mut out),
-            CClause::Fn { args, binding, .. } => {
-                arg_vars(args, &mut out);
-                out.extend(binding.vars());
-            }
-            CClause::Not {
-                join: Some(vars), ..
-            } => out.extend(vars.iter().copied()),
-            CClause::Or {
-                join: Some((req, free)),
-                ..
-            } => out.extend(req.iter().chain(free).copied()),
-            CClause::Not { clauses, .. } => {
-                for c in clauses {
-                    out.extend(c.vars());
-                }
-            }
-            CClause::Or { branches, .. } => {
-                for c in branches.iter().flatten() {
-                    out.extend(c.vars());
-                }
-            }
-        }
+        self.each_var(&mut |v| out.push(v));
         out.sort_unstable();
         out.dedup();
         out
+    }
+
+    /// Calls `f` with each variable this clause shares with its scope (some more than once),
+    /// allocating nothing: what a step of a run needs to know of the clauses after it.
+    pub fn each_var(&self, f: &mut dyn FnMut(VarId)) {
+        let arg_vars = |args: &[CArg], f: &mut dyn FnMut(VarId)| {
+            for a in args {
+                if let CArg::Var(v) = a {
+                    f(*v)
+                }
+            }
+        };
+        match self {
+            CClause::Pattern { terms, .. } => {
+                for t in terms {
+                    if let CTerm::Var(v) = t {
+                        f(*v)
+                    }
+                }
+            }
+            CClause::Pred { args, .. } | CClause::Rule { args, .. } => arg_vars(args, f),
+            CClause::Fn { args, binding, .. } => {
+                arg_vars(args, f);
+                match binding {
+                    CBinding::Scalar(v) => f(*v),
+                    CBinding::Coll(v) => v.iter().for_each(|v| f(*v)),
+                    CBinding::Tuple(vs) | CBinding::Rel(vs) => {
+                        vs.iter().flatten().for_each(|v| f(*v))
+                    }
+                }
+            }
+            CClause::Not {
+                join: Some(vars), ..
+            } => vars.iter().for_each(|v| f(*v)),
+            CClause::Or {
+                join: Some((req, free)),
+                ..
+            } => req.iter().chain(free).for_each(|v| f(*v)),
+            CClause::Not { clauses, .. } => clauses.iter().for_each(|c| c.each_var(f)),
+            CClause::Or { branches, .. } => branches.iter().flatten().for_each(|c| c.each_var(f)),
+        }
     }
 
     /// The variables of an `or`/`or-join` that must be bound before it runs: an `or-join`'s

@@ -11,7 +11,7 @@
 //! and function clauses `call`.
 
 use std::cell::RefCell;
-use std::collections::{HashMap, HashSet};
+use std::collections::HashSet;
 use std::time::Instant;
 
 use vev_core::Value;
@@ -20,7 +20,7 @@ use crate::compile::{CBinding, CClause, CTerm, Scope};
 use crate::error::QueryError;
 use crate::funcs::{self, Registry};
 use crate::pattern::Prepared;
-use crate::rel::{Rel, VarId};
+use crate::rel::{Consts, Rel, VarId, VarSet};
 use crate::rules::{RuleCtx, RuleSet};
 use crate::source::Source;
 use crate::values::edn_to_value;
@@ -91,7 +91,7 @@ pub(crate) struct Ctx<'a> {
 #[derive(Clone, Copy)]
 pub(crate) struct Env<'e> {
     pub scope: &'e Scope,
-    pub consts: &'e HashMap<VarId, Value>,
+    pub consts: &'e Consts,
     pub default_src: Option<usize>,
     /// Whether to record plan steps (the query's own body only).
     pub record: bool,
@@ -402,7 +402,7 @@ impl<'a> Ctx<'a> {
                     CBinding::Rel(_) if name.as_str() == "fulltext" => {
                         let needed = needed_after(remaining, keep);
                         self.apply_fulltext(env, rel, args, binding, *span, &|v| {
-                            needed.contains(&v)
+                            needed.contains(v)
                         })?
                     }
                     _ => self.apply_fn(env, rel, name, args, binding, *span)?,
@@ -626,29 +626,29 @@ impl Ctx<'_> {
         if body_end {
             // A rule body's last step: its rows become answers, which the rule's table
             // deduplicates, so duplicates need not be removed here too.
-            rel.retain_vars_bag(|v| needed.contains(&v))
+            rel.retain_vars_bag(|v| needed.contains(v))
         } else if rel
             .vars
             .iter()
-            .all(|v| needed.contains(v) || env.consts.contains_key(v))
-            || self.drop_keeps_distinct(env, &rel, |v| needed.contains(&v), applied)
+            .all(|v| needed.contains(*v) || env.consts.contains_key(v))
+            || self.drop_keeps_distinct(env, &rel, |v| needed.contains(v), applied)
         {
             // Only scalar inputs go (every row holds the same value in their columns), or
             // variables the kept ones determine: the rows stay as distinct as they were.
-            rel.retain_vars_constant(|v| needed.contains(&v))
+            rel.retain_vars_constant(|v| needed.contains(v))
         } else {
-            rel.retain_vars(|v| needed.contains(&v))
+            rel.retain_vars(|v| needed.contains(v))
         }
     }
 }
 
 /// The variables read after a step: by the clauses still to run, or kept for the result.
-fn needed_after(remaining: &[&CClause], keep: &[VarId]) -> HashSet<VarId> {
-    remaining
-        .iter()
-        .flat_map(|c| c.vars())
-        .chain(keep.iter().copied())
-        .collect()
+fn needed_after(remaining: &[&CClause], keep: &[VarId]) -> VarSet {
+    let mut needed: VarSet = keep.iter().copied().collect();
+    for c in remaining {
+        c.each_var(&mut |v| needed.insert(v));
+    }
+    needed
 }
 
 /// The relation restricted to `vars`, dropping rows where one is missing (an empty result).

@@ -122,6 +122,8 @@ pub struct Query {
     clauses: Arc<Vec<CClause>>,
     /// Source name → input position.
     sources: Arc<HashMap<Symbol, usize>>,
+    /// The input position of `$`, the default source, if the query has one.
+    default_src: Option<usize>,
     /// Binding inputs: input position → compiled binding.
     bindings: Arc<Vec<(usize, CBinding)>>,
     find: Arc<Vec<Find>>,
@@ -260,6 +262,7 @@ impl Query {
             text: None,
             scope: Arc::new(c.scope),
             clauses: Arc::new(clauses),
+            default_src,
             sources: Arc::new(sources),
             bindings: Arc::new(bindings),
             find: Arc::new(find),
@@ -435,7 +438,7 @@ impl Query {
             Some(inlined) if !opts.limits.naive => inlined,
             _ => self,
         };
-        let default_src = self.sources.get(&Symbol::new("$")).copied();
+        let default_src = self.default_src;
         let text = |c: &CClause| body.clause_text(c);
         let ctx = Ctx {
             sources,

@@ -13,6 +13,38 @@ use vev_core::Value;
 /// A variable of a compiled query scope.
 pub(crate) type VarId = usize;
 
+/// The scalar inputs' values by variable (a run looks them up at every step: foldhash, not
+/// SipHash).
+pub(crate) type Consts = std::collections::HashMap<VarId, Value, foldhash::fast::RandomState>;
+
+/// A set of variables, as bits indexed by id (a scope numbers its variables from 0): what
+/// each step of a run asks about the clauses after it, without hashing or allocating for the
+/// first 128 ids.
+#[derive(Clone, Debug, Default)]
+pub(crate) struct VarSet(smallvec::SmallVec<[u64; 2]>);
+
+impl VarSet {
+    pub fn insert(&mut self, v: VarId) {
+        let (word, bit) = (v / 64, v % 64);
+        if word >= self.0.len() {
+            self.0.resize(word + 1, 0);
+        }
+        self.0[word] |= 1 << bit;
+    }
+
+    pub fn contains(&self, v: VarId) -> bool {
+        self.0.get(v / 64).is_some_and(|w| w & (1 << (v % 64)) != 0)
+    }
+}
+
+impl FromIterator<VarId> for VarSet {
+    fn from_iter<I: IntoIterator<Item = VarId>>(iter: I) -> VarSet {
+        let mut set = VarSet::default();
+        iter.into_iter().for_each(|v| set.insert(v));
+        set
+    }
+}
+
 #[derive(Clone, Debug, Default)]
 pub(crate) struct Rel {
     pub vars: Vec<VarId>,
@@ -566,6 +598,17 @@ impl Rel {
 mod tests {
     use super::*;
     use proptest::prelude::*;
+
+    proptest! {
+        /// A `VarSet` holds exactly the ids put in it, below and past its inline 128 bits.
+        #[test]
+        fn a_var_set_holds_what_was_inserted(ids in proptest::collection::vec(0usize..300, 0..40)) {
+            let set: VarSet = ids.iter().copied().collect();
+            for v in 0..320 {
+                prop_assert_eq!(set.contains(v), ids.contains(&v), "id {}", v);
+            }
+        }
+    }
 
     /// A distinct relation of `rows` rows over variables `0..width`, longs and strings.
     fn distinct_rel(width: usize, rows: usize) -> Rel {

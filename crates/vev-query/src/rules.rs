@@ -761,7 +761,7 @@ fn run_body(
         row.extend(seed_cols.iter().map(|i| s[*i].clone()));
         rel.push_row(&row);
     }
-    let consts = HashMap::new();
+    let consts = crate::rel::Consts::default();
     let env = Env {
         scope: &branch.scope,
         consts: &consts,

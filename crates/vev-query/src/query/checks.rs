@@ -6,7 +6,7 @@
 use std::collections::HashSet;
 
 use vev_datalog::ast;
-use vev_edn::{Edn, Symbol};
+use vev_edn::Edn;
 
 use super::{find_var, CompiledRules, Find, Query, QueryOptions};
 use crate::agg;
@@ -75,7 +75,7 @@ impl Query {
         opts: &QueryOptions,
         sources: &[Option<&dyn Source>],
     ) -> Result<(), QueryError> {
-        let default_src = self.sources.get(&Symbol::new("$")).copied();
+        let default_src = self.default_src;
         let mut check = |c: &CClause, default_src: Option<usize>| -> Result<(), QueryError> {
             match c {
                 CClause::Pred { name, span, .. } | CClause::Fn { name, span, .. }

@@ -3,7 +3,6 @@
 //! relation), and the storage failure marks that tell a run whether its scans saw all the
 //! data.
 
-use std::collections::HashMap;
 use std::sync::Arc;
 
 use vev_datalog::ast;
@@ -12,7 +11,7 @@ use vev_edn::Edn;
 use super::{CompiledRules, Input, Query};
 use crate::compile::{CBinding, Scope};
 use crate::error::QueryError;
-use crate::rel::{Rel, VarId};
+use crate::rel::{Consts, Rel, VarId};
 use crate::source::Source;
 use crate::values::edn_to_value;
 
@@ -27,7 +26,7 @@ pub(super) struct BoundInputs<'i> {
     /// The binding inputs, joined.
     pub rel: Rel,
     /// The scalar inputs' values, which the planner can inline (as range bounds, say).
-    pub consts: HashMap<VarId, vev_core::Value>,
+    pub consts: Consts,
 }
 
 impl Query {
@@ -49,7 +48,7 @@ impl Query {
             collections: vec![None; inputs.len()],
             rules: self.no_rules.clone(),
             rel: Rel::unit(),
-            consts: HashMap::new(),
+            consts: Consts::default(),
         };
         for (i, (decl, given)) in self.ast.inputs.iter().zip(inputs).enumerate() {
             match (decl, given) {
@@ -140,7 +139,7 @@ fn bind_input(
     scope: &Scope,
     binding: &CBinding,
     edn: &Edn,
-    consts: &mut HashMap<VarId, vev_core::Value>,
+    consts: &mut Consts,
 ) -> Result<Rel, QueryError> {
     let shape_err = |expected: &'static str| QueryError::InputShape {
         name: match binding {

@@ -144,7 +144,7 @@ impl Query {
 
     /// The star shape of this query, if it has one (see the module doc).
     fn recognize(&self, ctx: &Ctx<'_>) -> Option<Star> {
-        let default_src = self.sources.get(&vev_edn::Symbol::new("$")).copied();
+        let default_src = self.default_src;
         let mut entity: Option<VarId> = None;
         let mut src_idx: Option<usize> = None;
         // Per pattern: attribute and value variable.

@@ -4,7 +4,6 @@
 //! hashing for a table that binds nothing.
 
 use std::cell::RefCell;
-use std::collections::HashSet;
 use std::hash::BuildHasher;
 
 use hashbrown::HashTable;
@@ -18,6 +17,7 @@ use crate::error::QueryError;
 use crate::exec::{Ctx, Env};
 use crate::rel::{
     finish, hasher, mix, value_word, values_equal, ChainIndex, JoinShape, Rel, RowIndex, VarId,
+    VarSet,
 };
 use crate::values::edn_to_value;
 
@@ -30,7 +30,7 @@ pub(crate) struct Site<'a> {
     pub clause: &'a CClause,
     /// The variables a later clause or the caller needs: the step's projection keeps only
     /// these, so a join by key leaves the others out as it goes (`join_by_key_projected`).
-    pub needed: &'a HashSet<VarId>,
+    pub needed: &'a VarSet,
 }
 
 /// Evaluate a rule call and join its answers with `rel`.
@@ -148,13 +148,13 @@ fn join_answers(
     rel: &Rel,
     args: &[CArg],
     by_key: &ByKey<'_>,
-    needed: &HashSet<VarId>,
+    needed: &VarSet,
 ) -> Result<Rel, QueryError> {
     let keep_row: Vec<usize> = (0..rel.width())
-        .filter(|c| needed.contains(&rel.vars[*c]))
+        .filter(|c| needed.contains(rel.vars[*c]))
         .collect();
     let all_new_kept = args.iter().all(|a| match a {
-        CArg::Var(v) => rel.has(*v) || needed.contains(v),
+        CArg::Var(v) => rel.has(*v) || needed.contains(*v),
         _ => true,
     });
     if keep_row.len() == rel.width() && all_new_kept {
@@ -362,13 +362,13 @@ fn join_by_key_projected(
     args: &[CArg],
     by_key: &ByKey<'_>,
     keep_row: &[usize],
-    needed: &HashSet<VarId>,
+    needed: &VarSet,
 ) -> Result<Rel, QueryError> {
     let NewColumns {
         vars: new_vars,
         positions: new_pos,
         eq_pos,
-    } = NewColumns::of(args, rel, |v| needed.contains(&v));
+    } = NewColumns::of(args, rel, |v| needed.contains(v));
     let mut vars: Vec<VarId> = keep_row.iter().map(|c| rel.vars[*c]).collect();
     vars.extend(new_vars.iter().copied());
     let mut out = Rel::empty(vars);

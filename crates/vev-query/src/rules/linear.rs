@@ -33,8 +33,6 @@
 //! plan (the reference the differential tests compare this with), and any evaluation here
 //! that fails (the general evaluation then reports the error where it belongs).
 
-use std::collections::HashMap;
-
 use vev_core::Value;
 use vev_edn::Symbol;
 
@@ -357,7 +355,7 @@ fn eval(
     clauses: &[CClause],
     keep: &[VarId],
 ) -> Result<Option<Rel>, QueryError> {
-    let consts = HashMap::new();
+    let consts = crate::rel::Consts::default();
     let env = Env {
         scope: &rule.scope,
         consts: &consts,
