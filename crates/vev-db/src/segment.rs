@@ -84,13 +84,13 @@ const LRU_SHARD_MIN: usize = 1 << 16;
 /// Decoded full-text segments kept, by their approximate size in memory.
 pub const FULLTEXT_CACHE_BYTES: usize = 256 << 20;
 
-/// What a full cache keeps of its capacity when it evicts: 7/8. Evicting down to half made
-/// a cache that the working set nearly filled drop half of that set at once: `pgbench -i -s 8`
-/// through `vev serve` filled every shard at its checkpoint, and the first select-only run
-/// after it read 10,839 pages from the file in 10 s, where a warm one read 747. Each eviction
-/// sorts the shard's entries (a few thousand segments): after one, an eighth of the capacity
-/// is loaded before the next.
-const EVICT_TO: (usize, usize) = (7, 8);
+/// How many eighths of its capacity a full cache keeps when it evicts. Evicting down to half
+/// made a cache that the working set nearly filled drop half of that set at once: `pgbench -i
+/// -s 8` through `vev serve` filled every shard at its checkpoint, and the first select-only
+/// run after it read 10,839 pages from the file in 10 s, where a warm one read 747. Each
+/// eviction sorts the shard's entries (a few thousand segments): after one, an eighth of the
+/// capacity is loaded before the next.
+const EVICT_KEEPS_EIGHTHS: usize = 7;
 
 /// Least-recently-used entries by id, each with its size (datoms, or bytes) and last use.
 struct Lru<V> {
@@ -119,7 +119,8 @@ impl<V: Clone> Lru<V> {
     }
 
     /// Keep `value`; past `capacity`, evict the least recently used entries down to
-    /// `EVICT_TO` of it in one pass, so the scan over the map is amortised over many loads.
+    /// `EVICT_KEEPS_EIGHTHS` eighths of it in one pass, so the scan over the map is amortised
+    /// over many loads.
     fn insert(&mut self, id: u64, value: V, size: usize, capacity: usize) {
         self.tick += 1;
         let tick = self.tick;
@@ -137,7 +138,7 @@ impl<V: Clone> Lru<V> {
             .collect();
         ticks.sort_unstable();
         for (_, id, n) in ticks {
-            if self.size <= capacity / EVICT_TO.1 * EVICT_TO.0 {
+            if self.size <= capacity / 8 * EVICT_KEEPS_EIGHTHS {
                 break;
             }
             self.map.remove(&id);

@@ -35,10 +35,17 @@ pub(crate) enum CBinding {
 
 impl CBinding {
     pub fn vars(&self) -> Vec<VarId> {
+        let mut out = Vec::new();
+        self.each_var(&mut |v| out.push(v));
+        out
+    }
+
+    /// Calls `f` with each variable the binding binds, in order, allocating nothing.
+    pub fn each_var(&self, f: &mut dyn FnMut(VarId)) {
         match self {
-            CBinding::Scalar(v) => vec![*v],
-            CBinding::Coll(v) => v.iter().copied().collect(),
-            CBinding::Tuple(vs) | CBinding::Rel(vs) => vs.iter().flatten().copied().collect(),
+            CBinding::Scalar(v) => f(*v),
+            CBinding::Coll(v) => v.iter().for_each(|v| f(*v)),
+            CBinding::Tuple(vs) | CBinding::Rel(vs) => vs.iter().flatten().for_each(|v| f(*v)),
         }
     }
 }
@@ -114,13 +121,7 @@ impl CClause {
             CClause::Pred { args, .. } | CClause::Rule { args, .. } => arg_vars(args, f),
             CClause::Fn { args, binding, .. } => {
                 arg_vars(args, f);
-                match binding {
-                    CBinding::Scalar(v) => f(*v),
-                    CBinding::Coll(v) => v.iter().for_each(|v| f(*v)),
-                    CBinding::Tuple(vs) | CBinding::Rel(vs) => {
-                        vs.iter().flatten().for_each(|v| f(*v))
-                    }
-                }
+                binding.each_var(f);
             }
             CClause::Not {
                 join: Some(vars), ..
