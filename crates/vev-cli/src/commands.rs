@@ -786,13 +786,24 @@ pub fn verify(path: &Path) -> CliResult<()> {
 
 /// `vev serve`: the PostgreSQL server on the database, until SIGTERM or SIGINT; then every
 /// connection is closed and the database checkpointed.
-pub fn serve(
-    path: &Path,
-    listen: std::net::SocketAddr,
-    password: Option<String>,
-    lock: LockMode,
-) -> CliResult<()> {
-    let conn = open_write(path, lock)?;
+pub fn serve(args: crate::ServeArgs, lock: LockMode) -> CliResult<()> {
+    let crate::ServeArgs {
+        db: path,
+        listen,
+        port,
+        password,
+        cache_datoms,
+    } = args;
+    let path = path.as_path();
+    let listen = std::net::SocketAddr::new(listen, port);
+    let mut opts = OpenOptions {
+        lock,
+        ..OpenOptions::default()
+    };
+    if let Some(n) = cache_datoms {
+        opts.cache_datoms_max = n;
+    }
+    let conn = Connection::open_with(path, &opts)?;
     let opts = vev_pg::ServeOptions { listen, password };
     let server = vev_pg::Server::start(conn.clone(), &opts).map_err(|e| CliError::Argument {
         code: e.code(),

@@ -73,6 +73,27 @@ impl Cli {
 }
 
 /// Which database value a read command sees.
+/// `vev serve`'s arguments.
+#[derive(clap::Args, Debug)]
+pub struct ServeArgs {
+    /// The database file (created if missing).
+    db: PathBuf,
+    /// The address to listen on. Only loopback unless this says otherwise.
+    #[arg(long, default_value = "127.0.0.1")]
+    listen: std::net::IpAddr,
+    /// The port (0: any free port, printed at start).
+    #[arg(long, default_value_t = 5432)]
+    port: u16,
+    /// Require this password from every client (SCRAM-SHA-256); without it, any
+    /// client that can connect is trusted.
+    #[arg(long)]
+    password: Option<String>,
+    /// Decoded index datoms the server keeps in memory (its segment cache); past it, the
+    /// least recently used segments are read from the file again when needed.
+    #[arg(long, value_name = "N")]
+    cache_datoms: Option<usize>,
+}
+
 #[derive(clap::Args, Debug, Default)]
 pub struct TimeArgs {
     /// The database as of T: a basis-t, a transaction id (as ?tx binds) or an instant
@@ -187,20 +208,7 @@ enum Command {
     /// Serve the database over PostgreSQL's wire protocol, for psql, drivers and pgbench
     /// (docs/sql.md): tables are attribute namespaces, rows are entities. Runs until SIGTERM or SIGINT (Ctrl-C),
     /// then closes its connections and checkpoints the database.
-    Serve {
-        /// The database file (created if missing).
-        db: PathBuf,
-        /// The address to listen on. Only loopback unless this says otherwise.
-        #[arg(long, default_value = "127.0.0.1")]
-        listen: std::net::IpAddr,
-        /// The port (0: any free port, printed at start).
-        #[arg(long, default_value_t = 5432)]
-        port: u16,
-        /// Require this password from every client (SCRAM-SHA-256); without it, any
-        /// client that can connect is trusted.
-        #[arg(long)]
-        password: Option<String>,
-    },
+    Serve(ServeArgs),
     /// Print counts: datoms, entities, attributes, size on disk, datoms per attribute.
     Stats {
         /// The database file.
@@ -395,12 +403,7 @@ fn run(cli: Cli) -> error::CliResult<ExitCode> {
             commands::schema(&db, system, Format::resolve(format))
         }
         Command::Stats { db, format } => commands::stats(&db, Format::resolve(format)),
-        Command::Serve {
-            db,
-            listen,
-            port,
-            password,
-        } => commands::serve(&db, std::net::SocketAddr::new(listen, port), password, lock),
+        Command::Serve(args) => commands::serve(args, lock),
         // The one command whose failures (of entries) are printed as they happen.
         Command::Repl { db } => return repl::repl(&db, lock),
         Command::Verify { db } => commands::verify(&db),

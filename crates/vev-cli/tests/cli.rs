@@ -1373,4 +1373,20 @@ fn serve_stops_and_checkpoints_on_sigterm_and_sigint() {
     for name in ["Rex", "Tom", "Kit"] {
         assert!(names.contains(name), "{names}");
     }
+    // A server whose segment cache holds one datom reads every segment from the file
+    // again, and answers the same.
+    let server = Live::spawn(&["serve", s(&db), "--port", "0", "--cache-datoms", "1"]);
+    let first = server.line();
+    let port = common::served_port(&first).unwrap_or_else(|| panic!("vev serve printed {first:?}"));
+    let psql = common::psql(port)
+        .args(["-At", "-c", "SELECT name FROM pet ORDER BY id"])
+        .output()
+        .expect("psql runs");
+    assert_eq!(String::from_utf8_lossy(&psql.stdout), "Rex\nTom\nKit\n");
+    let kill = std::process::Command::new("kill")
+        .args(["-TERM", &server.child.id().to_string()])
+        .status()
+        .expect("kill runs");
+    assert!(kill.success());
+    assert!(server.finish().status.success());
 }

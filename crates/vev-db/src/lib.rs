@@ -29,8 +29,8 @@ pub use entity::Entity;
 pub use log::TxLogEntry;
 pub use time::TimePointError;
 pub use tx::{
-    transact, transact_owned, Bulk, BulkTx, NoFunctions, TxContext, TxFunctions, TxOutcome,
-    TxReport,
+    transact, transact_owned, Bulk, BulkTx, NoFunctions, TempIds, TxContext, TxFunctions,
+    TxOutcome, TxReport,
 };
 
 /// Interpret an EDN form as a value of attribute `attr`'s type (not for ref attributes,

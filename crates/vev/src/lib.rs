@@ -47,7 +47,7 @@ pub use vev_core::{
 pub use vev_datalog::{ast as query_ast, parse_pull, parse_query, parse_rules};
 pub use vev_db::fulltext::{FulltextStats, FulltextVerify};
 pub use vev_db::{
-    coerce_value, DatomBatches, Datoms, Db, Entity, TimePoint, TimePointError, TxContext,
+    coerce_value, DatomBatches, Datoms, Db, Entity, TempIds, TimePoint, TimePointError, TxContext,
     TxFunctions, TxLogEntry, TxReport, View,
 };
 pub use vev_edn as edn;

@@ -5,9 +5,9 @@ use std::sync::Arc;
 use vev_core::error::EntityName;
 use vev_core::schema::{Attribute, TupleSpec, ValueType};
 use vev_core::value::hex_decode;
-use vev_core::{AttrRef, Edn, EntityRef, TempId, TxError, TxMap, TxOp, TxValue, Value};
+use vev_core::{AttrRef, Edn, EntityRef, Keyword, TempId, TxError, TxMap, TxOp, TxValue, Value};
 
-use super::{is_allocated, Term, TermEntity, TermValue, TxFunctions};
+use super::{is_allocated, NoFunctions, Term, TermEntity, TermValue, TxFunctions};
 use crate::db::Db;
 
 /// Transaction functions may call each other; this bounds the depth.
@@ -19,8 +19,20 @@ struct Expander<'a> {
     terms: Vec<Term>,
     next_internal: u64,
     /// The holders of the lookup refs the transaction data names, looked up together.
-    holders: Holders,
+    holders: &'a Holders,
+    /// The attributes of the latest idents seen, by the ident's allocation: maps built from
+    /// one template (a SQL table's rows, an import's records) share their keys' `Arc`s, so
+    /// most keys are found here without hashing the ident. Each entry holds its key, so no
+    /// other ident can take its address while it is here.
+    recent: [Option<(Keyword, Arc<Attribute>)>; RECENT_IDENTS],
+    recent_next: usize,
 }
+
+/// How many ident lookups an `Expander` remembers (`Expander::recent`).
+const RECENT_IDENTS: usize = 8;
+
+/// Operations from which expansion runs on two threads, each over half of them.
+const EXPAND_SPLIT_MIN: usize = 4096;
 
 pub(crate) fn expand(
     db: &Db,
@@ -31,17 +43,91 @@ pub(crate) fn expand(
     for op in ops {
         lookup_keys_of_op(db, op, &mut keys);
     }
+    let holders = Holders::prefetch(db, keys.into_iter());
+    // Many operations and no transaction function (which may not be called from another
+    // thread): two halves at once. The second's internal tempids are renumbered after the
+    // first's, as one pass would have numbered them; on any error the whole expansion runs
+    // again in one pass, so the error is the one a single pass reports.
+    let calls = |op: &TxOp| matches!(op, TxOp::Call { .. });
+    if ops.len() >= EXPAND_SPLIT_MIN && !ops.iter().any(calls) {
+        let (first, second) = ops.split_at(ops.len() / 2);
+        let halves = std::thread::scope(|scope| {
+            // The other half has no call to make (no `TxOp::Call`), so no functions.
+            let other = scope.spawn(|| expand_all(db, &NoFunctions, &holders, second));
+            let first = expand_all(db, functions, &holders, first);
+            let second = other
+                .join()
+                .unwrap_or_else(|p| std::panic::resume_unwind(p));
+            (first, second)
+        });
+        if let (Ok((mut terms, n)), Ok((mut second, used))) = halves {
+            if n == 0 || used == 0 {
+                terms.append(&mut second);
+            } else {
+                terms.reserve(second.len());
+                terms.extend(second.into_iter().map(|t| renumber_internal(t, n)));
+            }
+            return Ok(terms);
+        }
+    }
+    expand_all(db, functions, &holders, ops).map(|(terms, _)| terms)
+}
+
+/// The terms of `ops` in one pass, and how many internal tempids they use.
+fn expand_all(
+    db: &Db,
+    functions: &dyn TxFunctions,
+    holders: &Holders,
+    ops: &[TxOp],
+) -> Result<(Vec<Term>, u64), TxError> {
     let mut x = Expander {
         db,
         functions,
         terms: Vec::with_capacity(ops.len() * 4),
         next_internal: 0,
-        holders: Holders::prefetch(db, keys.into_iter()),
+        holders,
+        recent: Default::default(),
+        recent_next: 0,
     };
     for op in ops {
         x.op(op, 0)?;
     }
-    Ok(x.terms)
+    Ok((x.terms, x.next_internal))
+}
+
+/// `term` with each internal tempid `n` made `n + by`.
+fn renumber_internal(term: Term, by: u64) -> Term {
+    let temp = |t: TempId| match t {
+        TempId::Internal(n) => TempId::Internal(n + by),
+        other => other,
+    };
+    let entity = |e: TermEntity| match e {
+        TermEntity::Temp(t) => TermEntity::Temp(temp(t)),
+        other => other,
+    };
+    let value = |v: TermValue| match v {
+        TermValue::Temp(t) => TermValue::Temp(temp(t)),
+        other => other,
+    };
+    match term {
+        Term::Add { e, a, v } => Term::Add {
+            e: entity(e),
+            a,
+            v: value(v),
+        },
+        Term::Retract { e, a, v } => Term::Retract {
+            e: entity(e),
+            a,
+            v: v.map(value),
+        },
+        Term::RetractEntity { e } => Term::RetractEntity { e: entity(e) },
+        Term::Cas { e, a, old, new } => Term::Cas {
+            e: entity(e),
+            a,
+            old: old.map(value),
+            new: value(new),
+        },
+    }
 }
 
 impl Expander<'_> {
@@ -164,6 +250,16 @@ impl Expander<'_> {
             self.check_nested(m, parent_attr)?;
         }
         for (k, v) in &m.attrs {
+            if let Some(a) = self.recent_attr(k) {
+                for v in self.values(&a, v, &e)? {
+                    self.terms.push(Term::Add {
+                        e: e.clone(),
+                        a: a.clone(),
+                        v,
+                    });
+                }
+                continue;
+            }
             if k.is_reverse() {
                 let a = self.attr(&AttrRef::Ident(k.reversed()))?;
                 if !a.is_ref() {
@@ -186,6 +282,7 @@ impl Expander<'_> {
                 continue;
             }
             let a = self.attr(&AttrRef::Ident(k.clone()))?;
+            self.remember(k, &a);
             for v in self.values(&a, v, &e)? {
                 self.terms.push(Term::Add {
                     e: e.clone(),
@@ -232,6 +329,20 @@ impl Expander<'_> {
         ))
     }
 
+    /// The attribute of (non-reverse) ident `k` if it is among the latest looked up, found
+    /// by the ident's allocation.
+    fn recent_attr(&self, k: &Keyword) -> Option<Arc<Attribute>> {
+        self.recent
+            .iter()
+            .flatten()
+            .find_map(|(known, a)| std::ptr::eq(known.as_str(), k.as_str()).then(|| a.clone()))
+    }
+
+    fn remember(&mut self, k: &Keyword, a: &Arc<Attribute>) {
+        self.recent[self.recent_next] = Some((k.clone(), a.clone()));
+        self.recent_next = (self.recent_next + 1) % RECENT_IDENTS;
+    }
+
     fn attr(&self, a: &AttrRef) -> Result<Arc<Attribute>, TxError> {
         let schema = self.db.schema();
         let found = match a {
@@ -245,7 +356,7 @@ impl Expander<'_> {
 
     /// Resolve an entity in entity position.
     pub(super) fn entity(&self, r: &EntityRef) -> Result<TermEntity, TxError> {
-        resolve_entity(self.db, r, &self.holders)
+        resolve_entity(self.db, r, self.holders)
     }
 
     /// A value that must be single (cas).
@@ -392,7 +503,7 @@ impl Expander<'_> {
                 ))
             }
         };
-        Ok(e_to_v(resolve_entity(self.db, &r, &self.holders)?))
+        Ok(e_to_v(resolve_entity(self.db, &r, self.holders)?))
     }
 }
 
@@ -725,5 +836,111 @@ fn element(t: ValueType, x: &Edn) -> Option<Value> {
         (_, Edn::Nil) => Some(Value::Nil),
         (ValueType::Ref, Edn::Integer(n)) if *n > 0 => Some(Value::Ref(*n as u64)),
         _ => coerce_scalar(t, x),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn ops(text: &str) -> Vec<TxOp> {
+        vev_core::parse_tx(text)
+            .unwrap()
+            .into_iter()
+            .map(|s| s.op)
+            .collect()
+    }
+
+    fn schema_db() -> Db {
+        let ctx = crate::TxContext {
+            functions: &NoFunctions,
+            now_ms: 1_000,
+            speculative: false,
+        };
+        let schema = ops(
+            "[{:db/ident :name :db/valueType :db.type/string :db/cardinality :db.cardinality/one}
+              {:db/ident :key :db/valueType :db.type/long :db/cardinality :db.cardinality/one
+               :db/unique :db.unique/identity}
+              {:db/ident :part :db/valueType :db.type/ref :db/cardinality :db.cardinality/many
+               :db/isComponent true}
+              {:db/ident :friend :db/valueType :db.type/ref :db/cardinality :db.cardinality/one}]",
+        );
+        crate::transact(&Db::empty(), &schema, &ctx)
+            .unwrap()
+            .db_after
+    }
+
+    /// Maps `from..to`: some under string tempids, some without an id (internal tempids),
+    /// with nested component maps (more internal tempids), reverse and forward refs to
+    /// other maps' tempids in both halves, and a lookup ref to an existing entity.
+    fn maps(from: usize, to: usize, bad_at: Option<usize>) -> String {
+        let forms: Vec<String> = (from..to)
+            .map(|i| {
+                let id = if i % 3 == 0 { String::new() } else { format!(":db/id \"m{i}\"") };
+                let name = if Some(i) == bad_at { "42".to_string() } else { format!("\"n{i}\"") };
+                let friend = format!("\"m{}\"", ((i * 7919 + 1) % to) | 1);
+                format!(
+                    "{{{id} :name {name} :key {i} :friend {friend} :part [{{:name \"p{i}\"}}] :_friend [:key 0]}}"
+                )
+            })
+            .collect();
+        format!("[{}]", forms.join(" "))
+    }
+
+    fn dump(terms: &[Term]) -> Vec<String> {
+        terms.iter().map(|t| format!("{t:?}")).collect()
+    }
+
+    /// A transaction large enough to be expanded in two halves on two threads gives the
+    /// terms one pass gives, internal tempids numbered alike.
+    #[test]
+    fn two_halves_expand_as_one_pass() {
+        let db = schema_db();
+        let db = crate::transact(
+            &db,
+            &ops("[{:key 0 :name \"zero\"}]"),
+            &crate::TxContext {
+                functions: &NoFunctions,
+                now_ms: 2_000,
+                speculative: false,
+            },
+        )
+        .unwrap()
+        .db_after;
+        let ops = ops(&maps(1, EXPAND_SPLIT_MIN + 500, None));
+        assert!(ops.len() >= EXPAND_SPLIT_MIN);
+        let halves = expand(&db, &ops, &NoFunctions).unwrap();
+        let holders = Holders::prefetch(&db, {
+            let mut keys = Vec::new();
+            for op in &ops {
+                lookup_keys_of_op(&db, op, &mut keys);
+            }
+            keys.into_iter()
+        });
+        let (one_pass, internal) = expand_all(&db, &NoFunctions, &holders, &ops).unwrap();
+        assert!(
+            internal > ops.len() as u64,
+            "nested maps use internal tempids"
+        );
+        let (halves, one_pass) = (dump(&halves), dump(&one_pass));
+        assert_eq!(halves.len(), one_pass.len());
+        let differ = halves.iter().zip(&one_pass).position(|(a, b)| a != b);
+        assert_eq!(differ.map(|i| (&halves[i], &one_pass[i])), None);
+    }
+
+    /// An error in the second half is the error one pass reports (its entity named by the
+    /// internal tempid one pass gives it).
+    #[test]
+    fn an_error_in_the_second_half_is_the_one_pass_error() {
+        let db = schema_db();
+        let n = EXPAND_SPLIT_MIN + 500;
+        // Map n - 2 has no :db/id when n - 2 is a multiple of 3: pick the last such map.
+        let bad = (1..n).rev().find(|i| i % 3 == 0).unwrap();
+        let ops = ops(&maps(1, n, Some(bad)).replace(":_friend [:key 0]", ""));
+        let err = expand(&db, &ops, &NoFunctions).unwrap_err();
+        let holders = Holders::prefetch(&db, std::iter::empty());
+        let one_pass = expand_all(&db, &NoFunctions, &holders, &ops).unwrap_err();
+        assert_eq!(err.to_string(), one_pass.to_string());
+        assert!(err.to_string().contains("#tempid"), "{err}");
     }
 }

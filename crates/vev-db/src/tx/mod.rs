@@ -31,7 +31,6 @@ pub(crate) mod schema;
 pub(crate) use expand::coerce;
 
 use std::cmp::Ordering;
-use std::collections::HashMap;
 use std::sync::Arc;
 
 use vev_core::ids::{self, tx_id, EntityId};
@@ -42,6 +41,10 @@ use crate::db::{Db, State};
 use crate::fulltext::FtState;
 use crate::indexes::{apply_sorted, Indexes, SortThreads};
 use crate::tree::{Bound, Change, Tree};
+
+/// A report's tempids and the entities they resolved to (hashed with foldhash: a COPY's
+/// report holds a million of them).
+pub type TempIds = foldhash::HashMap<TempId, EntityId>;
 
 /// Registered transaction functions, looked up by the ident at the head of a list form.
 pub trait TxFunctions {
@@ -88,7 +91,7 @@ pub struct TxReport {
     /// Each tempid the transaction data named (a string, a negative number, or
     /// `"datomic.tx"` when used) and the entity id it resolved to: an existing entity
     /// through an upsert, or a new one.
-    pub tempids: HashMap<TempId, EntityId>,
+    pub tempids: TempIds,
 }
 
 impl TxReport {
@@ -163,7 +166,7 @@ pub struct TxOutcome {
     /// The datoms added and retracted, its `:db/txInstant` first (`TxReport::tx_data`).
     pub tx_data: Vec<Datom>,
     /// Tempids and the entity ids they resolved to (`TxReport::tempids`).
-    pub tempids: HashMap<TempId, EntityId>,
+    pub tempids: TempIds,
 }
 
 /// `transact` that consumes `db`. When nothing else holds `db`'s index nodes (as in a bulk
@@ -211,7 +214,7 @@ pub struct BulkTx {
     /// The datoms added and retracted, its `:db/txInstant` first (`TxReport::tx_data`).
     pub tx_data: Vec<Datom>,
     /// Tempids and the entity ids they resolved to (`TxReport::tempids`).
-    pub tempids: HashMap<TempId, EntityId>,
+    pub tempids: TempIds,
 }
 
 /// Set-aside AVET changes are merged once there are this many, or a quarter of AVET's

@@ -12,7 +12,7 @@ use crate::db::Db;
 
 pub(crate) struct Resolved {
     pub terms: Vec<ResolvedTerm>,
-    pub tempids: std::collections::HashMap<TempId, EntityId>,
+    pub tempids: super::TempIds,
     pub next_user: u64,
 }
 
@@ -106,7 +106,7 @@ pub(crate) fn resolve(db: &Db, terms: Vec<Term>, tx: EntityId) -> Result<Resolve
         .zip(&slots.of_term)
         .map(|(t, slot)| substitute(t, *slot, &ids_of))
         .collect();
-    let mut tempids = std::collections::HashMap::with_capacity(ids.len() + 1);
+    let mut tempids = super::TempIds::with_capacity(ids.len() + 1);
     for (t, id) in slots.order.into_iter().zip(ids) {
         if !matches!(t, TempId::Internal(_)) {
             tempids.insert(t, id);

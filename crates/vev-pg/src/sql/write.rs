@@ -506,6 +506,56 @@ pub fn row_map(
     Ok(m)
 }
 
+/// The transaction data of many new rows, moved out of `rows`: a map each under a tempid
+/// (`next_row` numbers them), then the guard of their keys. From `PARALLEL_ROWS_MIN` rows
+/// (a large COPY) the two halves are made on two threads, numbered as one pass would.
+pub fn rows_ops(
+    table: &Table,
+    mut rows: Vec<Vec<Option<Edn>>>,
+    next_row: &mut u64,
+) -> Result<Vec<TxOp>, SqlError> {
+    // Each row's text values go as soon as its operation is made: a large COPY would
+    // otherwise hold them all until the end of the transaction.
+    let run = |rows: Vec<Vec<Option<Edn>>>, mut next: u64| {
+        let mut ops = Vec::with_capacity(rows.len() + 1);
+        let mut keys: Vec<Vec<Edn>> = vec![Vec::new(); table.primary_key.len()];
+        for values in rows {
+            collect_keys(table, &values, &mut keys);
+            ops.push(TxOp::Map(row_map(table, values, &mut next)?));
+        }
+        Ok::<_, SqlError>((ops, keys))
+    };
+    let start = *next_row;
+    *next_row += rows.len() as u64;
+    let (mut ops, mut keys) = if rows.len() >= PARALLEL_ROWS_MIN {
+        let second = rows.split_off(rows.len() / 2);
+        let second_start = start + rows.len() as u64;
+        let (first, second) = std::thread::scope(|scope| {
+            let other = scope.spawn(|| run(second, second_start));
+            let first = run(rows, start);
+            let second = other
+                .join()
+                .unwrap_or_else(|p| std::panic::resume_unwind(p));
+            (first, second)
+        });
+        // The first half's error is the one a single pass would have met first.
+        let (mut ops, mut keys) = first?;
+        let (mut more_ops, more_keys) = second?;
+        ops.append(&mut more_ops);
+        for (k, mut more) in keys.iter_mut().zip(more_keys) {
+            k.append(&mut more);
+        }
+        (ops, keys)
+    } else {
+        run(rows, start)?
+    };
+    ops.extend(key_guards(table, std::mem::take(&mut keys)));
+    Ok(ops)
+}
+
+/// Rows from which `rows_ops` makes its operations on two threads.
+const PARALLEL_ROWS_MIN: usize = 4096;
+
 pub fn collect_keys(table: &Table, values: &[Option<Edn>], keys: &mut [Vec<Edn>]) {
     for (k, c) in table.primary_key.iter().enumerate() {
         if let Some(v) = &values[*c] {
@@ -1033,7 +1083,46 @@ fn unescape(f: &str) -> std::borrow::Cow<'_, str> {
 
 #[cfg(test)]
 mod tests {
-    use super::round_numeric;
+    use super::*;
+
+    /// A COPY's rows made into operations on two threads are the operations one pass
+    /// makes, tempids numbered alike; a row with every column NULL fails the COPY whichever
+    /// half it is in.
+    #[test]
+    fn many_rows_make_the_operations_one_pass_makes() {
+        let conn = vev::Connection::open_in_memory();
+        conn.transact_edn(
+            "[{:db/ident :t/a :db/valueType :db.type/long :db/cardinality :db.cardinality/one}
+              {:db/ident :t/b :db/valueType :db.type/string :db/cardinality :db.cardinality/one}]",
+        )
+        .unwrap();
+        let catalog = crate::catalog::Catalog::current(&None, &conn.db()).unwrap();
+        let table = catalog.tables["t"].clone();
+        let a = table.columns.iter().position(|c| c.name == "a").unwrap();
+        let row = |i: usize| {
+            let mut values = vec![None; table.columns.len()];
+            values[a] = Some(Edn::Integer(i as i64));
+            values
+        };
+        let n = PARALLEL_ROWS_MIN + 7;
+        let rows: Vec<_> = (0..n).map(row).collect();
+        let mut next = 40;
+        let ops = rows_ops(&table, rows.clone(), &mut next).unwrap();
+        let mut one_next = 40;
+        let mut one_pass: Vec<TxOp> = Vec::new();
+        for values in rows {
+            one_pass.push(TxOp::Map(row_map(&table, values, &mut one_next).unwrap()));
+        }
+        assert_eq!((next, ops.len()), (one_next, one_pass.len()));
+        let differ = ops.iter().zip(&one_pass).position(|(x, y)| x != y);
+        assert_eq!(differ, None);
+        for at in [5, n - 3] {
+            let mut rows: Vec<_> = (0..n).map(row).collect();
+            rows[at] = vec![None; table.columns.len()];
+            let e = rows_ops(&table, rows, &mut next).unwrap_err();
+            assert!(e.to_string().contains("every column NULL"), "{e}");
+        }
+    }
 
     #[test]
     fn numerics_round_half_away_from_zero() {
