@@ -7,7 +7,7 @@ use vev_core::schema::{Attribute, TupleSpec, ValueType};
 use vev_core::value::hex_decode;
 use vev_core::{AttrRef, Edn, EntityRef, Keyword, TempId, TxError, TxMap, TxOp, TxValue, Value};
 
-use super::{is_allocated, NoFunctions, Term, TermEntity, TermValue, TxFunctions};
+use super::{is_allocated, NoFunctions, Term, TermEntity, TermValue, Terms, TxFunctions};
 use crate::db::Db;
 
 /// Transaction functions may call each other; this bounds the depth.
@@ -34,11 +34,7 @@ const RECENT_IDENTS: usize = 8;
 /// Operations from which expansion runs on two threads, each over half of them.
 const EXPAND_SPLIT_MIN: usize = 4096;
 
-pub(crate) fn expand(
-    db: &Db,
-    ops: &[TxOp],
-    functions: &dyn TxFunctions,
-) -> Result<Vec<Term>, TxError> {
+pub(crate) fn expand(db: &Db, ops: &[TxOp], functions: &dyn TxFunctions) -> Result<Terms, TxError> {
     let mut keys = Vec::new();
     for op in ops {
         lookup_keys_of_op(db, op, &mut keys);
@@ -60,17 +56,16 @@ pub(crate) fn expand(
                 .unwrap_or_else(|p| std::panic::resume_unwind(p));
             (first, second)
         });
-        if let (Ok((mut terms, n)), Ok((mut second, used))) = halves {
-            if n == 0 || used == 0 {
-                terms.append(&mut second);
-            } else {
-                terms.reserve(second.len());
-                terms.extend(second.into_iter().map(|t| renumber_internal(t, n)));
+        if let (Ok((first, n)), Ok((mut second, used))) = halves {
+            if n > 0 && used > 0 {
+                for term in &mut second {
+                    renumber_internal(term, n);
+                }
             }
-            return Ok(terms);
+            return Ok(Terms(vec![first, second]));
         }
     }
-    expand_all(db, functions, &holders, ops).map(|(terms, _)| terms)
+    expand_all(db, functions, &holders, ops).map(|(terms, _)| Terms(vec![terms]))
 }
 
 /// The terms of `ops` in one pass, and how many internal tempids they use.
@@ -95,38 +90,38 @@ fn expand_all(
     Ok((x.terms, x.next_internal))
 }
 
-/// `term` with each internal tempid `n` made `n + by`.
-fn renumber_internal(term: Term, by: u64) -> Term {
-    let temp = |t: TempId| match t {
-        TempId::Internal(n) => TempId::Internal(n + by),
-        other => other,
+/// Make each internal tempid `n` of `term` `n + by`.
+fn renumber_internal(term: &mut Term, by: u64) {
+    let temp = |t: &mut TempId| {
+        if let TempId::Internal(n) = t {
+            *n += by;
+        }
     };
-    let entity = |e: TermEntity| match e {
-        TermEntity::Temp(t) => TermEntity::Temp(temp(t)),
-        other => other,
+    let entity = |e: &mut TermEntity| {
+        if let TermEntity::Temp(t) = e {
+            temp(t);
+        }
     };
-    let value = |v: TermValue| match v {
-        TermValue::Temp(t) => TermValue::Temp(temp(t)),
-        other => other,
+    let value = |v: &mut TermValue| {
+        if let TermValue::Temp(t) = v {
+            temp(t);
+        }
     };
     match term {
-        Term::Add { e, a, v } => Term::Add {
-            e: entity(e),
-            a,
-            v: value(v),
-        },
-        Term::Retract { e, a, v } => Term::Retract {
-            e: entity(e),
-            a,
-            v: v.map(value),
-        },
-        Term::RetractEntity { e } => Term::RetractEntity { e: entity(e) },
-        Term::Cas { e, a, old, new } => Term::Cas {
-            e: entity(e),
-            a,
-            old: old.map(value),
-            new: value(new),
-        },
+        Term::Add { e, v, .. } => {
+            entity(e);
+            value(v);
+        }
+        Term::Retract { e, v, .. } => {
+            entity(e);
+            v.iter_mut().for_each(value);
+        }
+        Term::RetractEntity { e } => entity(e),
+        Term::Cas { e, old, new, .. } => {
+            entity(e);
+            old.iter_mut().for_each(value);
+            value(new);
+        }
     }
 }
 
@@ -737,7 +732,14 @@ fn lookup_keys_of_map(db: &Db, m: &TxMap, out: &mut Vec<(u64, Value)>) {
 
 /// The lookup refs among the values `v` of attribute `a` when it is a ref attribute.
 fn lookup_keys_of_value(db: &Db, a: &vev_core::Keyword, v: &TxValue, out: &mut Vec<(u64, Value)>) {
-    if !db.attribute(a).is_some_and(|a| a.is_ref()) {
+    // A scalar names no lookup ref, whatever the attribute: it is not looked up (a COPY's
+    // values are all scalars).
+    let scalar = matches!(
+        v,
+        TxValue::Value(_)
+            | TxValue::Entity(EntityRef::Id(_) | EntityRef::Ident(_) | EntityRef::TempId(_))
+    ) || matches!(v, TxValue::Edn(x) if !matches!(x, Edn::Vector(_) | Edn::List(_) | Edn::Set(_)));
+    if scalar || !db.attribute(a).is_some_and(|a| a.is_ref()) {
         return;
     }
     let edn_ref = |x: &Edn, out: &mut Vec<(u64, Value)>| match x {
@@ -887,8 +889,8 @@ mod tests {
         format!("[{}]", forms.join(" "))
     }
 
-    fn dump(terms: &[Term]) -> Vec<String> {
-        terms.iter().map(|t| format!("{t:?}")).collect()
+    fn dump<'a>(terms: impl IntoIterator<Item = &'a Term>) -> Vec<String> {
+        terms.into_iter().map(|t| format!("{t:?}")).collect()
     }
 
     /// A transaction large enough to be expanded in two halves on two threads gives the
@@ -922,7 +924,7 @@ mod tests {
             internal > ops.len() as u64,
             "nested maps use internal tempids"
         );
-        let (halves, one_pass) = (dump(&halves), dump(&one_pass));
+        let (halves, one_pass) = (dump(halves.iter()), dump(&one_pass));
         assert_eq!(halves.len(), one_pass.len());
         let differ = halves.iter().zip(&one_pass).position(|(a, b)| a != b);
         assert_eq!(differ.map(|i| (&halves[i], &one_pass[i])), None);

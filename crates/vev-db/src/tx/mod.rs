@@ -148,6 +148,31 @@ pub(crate) enum Term {
     },
 }
 
+/// A transaction's terms in order, in one or more runs: the halves of an expansion on two
+/// threads are not copied into one list (a large transaction's terms are hundreds of
+/// megabytes).
+#[derive(Debug)]
+pub(crate) struct Terms(Vec<Vec<Term>>);
+
+impl Terms {
+    pub(crate) fn iter(&self) -> impl Iterator<Item = &Term> {
+        self.0.iter().flatten()
+    }
+
+    pub(crate) fn len(&self) -> usize {
+        self.0.iter().map(Vec::len).sum()
+    }
+}
+
+impl IntoIterator for Terms {
+    type Item = Term;
+    type IntoIter = std::iter::Flatten<std::vec::IntoIter<Vec<Term>>>;
+
+    fn into_iter(self) -> Self::IntoIter {
+        self.0.into_iter().flatten()
+    }
+}
+
 /// Apply `ops` to `db` (its current state, whatever its view) and return the report.
 pub fn transact(db: &Db, ops: &[TxOp], ctx: &TxContext<'_>) -> Result<TxReport, TxError> {
     let (before, after) = run(db.current(), ops, ctx, DbBefore::Keep, None, LogTail::Keep)?;

@@ -7,7 +7,7 @@ use vev_core::schema::Unique;
 use vev_core::{TempId, TxError, Value};
 
 use super::expand::Holders;
-use super::{Term, TermEntity, TermValue};
+use super::{Term, TermEntity, TermValue, Terms};
 use crate::db::Db;
 
 pub(crate) struct Resolved {
@@ -43,7 +43,7 @@ pub(crate) enum ResolvedTerm {
 /// Bounds the upsert passes (each pass can only resolve tempids used as identity values).
 const UPSERT_PASSES_MAX: usize = 8;
 
-pub(crate) fn resolve(db: &Db, terms: Vec<Term>, tx: EntityId) -> Result<Resolved, TxError> {
+pub(crate) fn resolve(db: &Db, terms: Terms, tx: EntityId) -> Result<Resolved, TxError> {
     let slots = Slots::of(&terms);
     let mut assigned: HashMap<TempId, EntityId> = HashMap::new();
     assigned.insert(TempId::Tx, tx);
@@ -134,7 +134,7 @@ struct Slots {
 const NO_SLOT: u32 = u32::MAX;
 
 impl Slots {
-    fn of(terms: &[Term]) -> Slots {
+    fn of(terms: &Terms) -> Slots {
         let mut slots = Slots {
             order: Vec::new(),
             index: HashMap::new(),
@@ -142,7 +142,7 @@ impl Slots {
         };
         // A map form's terms come together: its tempid is looked up once, not per term.
         let mut last: Option<(&TempId, u32)> = None;
-        for term in terms {
+        for term in terms.iter() {
             let e = match term {
                 Term::Add { e, .. } | Term::Retract { e, .. } | Term::Cas { e, .. } => e,
                 Term::RetractEntity { e } => e,
@@ -187,11 +187,7 @@ impl Ids<'_> {
 }
 
 /// Tempids that assert an identity value already held in db-before resolve to its holder.
-fn upsert(
-    db: &Db,
-    terms: &[Term],
-    assigned: &mut HashMap<TempId, EntityId>,
-) -> Result<(), TxError> {
+fn upsert(db: &Db, terms: &Terms, assigned: &mut HashMap<TempId, EntityId>) -> Result<(), TxError> {
     let upserting = |term: &Term| match term {
         Term::Add {
             e: TermEntity::Temp(t),
@@ -205,7 +201,7 @@ fn upsert(
     let holders = Holders::prefetch(db, terms.iter().filter_map(upserting));
     for _ in 0..UPSERT_PASSES_MAX {
         let mut changed = false;
-        for term in terms {
+        for term in terms.iter() {
             let Term::Add {
                 e: TermEntity::Temp(t),
                 a,
@@ -251,10 +247,10 @@ fn upsert(
 
 /// New tempids asserting the same new identity value become one entity: each maps to the
 /// first tempid of its group.
-fn unify(terms: &[Term], assigned: &HashMap<TempId, EntityId>) -> HashMap<TempId, TempId> {
+fn unify(terms: &Terms, assigned: &HashMap<TempId, EntityId>) -> HashMap<TempId, TempId> {
     let mut first: HashMap<(EntityId, Value), TempId> = HashMap::new();
     let mut out = HashMap::new();
-    for term in terms {
+    for term in terms.iter() {
         let Term::Add {
             e: TermEntity::Temp(t),
             a,
@@ -278,8 +274,8 @@ fn unify(terms: &[Term], assigned: &HashMap<TempId, EntityId>) -> HashMap<TempId
     out
 }
 
-fn check_value_only(terms: &[Term], in_entity: &HashMap<TempId, u32>) -> Result<(), TxError> {
-    for term in terms {
+fn check_value_only(terms: &Terms, in_entity: &HashMap<TempId, u32>) -> Result<(), TxError> {
+    for term in terms.iter() {
         let v = match term {
             Term::Add { v, .. } | Term::Cas { new: v, .. } => Some(v),
             Term::Retract { v, .. } => v.as_ref(),
