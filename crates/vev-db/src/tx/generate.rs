@@ -72,7 +72,15 @@ pub(crate) fn generate<'a>(
     }
     let mut datoms = g.finish_asserts()?;
     g.composites(&mut datoms)?;
-    let mut out = Vec::with_capacity(datoms.len() + g.retracts.len());
+    if g.retracts.is_empty() {
+        // Only assertions (an import): the list as made, not copied.
+        return Ok(Generated {
+            datoms,
+            retracted_tx: Vec::new(),
+        });
+    }
+    // One spare place: the transaction's instant goes first (`run`).
+    let mut out = Vec::with_capacity(datoms.len() + g.retracts.len() + 1);
     let mut retracted_tx = Vec::with_capacity(g.retracts.len());
     for ((e, a, v), asserted) in g.retracts {
         out.push(Datom::new(e, a, v, tx, false));
@@ -229,7 +237,14 @@ impl<'a> Gen<'a> {
     /// another works in either order).
     fn finish_asserts(&mut self) -> Result<Vec<Datom>, TxError> {
         let asserts = std::mem::take(&mut self.asserts);
-        let mut kept = Vec::with_capacity(asserts.len());
+        // Without a unique attribute there is nothing to check after this pass: its datoms
+        // are made here, with no list in between (a COPY's is millions long).
+        let any_unique = asserts.iter().any(|(_, a, _)| a.unique.is_some());
+        // One spare place in the datoms' list: the transaction's instant goes first (`run`).
+        let (mut kept, mut direct) = match any_unique {
+            true => (Vec::with_capacity(asserts.len()), Vec::new()),
+            false => (Vec::new(), Vec::with_capacity(asserts.len() + 1)),
+        };
         let composites = self.db.schema().has_composites();
         for (e, a, v) in asserts {
             if composites {
@@ -254,12 +269,19 @@ impl<'a> Gen<'a> {
                     self.retract(d);
                 }
             }
-            kept.push((e, a, v));
+            if any_unique {
+                kept.push((e, a, v));
+            } else {
+                direct.push(Datom::new(e, a.id, v, self.tx, true));
+            }
+        }
+        if !any_unique {
+            return Ok(direct);
         }
         let mut unique_in_tx: HashMap<(EntityId, Value), EntityId> = HashMap::new();
         let unique = kept.iter().filter(|(_, a, _)| a.unique.is_some());
         let holders = Holders::prefetch(self.db, unique.map(|(_, a, v)| (a.id, v.clone())));
-        let mut out = Vec::with_capacity(kept.len());
+        let mut out = Vec::with_capacity(kept.len() + 1);
         for (e, a, v) in kept {
             if a.unique.is_some() {
                 self.check_unique(e, a, &v, &holders, &mut unique_in_tx)?;
