@@ -476,3 +476,17 @@ pub fn row_ids(db: &Db, table: &Table) -> Result<Vec<EntityId>, SqlError> {
     ids.dedup();
     Ok(ids)
 }
+
+/// A table `t` with columns `a` (a long) and `b` (a string), made from EDN attributes in a
+/// database in memory: what unit tests of writes and COPY work on.
+#[cfg(test)]
+pub(crate) fn test_table() -> Arc<Table> {
+    let conn = vev::Connection::open_in_memory();
+    conn.transact_edn(
+        "[{:db/ident :t/a :db/valueType :db.type/long :db/cardinality :db.cardinality/one}
+          {:db/ident :t/b :db/valueType :db.type/string :db/cardinality :db.cardinality/one}]",
+    )
+    .expect("the attributes install");
+    let catalog = Catalog::current(&None, &conn.db()).expect("the catalog loads");
+    catalog.tables["t"].clone()
+}

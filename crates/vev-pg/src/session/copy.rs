@@ -146,14 +146,7 @@ mod tests {
     use super::*;
 
     fn plan() -> CopyPlan {
-        let conn = vev::Connection::open_in_memory();
-        conn.transact_edn(
-            "[{:db/ident :t/a :db/valueType :db.type/long :db/cardinality :db.cardinality/one}
-              {:db/ident :t/b :db/valueType :db.type/string :db/cardinality :db.cardinality/one}]",
-        )
-        .unwrap();
-        let catalog = crate::catalog::Catalog::current(&None, &conn.db()).unwrap();
-        let table = catalog.tables["t"].clone();
+        let table = crate::catalog::test_table();
         let a = table.columns.iter().position(|c| c.name == "a").unwrap();
         let b = table.columns.iter().position(|c| c.name == "b").unwrap();
         CopyPlan {

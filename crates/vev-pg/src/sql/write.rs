@@ -1090,14 +1090,7 @@ mod tests {
     /// half it is in.
     #[test]
     fn many_rows_make_the_operations_one_pass_makes() {
-        let conn = vev::Connection::open_in_memory();
-        conn.transact_edn(
-            "[{:db/ident :t/a :db/valueType :db.type/long :db/cardinality :db.cardinality/one}
-              {:db/ident :t/b :db/valueType :db.type/string :db/cardinality :db.cardinality/one}]",
-        )
-        .unwrap();
-        let catalog = crate::catalog::Catalog::current(&None, &conn.db()).unwrap();
-        let table = catalog.tables["t"].clone();
+        let table = crate::catalog::test_table();
         let a = table.columns.iter().position(|c| c.name == "a").unwrap();
         let row = |i: usize| {
             let mut values = vec![None; table.columns.len()];
