@@ -787,24 +787,20 @@ pub fn verify(path: &Path) -> CliResult<()> {
 /// `vev serve`: the PostgreSQL server on the database, until SIGTERM or SIGINT; then every
 /// connection is closed and the database checkpointed.
 pub fn serve(args: crate::ServeArgs, lock: LockMode) -> CliResult<()> {
-    let crate::ServeArgs {
-        db: path,
-        listen,
-        port,
-        password,
-        cache_datoms,
-    } = args;
-    let path = path.as_path();
-    let listen = std::net::SocketAddr::new(listen, port);
+    let path = args.db.as_path();
     let mut opts = OpenOptions {
         lock,
         ..OpenOptions::default()
     };
-    if let Some(n) = cache_datoms {
+    if let Some(n) = args.cache_datoms {
         opts.cache_datoms_max = n;
     }
     let conn = Connection::open_with(path, &opts)?;
-    let opts = vev_pg::ServeOptions { listen, password };
+    let listen = std::net::SocketAddr::new(args.listen, args.port);
+    let opts = vev_pg::ServeOptions {
+        listen,
+        password: args.password,
+    };
     let server = vev_pg::Server::start(conn.clone(), &opts).map_err(|e| CliError::Argument {
         code: e.code(),
         message: e.to_string(),

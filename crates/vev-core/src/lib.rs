@@ -6,6 +6,7 @@
 pub mod datom;
 pub mod error;
 pub mod ids;
+pub mod par;
 pub mod schema;
 pub mod storage_error;
 pub mod sync;

@@ -195,13 +195,10 @@ pub(crate) fn sort_avet_on(changes: &mut Vec<Change>, threads: SortThreads) {
     } else {
         // Each half sorted on its own thread, then merged.
         let mut second = keyed.split_off(keyed.len() / 2);
-        std::thread::scope(|scope| {
-            let other = scope.spawn(|| second.sort_unstable_by(cmp));
-            keyed.sort_unstable_by(cmp);
-            other
-                .join()
-                .unwrap_or_else(|p| std::panic::resume_unwind(p));
-        });
+        vev_core::par::join(
+            || keyed.sort_unstable_by(cmp),
+            || second.sort_unstable_by(cmp),
+        );
         let mut merged = Vec::with_capacity(keyed.len() + second.len());
         let (mut i, mut j) = (0, 0);
         while i < keyed.len() && j < second.len() {

@@ -262,16 +262,9 @@ pub fn checkpoint(db: &Db, cache: &Arc<SegmentCache>, next_id: &mut u64) -> Chec
         which.iter().map(|&i| (i, persist(trees[i]))).collect()
     };
     let mut results = if total >= PARALLEL_CHECKPOINT_MIN {
-        std::thread::scope(|scope| {
-            let other = scope.spawn(|| run(&theirs));
-            let mut out = run(&mine);
-            out.extend(
-                other
-                    .join()
-                    .unwrap_or_else(|p| std::panic::resume_unwind(p)),
-            );
-            out
-        })
+        let (mut out, rest) = vev_core::par::join(|| run(&mine), || run(&theirs));
+        out.extend(rest);
+        out
     } else {
         let mut out = run(&mine);
         out.extend(run(&theirs));

@@ -38,6 +38,7 @@ pub use connection::{
     FulltextCompaction, OpenOptions, Prepared, TxFn,
 };
 pub use error::Error;
+pub use vev_core::par;
 pub use vev_core::StorageError;
 pub use vev_core::{
     ids, parse_tx, schema, tx_from_edn, tx_from_spanned, AttrRef, Attribute, BasisT, Cardinality,

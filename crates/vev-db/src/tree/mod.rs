@@ -706,16 +706,8 @@ fn apply_branch_parallel(order: IndexOrder, b: Branch, changes: &[Change]) -> En
         .map_or(work.len(), |i| i + 1)
         .clamp(1, work.len().saturating_sub(1).max(1));
     let second = work.split_off(split);
-    let mut out = std::thread::scope(|scope| {
-        let other = scope.spawn(|| run(second));
-        let mut out = run(work);
-        out.extend(
-            other
-                .join()
-                .unwrap_or_else(|p| std::panic::resume_unwind(p)),
-        );
-        out
-    });
+    let (mut out, rest) = vev_core::par::join(|| run(work), || run(second));
+    out.extend(rest);
     merge_small_leaves(&mut out);
     split_branch(out)
 }
@@ -745,14 +737,10 @@ fn leaf_merge_owned(order: IndexOrder, mut items: Vec<Datom>, changes: &[Change]
     let (low, high) = changes.split_at(changes.len() / 2);
     let pivot = &high[0].datom;
     let upper = items.split_off(items.partition_point(|d| order.cmp(d, pivot) == Ordering::Less));
-    let (mut out, rest) = std::thread::scope(|scope| {
-        let job = scope.spawn(|| leaf_merge_one(order, upper, high));
-        let out = leaf_merge_one(order, items, low);
-        (
-            out,
-            job.join().unwrap_or_else(|p| std::panic::resume_unwind(p)),
-        )
-    });
+    let (mut out, rest) = vev_core::par::join(
+        || leaf_merge_one(order, items, low),
+        || leaf_merge_one(order, upper, high),
+    );
     out.extend(rest);
     out
 }

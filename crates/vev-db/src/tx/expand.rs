@@ -47,15 +47,11 @@ pub(crate) fn expand(db: &Db, ops: &[TxOp], functions: &dyn TxFunctions) -> Resu
     let calls = |op: &TxOp| matches!(op, TxOp::Call { .. });
     if ops.len() >= EXPAND_SPLIT_MIN && !ops.iter().any(calls) {
         let (first, second) = ops.split_at(ops.len() / 2);
-        let halves = std::thread::scope(|scope| {
-            // The other half has no call to make (no `TxOp::Call`), so no functions.
-            let other = scope.spawn(|| expand_all(db, &NoFunctions, &holders, second));
-            let first = expand_all(db, functions, &holders, first);
-            let second = other
-                .join()
-                .unwrap_or_else(|p| std::panic::resume_unwind(p));
-            (first, second)
-        });
+        // The other half has no call to make (no `TxOp::Call`), so no functions.
+        let halves = vev_core::par::join(
+            || expand_all(db, functions, &holders, first),
+            || expand_all(db, &NoFunctions, &holders, second),
+        );
         if let (Ok((first, n)), Ok((mut second, used))) = halves {
             if n > 0 && used > 0 {
                 for term in &mut second {
@@ -734,11 +730,12 @@ fn lookup_keys_of_map(db: &Db, m: &TxMap, out: &mut Vec<(u64, Value)>) {
 fn lookup_keys_of_value(db: &Db, a: &vev_core::Keyword, v: &TxValue, out: &mut Vec<(u64, Value)>) {
     // A scalar names no lookup ref, whatever the attribute: it is not looked up (a COPY's
     // values are all scalars).
-    let scalar = matches!(
-        v,
-        TxValue::Value(_)
-            | TxValue::Entity(EntityRef::Id(_) | EntityRef::Ident(_) | EntityRef::TempId(_))
-    ) || matches!(v, TxValue::Edn(x) if !matches!(x, Edn::Vector(_) | Edn::List(_) | Edn::Set(_)));
+    let scalar = match v {
+        TxValue::Entity(r) => !matches!(r, EntityRef::LookupRef(..)),
+        TxValue::Edn(x) => !matches!(x, Edn::Vector(_) | Edn::List(_) | Edn::Set(_)),
+        TxValue::Value(_) => true,
+        TxValue::Map(_) | TxValue::Many(_) => false,
+    };
     if scalar || !db.attribute(a).is_some_and(|a| a.is_ref()) {
         return;
     }

@@ -651,13 +651,10 @@ pub(crate) fn apply(
         Some((t, docs)) => {
             let ft = std::mem::take(&mut state.fulltext);
             let before = &*state;
-            let (ft, log_stored) = std::thread::scope(|scope| {
-                let job = scope
-                    .spawn(|| ft.apply_tx(docs, before, schema_before, tx_data, retracted_tx, t));
-                let log_stored = indexes(&mut trees);
-                let ft = job.join().unwrap_or_else(|p| std::panic::resume_unwind(p));
-                (ft, log_stored)
-            });
+            let (log_stored, ft) = vev_core::par::join(
+                || indexes(&mut trees),
+                || ft.apply_tx(docs, before, schema_before, tx_data, retracted_tx, t),
+            );
             state.fulltext = ft;
             log_stored
         }
@@ -750,11 +747,9 @@ impl Trees {
         };
         self.log = match kept_log {
             // A large transaction's log tail is built beside its indexes.
-            Some(tree) if tx_data.len() >= PARALLEL_LOG_MIN => std::thread::scope(|scope| {
-                let job = scope.spawn(|| log_tail_with(tree, tx_data, bound));
-                indexes();
-                job.join().unwrap_or_else(|p| std::panic::resume_unwind(p))
-            }),
+            Some(tree) if tx_data.len() >= PARALLEL_LOG_MIN => {
+                vev_core::par::join(indexes, || log_tail_with(tree, tx_data, bound)).1
+            }
             Some(tree) => {
                 indexes();
                 log_tail_with(tree, tx_data, bound)

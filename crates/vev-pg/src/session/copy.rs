@@ -93,14 +93,10 @@ fn parse_copy(plan: &CopyPlan, raw: Vec<u8>) -> Result<Vec<Vec<Option<Edn>>>, Sq
             .map_or(lines.len(), |i| lines.len() / 2 + i + 1);
         let (first, second) = lines.split_at(mid);
         let second_lineno = 1 + first.iter().filter(|b| **b == b'\n').count() as u64;
-        let ((mut rows, stop), later) = std::thread::scope(|scope| {
-            let other = scope.spawn(|| parse_lines(plan, second, second_lineno));
-            let first = parse_lines(plan, first, 1);
-            let second = other
-                .join()
-                .unwrap_or_else(|p| std::panic::resume_unwind(p));
-            (first, second)
-        });
+        let ((mut rows, stop), later) = vev::par::join(
+            || parse_lines(plan, first, 1),
+            || parse_lines(plan, second, second_lineno),
+        );
         match stop {
             Stop::End => {
                 let (mut more, stop) = later;

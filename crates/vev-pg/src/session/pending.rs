@@ -66,15 +66,6 @@ fn key_of(e: &EntityRef) -> Option<Key> {
 /// cardinality-one attribute), and a row inserted then deleted in the transaction
 /// disappears from it.
 pub(super) fn merge_ops(pending: &mut Vec<TxOp>, new: Vec<TxOp>) -> bool {
-    // Only maps (a COPY, an INSERT) into an empty block: nothing to fold, nothing to copy.
-    if pending.is_empty()
-        && new
-            .iter()
-            .all(|op| matches!(op, TxOp::Map(_) | TxOp::Call { .. }))
-    {
-        *pending = new;
-        return false;
-    }
     let mut folded = false;
     pending.reserve(new.len());
     for op in new {
@@ -187,14 +178,8 @@ pub(super) fn sure_to_apply(db: &vev::Db, ops: &[TxOp]) -> bool {
     // A large COPY's rows are checked on two threads, half each.
     if ops.len() >= SURE_PARALLEL_MIN {
         let (first, second) = ops.split_at(ops.len() / 2);
-        return std::thread::scope(|scope| {
-            let other = scope.spawn(|| second.iter().all(sure));
-            let first = first.iter().all(sure);
-            let second = other
-                .join()
-                .unwrap_or_else(|p| std::panic::resume_unwind(p));
-            first && second
-        });
+        let (first, second) = vev::par::join(|| first.iter().all(sure), || second.iter().all(sure));
+        return first && second;
     }
     ops.iter().all(sure)
 }

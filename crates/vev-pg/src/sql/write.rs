@@ -345,14 +345,7 @@ impl InsertPlan {
         rows: &[Vec<Option<Edn>>],
         next_row: &mut u64,
     ) -> Result<Vec<TxOp>, SqlError> {
-        let mut ops = Vec::with_capacity(rows.len() + 1);
-        let mut keys: Vec<Vec<Edn>> = vec![Vec::new(); self.table.primary_key.len()];
-        for values in rows {
-            collect_keys(&self.table, values, &mut keys);
-            ops.push(TxOp::Map(row_map(&self.table, values.clone(), next_row)?));
-        }
-        ops.extend(key_guards(&self.table, keys));
-        Ok(ops)
+        rows_ops(&self.table, rows.to_vec(), next_row)
     }
 
     /// `rows` split into those whose primary key neither `db` (the database the statement
@@ -527,17 +520,10 @@ pub fn rows_ops(
     };
     let start = *next_row;
     *next_row += rows.len() as u64;
-    let (mut ops, mut keys) = if rows.len() >= PARALLEL_ROWS_MIN {
+    let (mut ops, keys) = if rows.len() >= PARALLEL_ROWS_MIN {
         let second = rows.split_off(rows.len() / 2);
         let second_start = start + rows.len() as u64;
-        let (first, second) = std::thread::scope(|scope| {
-            let other = scope.spawn(|| run(second, second_start));
-            let first = run(rows, start);
-            let second = other
-                .join()
-                .unwrap_or_else(|p| std::panic::resume_unwind(p));
-            (first, second)
-        });
+        let (first, second) = vev::par::join(|| run(rows, start), || run(second, second_start));
         // The first half's error is the one a single pass would have met first.
         let (mut ops, mut keys) = first?;
         let (mut more_ops, more_keys) = second?;
@@ -549,7 +535,7 @@ pub fn rows_ops(
     } else {
         run(rows, start)?
     };
-    ops.extend(key_guards(table, std::mem::take(&mut keys)));
+    ops.extend(key_guards(table, keys));
     Ok(ops)
 }
 
