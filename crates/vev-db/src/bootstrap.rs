@@ -63,5 +63,6 @@ pub(crate) fn empty_db() -> Db {
         last_instant: 0,
         segments: None,
         fulltext: Default::default(),
+        free_beside: Default::default(),
     })
 }

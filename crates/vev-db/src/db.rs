@@ -12,6 +12,7 @@
 //! adjacent and the as-of view is a single merging pass over two ranges.
 
 use std::cmp::Ordering;
+use std::sync::atomic::{AtomicBool, Ordering as AtomicOrdering};
 use std::sync::Arc;
 
 use vev_core::ids::{self, BasisT, EntityId};
@@ -45,9 +46,44 @@ pub(crate) struct State {
     pub segments: Option<Arc<crate::segment::SegmentCache>>,
     /// The full-text index.
     pub fulltext: crate::fulltext::FtState,
+    /// Whether to free the trees on the reclaiming thread when the last holder drops this
+    /// state (`State::free_beside`).
+    pub free_beside: FreeBeside,
+}
+
+/// Set on a state when a large transaction was applied to it: its successor copied many of
+/// its nodes, which then only this state holds, and freeing them is work proportional to the
+/// transaction. A clone starts unset.
+#[derive(Default)]
+pub(crate) struct FreeBeside(AtomicBool);
+
+impl Clone for FreeBeside {
+    fn clone(&self) -> FreeBeside {
+        FreeBeside::default()
+    }
+}
+
+impl Drop for State {
+    fn drop(&mut self) {
+        if self.free_beside.0.load(AtomicOrdering::Relaxed) {
+            let trees = (
+                std::mem::replace(&mut self.current, Indexes::new()),
+                std::mem::replace(&mut self.retired, Indexes::new()),
+                std::mem::replace(&mut self.log, Tree::new(IndexOrder::Log)),
+            );
+            vev_core::par::drop_beside(trees);
+        }
+    }
 }
 
 impl State {
+    /// Have the trees freed on the reclaiming thread (`vev_core::par::drop_beside`) when the
+    /// last holder of this state drops it: a transaction report's db-before, say, after a
+    /// large transaction, which a caller then does not wait to free.
+    pub(crate) fn free_beside(&self) {
+        self.free_beside.0.store(true, AtomicOrdering::Relaxed);
+    }
+
     /// The eight index trees, in the order the root record stores them: current EAVT, AEVT,
     /// AVET, VAET, then the retired datoms' four. (The log is not among them: its stored
     /// part is the store's log records.)
@@ -93,6 +129,7 @@ impl State {
             last_instant: self.last_instant,
             segments,
             fulltext: self.fulltext.clone(),
+            free_beside: FreeBeside::default(),
         }
     }
 }

@@ -1,6 +1,8 @@
 //! The four covering indexes of one set of datoms, and how a batch of changes reaches them:
 //! sorted once in EAVT order, then re-sorted in place for AEVT (dealt into runs per
-//! attribute) and AVET (through `Value::sort_key`), and applied to each tree in turn.
+//! attribute) and AVET (through `Value::sort_key`), and applied to each tree in turn; a
+//! batch of a thousand changes or more goes to AVET and VAET on a second thread (with a copy
+//! of AVET's changes) while EAVT and AEVT take it on this one.
 
 use std::cmp::Ordering;
 
@@ -69,6 +71,21 @@ impl Indexes {
             .collect();
         vaet.sort_by(|x, y| (x.datom.v.cmp(&y.datom.v)).then(x.datom.a.cmp(&y.datom.a)));
         debug_assert!(sorted_in(IndexOrder::Vaet, &vaet));
+        if (ORDERS_BESIDE_MIN..ORDERS_BESIDE_MAX).contains(&changes.len()) {
+            self.apply_on_two_threads(changes, vaet, defer, bound)
+        } else {
+            self.apply_in_turn(changes, vaet, defer, bound)
+        }
+    }
+
+    /// `apply` of EAVT-sorted `changes` (and VAET's, sorted) to one tree after another.
+    fn apply_in_turn(
+        self,
+        mut changes: Vec<Change>,
+        vaet: Vec<Change>,
+        defer: Option<DeferAvet<'_>>,
+        bound: Bound,
+    ) -> Indexes {
         // One list of changes, re-sorted in place for each order in turn (a large
         // transaction's changes are hundreds of megabytes: no copy per order).
         let eavt = self.eavt.apply_through_pending(&changes, bound);
@@ -94,7 +111,64 @@ impl Indexes {
             vaet: self.vaet.apply_through_pending(&vaet, bound),
         }
     }
+
+    /// `apply_in_turn` with EAVT and AEVT on this thread and AVET and VAET on another,
+    /// AVET's changes copied out first.
+    fn apply_on_two_threads(
+        self,
+        mut changes: Vec<Change>,
+        vaet_changes: Vec<Change>,
+        defer: Option<DeferAvet<'_>>,
+        bound: Bound,
+    ) -> Indexes {
+        let mut avet_changes: Vec<Change> = match defer {
+            Some((pending, deferrable)) => {
+                pending.extend(changes.iter().filter(|c| deferrable(c.datom.a)).cloned());
+                changes
+                    .iter()
+                    .filter(|c| !deferrable(c.datom.a))
+                    .cloned()
+                    .collect()
+            }
+            None => changes.clone(),
+        };
+        let Indexes {
+            eavt,
+            aevt,
+            avet,
+            vaet,
+        } = self;
+        let ((eavt, aevt), (avet, vaet)) = vev_core::par::join(
+            || {
+                let eavt = eavt.apply_through_pending(&changes, bound);
+                sort_by_attribute(&mut changes);
+                debug_assert!(sorted_in(IndexOrder::Aevt, &changes));
+                (eavt, aevt.apply_through_pending(&changes, bound))
+            },
+            || {
+                sort_avet(&mut avet_changes);
+                debug_assert!(sorted_in(IndexOrder::Avet, &avet_changes));
+                (
+                    avet.apply_through_pending(&avet_changes, bound),
+                    vaet.apply_through_pending(&vaet_changes, bound),
+                )
+            },
+        );
+        Indexes {
+            eavt,
+            aevt,
+            avet,
+            vaet,
+        }
+    }
 }
+
+/// Batches of at least this many changes (and fewer than `ORDERS_BESIDE_MAX`) are applied
+/// to EAVT and AEVT on one thread and to AVET and VAET on another. Below it the second
+/// thread costs more than it saves; from the maximum on (an import), copying AVET's changes
+/// costs more memory than it is worth, and each tree's apply splits over two threads itself.
+const ORDERS_BESIDE_MIN: usize = 1024;
+const ORDERS_BESIDE_MAX: usize = 1 << 18;
 
 /// Sort changes by attribute, keeping their order within each (EAVT-sorted changes come out
 /// in AEVT order). A transaction names few attributes, so a large batch is dealt into one
@@ -308,6 +382,100 @@ mod tests {
                 c.insert == w.insert && IndexOrder::Eavt.cmp(&c.datom, &w.datom).is_eq()
             });
             assert!(same && batch.len() == want.len());
+        }
+    }
+
+    /// A batch applied to EAVT and AEVT on one thread and AVET and VAET on another gives
+    /// the trees (and the set-aside AVET changes) applying it to one tree after another
+    /// gives: inserts, removals of present datoms, refs, deferred attributes.
+    #[test]
+    fn orders_on_two_threads_match_orders_in_turn() {
+        let is_ref = |a: EntityId| a == 12;
+        let deferrable = |a: EntityId| a != 10;
+        let value = |a: u64, x: u64| match a {
+            12 => Value::Ref(1 + x % 900),
+            11 => Value::string(&format!("s{}", x % 300)),
+            _ => Value::Long((x % 5000) as i64),
+        };
+        let sorted = |mut changes: Vec<Change>| {
+            changes.sort_by(|x, y| IndexOrder::Eavt.cmp(&x.datom, &y.datom));
+            changes.dedup_by(|x, y| IndexOrder::Eavt.cmp(&x.datom, &y.datom).is_eq());
+            changes
+        };
+        let mut x: u64 = 11;
+        let mut next = || {
+            x = x
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
+            x >> 33
+        };
+        let first: Vec<Change> = (0..900u64)
+            .flat_map(|e| (10..13u64).map(move |a| (e, a)))
+            .map(|(e, a)| Change {
+                datom: Datom::new(1 + e, a, value(a, e * 7 + a), 5, true),
+                insert: true,
+            })
+            .collect();
+        let base = Indexes::new().apply(sorted(first.clone()), is_ref, None, Bound::Shared);
+        // Removals of a third of the first batch's datoms, and new datoms on old and new
+        // entities.
+        let mut batch: Vec<Change> = first
+            .iter()
+            .filter(|_| next() % 3 == 0)
+            .map(|c| Change {
+                datom: c.datom.clone(),
+                insert: false,
+            })
+            .collect();
+        for _ in 0..3 * ORDERS_BESIDE_MIN {
+            let (e, a) = (1 + next() % 1500, 10 + next() % 3);
+            batch.push(Change {
+                datom: Datom::new(e, a, value(a, next()), 6, true),
+                insert: true,
+            });
+        }
+        let batch = sorted(batch);
+        assert!((ORDERS_BESIDE_MIN..ORDERS_BESIDE_MAX).contains(&batch.len()));
+        let vaet = |changes: &[Change]| {
+            let mut v: Vec<Change> = changes
+                .iter()
+                .filter(|c| is_ref(c.datom.a))
+                .cloned()
+                .collect();
+            v.sort_by(|x, y| IndexOrder::Vaet.cmp(&x.datom, &y.datom));
+            v
+        };
+        let dump = |ix: &Indexes| -> Vec<Vec<Datom>> {
+            [&ix.eavt, &ix.aevt, &ix.avet, &ix.vaet]
+                .iter()
+                .map(|t| t.iter().collect())
+                .collect()
+        };
+        for defer in [false, true] {
+            let (mut set_aside_two, mut set_aside_turn) = (Vec::new(), Vec::new());
+            let two = base.clone().apply_on_two_threads(
+                batch.clone(),
+                vaet(&batch),
+                defer.then_some((&mut set_aside_two, &deferrable as &dyn Fn(EntityId) -> bool)),
+                Bound::Shared,
+            );
+            let turn = base.clone().apply_in_turn(
+                batch.clone(),
+                vaet(&batch),
+                defer.then_some((
+                    &mut set_aside_turn,
+                    &deferrable as &dyn Fn(EntityId) -> bool,
+                )),
+                Bound::Shared,
+            );
+            assert_eq!(dump(&two), dump(&turn));
+            let key = |c: &Change| (c.datom.clone(), c.insert);
+            let mut a: Vec<_> = set_aside_two.iter().map(key).collect();
+            let mut b: Vec<_> = set_aside_turn.iter().map(key).collect();
+            a.sort_by(|x, y| IndexOrder::Eavt.cmp(&x.0, &y.0));
+            b.sort_by(|x, y| IndexOrder::Eavt.cmp(&x.0, &y.0));
+            assert_eq!(a, b);
+            assert_eq!(defer, !a.is_empty());
         }
     }
 }

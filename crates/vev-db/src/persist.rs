@@ -578,6 +578,7 @@ fn open_root_parts(bytes: &[u8], cache: &Arc<SegmentCache>) -> DecodeResult<Open
         last_instant,
         segments: Some(cache.clone()),
         fulltext: Default::default(),
+        free_beside: Default::default(),
     });
     Ok(OpenedRoot {
         db,

@@ -31,26 +31,22 @@ struct Expander<'a> {
 /// How many ident lookups an `Expander` remembers (`Expander::recent`).
 const RECENT_IDENTS: usize = 8;
 
-/// Operations from which expansion runs on two threads, each over half of them.
-const EXPAND_SPLIT_MIN: usize = 4096;
+/// Estimated terms (an operation's, or a map's attributes) from which expansion runs on
+/// two threads, each over half of the operations with its own lookup-ref prefetch.
+const EXPAND_SPLIT_MIN: usize = 1024;
 
 pub(crate) fn expand(db: &Db, ops: &[TxOp], functions: &dyn TxFunctions) -> Result<Terms, TxError> {
-    let mut keys = Vec::new();
-    for op in ops {
-        lookup_keys_of_op(db, op, &mut keys);
-    }
-    let holders = Holders::prefetch(db, keys.into_iter());
-    // Many operations and no transaction function (which may not be called from another
-    // thread): two halves at once. The second's internal tempids are renumbered after the
-    // first's, as one pass would have numbered them; on any error the whole expansion runs
-    // again in one pass, so the error is the one a single pass reports.
+    // Many terms and no transaction function (which may not be called from another thread):
+    // two halves at once. The second's internal tempids are renumbered after the first's, as
+    // one pass would have numbered them; on any error the whole expansion runs again in one
+    // pass, so the error is the one a single pass reports.
     let calls = |op: &TxOp| matches!(op, TxOp::Call { .. });
-    if ops.len() >= EXPAND_SPLIT_MIN && !ops.iter().any(calls) {
+    if estimated_terms(ops) >= EXPAND_SPLIT_MIN && !ops.iter().any(calls) {
         let (first, second) = ops.split_at(ops.len() / 2);
         // The other half has no call to make (no `TxOp::Call`), so no functions.
         let halves = vev_core::par::join(
-            || expand_all(db, functions, &holders, first),
-            || expand_all(db, &NoFunctions, &holders, second),
+            || expand_all(db, functions, first),
+            || expand_all(db, &NoFunctions, second),
         );
         if let (Ok((first, n)), Ok((mut second, used))) = halves {
             if n > 0 && used > 0 {
@@ -61,22 +57,41 @@ pub(crate) fn expand(db: &Db, ops: &[TxOp], functions: &dyn TxFunctions) -> Resu
             return Ok(Terms(vec![first, second]));
         }
     }
-    expand_all(db, functions, &holders, ops).map(|(terms, _)| Terms(vec![terms]))
+    expand_all(db, functions, ops).map(|(terms, _)| Terms(vec![terms]))
+}
+
+/// About how many terms `ops` make: a map one per attribute, any other operation one.
+fn estimated_terms(ops: &[TxOp]) -> usize {
+    ops.iter()
+        .map(|op| match op {
+            TxOp::Map(m) => m.attrs.len().max(1),
+            _ => 1,
+        })
+        .sum()
+}
+
+/// The holders of the lookup refs `ops` name, looked up together.
+fn prefetch(db: &Db, ops: &[TxOp]) -> Holders {
+    let mut keys = Vec::new();
+    for op in ops {
+        lookup_keys_of_op(db, op, &mut keys);
+    }
+    Holders::prefetch(db, keys.into_iter())
 }
 
 /// The terms of `ops` in one pass, and how many internal tempids they use.
 fn expand_all(
     db: &Db,
     functions: &dyn TxFunctions,
-    holders: &Holders,
     ops: &[TxOp],
 ) -> Result<(Vec<Term>, u64), TxError> {
+    let holders = prefetch(db, ops);
     let mut x = Expander {
         db,
         functions,
         terms: Vec::with_capacity(ops.len() * 4),
         next_internal: 0,
-        holders,
+        holders: &holders,
         recent: Default::default(),
         recent_next: 0,
     };
@@ -907,16 +922,9 @@ mod tests {
         .unwrap()
         .db_after;
         let ops = ops(&maps(1, EXPAND_SPLIT_MIN + 500, None));
-        assert!(ops.len() >= EXPAND_SPLIT_MIN);
+        assert!(estimated_terms(&ops) >= EXPAND_SPLIT_MIN);
         let halves = expand(&db, &ops, &NoFunctions).unwrap();
-        let holders = Holders::prefetch(&db, {
-            let mut keys = Vec::new();
-            for op in &ops {
-                lookup_keys_of_op(&db, op, &mut keys);
-            }
-            keys.into_iter()
-        });
-        let (one_pass, internal) = expand_all(&db, &NoFunctions, &holders, &ops).unwrap();
+        let (one_pass, internal) = expand_all(&db, &NoFunctions, &ops).unwrap();
         assert!(
             internal > ops.len() as u64,
             "nested maps use internal tempids"
@@ -937,8 +945,7 @@ mod tests {
         let bad = (1..n).rev().find(|i| i % 3 == 0).unwrap();
         let ops = ops(&maps(1, n, Some(bad)).replace(":_friend [:key 0]", ""));
         let err = expand(&db, &ops, &NoFunctions).unwrap_err();
-        let holders = Holders::prefetch(&db, std::iter::empty());
-        let one_pass = expand_all(&db, &NoFunctions, &holders, &ops).unwrap_err();
+        let one_pass = expand_all(&db, &NoFunctions, &ops).unwrap_err();
         assert_eq!(err.to_string(), one_pass.to_string());
         assert!(err.to_string().contains("#tempid"), "{err}");
     }
