@@ -92,16 +92,7 @@ impl Indexes {
         sort_by_attribute(&mut changes);
         debug_assert!(sorted_in(IndexOrder::Aevt, &changes));
         let aevt = self.aevt.apply_through_pending(&changes, bound);
-        let mut avet = match defer {
-            // Set-aside changes are sorted when they are merged.
-            Some((pending, deferrable)) => {
-                let (later, now): (Vec<Change>, Vec<Change>) =
-                    changes.into_iter().partition(|c| deferrable(c.datom.a));
-                pending.extend(later);
-                now
-            }
-            None => changes,
-        };
+        let mut avet = avet_share(changes.into_iter(), defer);
         sort_avet(&mut avet);
         debug_assert!(sorted_in(IndexOrder::Avet, &avet));
         Indexes {
@@ -124,17 +115,7 @@ impl Indexes {
         defer: Option<DeferAvet<'_>>,
         bound: Bound,
     ) -> Indexes {
-        let mut avet_changes: Vec<Change> = match defer {
-            Some((pending, deferrable)) => {
-                pending.extend(changes.iter().filter(|c| deferrable(c.datom.a)).cloned());
-                changes
-                    .iter()
-                    .filter(|c| !deferrable(c.datom.a))
-                    .cloned()
-                    .collect()
-            }
-            None => changes.clone(),
-        };
+        let mut avet_changes = avet_share(changes.iter().cloned(), defer);
         let Indexes {
             eavt,
             aevt,
@@ -161,6 +142,20 @@ impl Indexes {
             avet,
             vaet,
         }
+    }
+}
+
+/// The changes AVET takes now: with `defer`, those of the attributes it accepts go to its
+/// list instead (they are sorted when they are merged).
+fn avet_share(changes: impl Iterator<Item = Change>, defer: Option<DeferAvet<'_>>) -> Vec<Change> {
+    match defer {
+        Some((pending, deferrable)) => {
+            let (later, now): (Vec<Change>, Vec<Change>) =
+                changes.partition(|c| deferrable(c.datom.a));
+            pending.extend(later);
+            now
+        }
+        None => changes.collect(),
     }
 }
 
