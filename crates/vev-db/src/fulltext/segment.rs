@@ -154,17 +154,16 @@ impl Segment {
             });
             doc.len = len;
         }
-        drop(table);
-        // Each term's rank in (attribute, term) order.
-        let mut order: Vec<u32> = (0..keys.len() as u32).collect();
-        order.sort_unstable_by(|&x, &y| keys[x as usize].cmp(&keys[y as usize]));
-        let mut rank = vec![0u32; keys.len()];
-        for (r, &k) in order.iter().enumerate() {
-            rank[k as usize] = r as u32;
+        // The terms in (attribute, term) order, each with its number; a number's rank.
+        let mut sorted: Vec<(TermKey, u32)> = keys.into_iter().zip(0u32..).collect();
+        sorted.sort_unstable_by(|x, y| x.0.cmp(&y.0));
+        let mut rank = vec![0u32; sorted.len()];
+        for (r, (_, k)) in sorted.iter().enumerate() {
+            rank[*k as usize] = r as u32;
         }
         // Per rank: occurrences and distinct documents (occurrences of one document are
         // adjacent, since `hits` is in document order).
-        let mut counts = vec![(0u32, 0u32, u32::MAX); keys.len()];
+        let mut counts = vec![(0u32, 0u32, u32::MAX); sorted.len()];
         for &(k, (doc, _)) in &hits {
             let c = &mut counts[rank[k as usize] as usize];
             c.0 += 1;
@@ -173,28 +172,27 @@ impl Segment {
                 c.2 = doc;
             }
         }
-        let mut starts = Vec::with_capacity(keys.len() + 1);
+        // Each rank's next free slot, from its first; stable, so each term's hits keep their
+        // document and position order, and a rank's slot ends one past its last hit.
+        let mut next = Vec::with_capacity(sorted.len());
         let mut at = 0u32;
         for c in &counts {
-            starts.push(at);
+            next.push(at);
             at += c.0;
         }
-        // Stable: each term's hits keep their document and position order.
         let mut dealt: Vec<Hit> = vec![(0, 0); hits.len()];
-        let mut next = starts.clone();
         for (k, hit) in hits {
             let slot = &mut next[rank[k as usize] as usize];
             dealt[*slot as usize] = hit;
             *slot += 1;
         }
-        let mut keys: Vec<Option<TermKey>> = keys.into_iter().map(Some).collect();
-        let terms = order
-            .iter()
+        let terms = sorted
+            .into_iter()
             .enumerate()
-            .map(|(r, &k)| {
-                let (a, term) = keys[k as usize].take().expect("each term once");
+            .map(|(r, ((a, term), _))| {
                 let (occurrences, distinct, _) = counts[r];
-                let start = starts[r] as usize;
+                let end = next[r] as usize;
+                let term_hits = &dealt[end - occurrences as usize..end];
                 let mut p = Postings {
                     a,
                     term,
@@ -202,7 +200,7 @@ impl Segment {
                     offsets: Vec::with_capacity(distinct as usize + 1),
                     positions: Vec::with_capacity(occurrences as usize),
                 };
-                for &(doc, pos) in &dealt[start..start + occurrences as usize] {
+                for &(doc, pos) in term_hits {
                     if p.docs.last() != Some(&doc) {
                         p.offsets.push(p.positions.len() as u32);
                         p.docs.push(doc);
